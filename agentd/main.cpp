@@ -1,0 +1,19 @@
+// agentd: the Bulwark daemon and its one-shot sandbox runner.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "bulwark/version.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"agentd: run AI agents' tools in Bulwark sandboxes"};
+    bool show_version = false;
+    app.add_flag("--version", show_version, "print the version and exit");
+    CLI11_PARSE(app, argc, argv);
+    if (show_version) {
+        std::cout << bulwark::version_string() << "\n";
+        return 0;
+    }
+    std::cout << app.help();
+    return 0;
+}

@@ -1,0 +1,237 @@
+/* Bulwark kernel/userspace ABI.
+ *
+ * Every struct and constant shared between the BPF programs (bpf/<hook>.bpf.c), the
+ * policy compiler's map emitters and agentd's loader and ring-buffer reader is
+ * declared here, once. Rules for this file:
+ *   - fixed-width __u8..__u64 fields only; no bool, pointers or enum-typed fields;
+ *   - explicit padding, every struct a multiple of 8 bytes;
+ *   - C++ users static_assert sizes and offsets (policy-compiler/include/bulwark/abi.h);
+ *   - bump BW_ABI_VERSION on any layout change.
+ */
+#ifndef BULWARK_ABI_H
+#define BULWARK_ABI_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define BW_ABI_VERSION 1
+
+/* ---- capacities (a compile that needs more fails; nothing is truncated) ---- */
+#define BW_MAX_SANDBOXES     4096   /* live sandbox cgroups */
+#define BW_MAX_POLICIES      1024   /* policy slots (bundle x epoch) loaded at once */
+#define BW_MAX_FILE_RULES    65536  /* (policy, inode) entries over all slots */
+#define BW_MAX_NET_RULES     65536  /* (policy, prefix) entries over all slots */
+#define BW_MAX_RULE_HITS     65536
+#define BW_PORT_RANGES_MAX   16     /* port ranges per (policy, prefix) entry */
+#define BW_PATH_WALK_MAX     64     /* dentry ancestors walked; deeper fails closed */
+#define BW_EVENT_PATH_MAX    128
+#define BW_RINGBUF_BYTES     (16u << 20)
+#define BW_NO_RULE           0xffffffffu /* rule_id when no rule matched (default) */
+
+/* ---- enforcement layers (bw_event.layer, audit store "layer") ---- */
+#define BW_LAYER_NONE        0
+#define BW_LAYER_BPF_LSM     1
+#define BW_LAYER_SOCK_ADDR   2  /* cgroup connect/sendmsg/bind programs */
+#define BW_LAYER_SOCK_CREATE 3  /* cgroup sock_create program */
+#define BW_LAYER_MONITOR     4  /* tracepoints: observe only */
+#define BW_LAYER_SECCOMP     5
+#define BW_LAYER_LANDLOCK    6
+#define BW_LAYER_SUPERVISOR  7  /* agentd's own checks (binary, posture, limits) */
+#define BW_LAYER_NAMESPACE   8
+#define BW_LAYER_CGROUP      9  /* resource limits */
+
+/* ---- operations (bw_event.op) ---- */
+#define BW_OP_NONE          0
+#define BW_OP_FILE_OPEN     1
+#define BW_OP_FILE_CREATE   2
+#define BW_OP_FILE_UNLINK   3
+#define BW_OP_FILE_RENAME   4
+#define BW_OP_FILE_LINK     5
+#define BW_OP_FILE_TRUNCATE 6
+#define BW_OP_EXEC          7
+#define BW_OP_MMAP_EXEC     8
+#define BW_OP_PTRACE        9
+#define BW_OP_SIGNAL        10
+#define BW_OP_MOUNT         11
+#define BW_OP_BPF           12
+#define BW_OP_SOCK_CREATE   13
+#define BW_OP_CONNECT       14
+#define BW_OP_BIND          15
+#define BW_OP_SENDMSG       16
+#define BW_OP_PROC_EXEC     17  /* monitor: sched_process_exec */
+#define BW_OP_PROC_FORK     18
+#define BW_OP_PROC_EXIT     19
+#define BW_OP_SYSCALL       20
+#define BW_OP_MKDIR         21
+#define BW_OP_MAX           22
+
+/* ---- decisions ---- */
+#define BW_DECISION_ALLOW   0
+#define BW_DECISION_DENY    1
+#define BW_DECISION_AUDIT   2  /* would be denied; allowed because the policy is in audit mode */
+#define BW_DECISION_OBSERVE 3  /* monitor record, no decision taken */
+
+/* ---- policy modes ---- */
+#define BW_MODE_ENFORCE 0
+#define BW_MODE_AUDIT   1
+
+/* ---- file rights (bw_file_rule.allow/deny, bw_event.rights) ---- */
+#define BW_FS_READ    (1u << 0)
+#define BW_FS_WRITE   (1u << 1)  /* write, append, truncate */
+#define BW_FS_CREATE  (1u << 2)  /* new files, dirs, links, rename targets */
+#define BW_FS_REMOVE  (1u << 3)  /* unlink, rmdir, rename sources */
+#define BW_FS_EXEC    (1u << 4)  /* execve, mmap PROT_EXEC */
+#define BW_FS_ALL     (BW_FS_READ | BW_FS_WRITE | BW_FS_CREATE | BW_FS_REMOVE | BW_FS_EXEC)
+
+/* ---- network ---- */
+#define BW_NET_CONNECT (1u << 0)
+#define BW_NET_BIND    (1u << 1)
+#define BW_NET_SEND    (1u << 2)  /* unconnected sendto/sendmsg */
+#define BW_PROTO_TCP   (1u << 0)
+#define BW_PROTO_UDP   (1u << 1)
+#define BW_NET_ACTION_ALLOW 0
+#define BW_NET_ACTION_DENY  1
+
+/* ---- bw_policy.flags ---- */
+#define BW_POL_FILES_ENFORCED (1u << 0) /* file rules present: default deny for files */
+#define BW_POL_EXEC_ENFORCED  (1u << 1) /* exec allow-list present: default deny for exec */
+#define BW_POL_NET_NONE       (1u << 2) /* no network at all */
+#define BW_POL_NET_LOOPBACK   (1u << 3) /* loopback only */
+#define BW_POL_NET_RULES      (1u << 4) /* decided by bw_net_rules */
+#define BW_POL_DENY_PTRACE    (1u << 5) /* ptrace/signals outside the sandbox denied */
+#define BW_POL_DENY_MOUNT     (1u << 6)
+#define BW_POL_DENY_BPF       (1u << 7)
+
+/* Map: bw_sandboxes, HASH, key = cgroup v2 id (__u64), value = bw_binding.
+ * Switching a subtask's policy is one update of this value (policy_id and
+ * version together), so no operation ever sees neither policy. */
+struct bw_binding {
+	__u32 policy_id;      /* slot in bw_policies */
+	__u32 flags;          /* reserved, 0 */
+	__u64 policy_version; /* stamped on every event */
+	__u64 task_id;
+	__u64 run_id;
+};
+
+/* Map: bw_policies, ARRAY[BW_MAX_POLICIES], key = policy_id (__u32). */
+struct bw_policy {
+	__u64 version;        /* 0 = slot unused: every operation is denied */
+	__u32 mode;           /* BW_MODE_* */
+	__u32 flags;          /* BW_POL_* */
+	__u64 af_allow;       /* bit n set: socket family n allowed (n < 64) */
+	__u32 sock_type_allow;/* bit n set: SOCK_* type n allowed */
+	__u32 pad0;
+};
+
+/* Map: bw_file_rules, HASH, key = bw_inode_key, value = bw_file_rule.
+ * dev uses the kernel's encoding (major << 20 | minor), not stat()'s st_dev.
+ * The LSM walks the dentry's ancestors: allow = union of ancestors' allow,
+ * deny = union of ancestors' deny, effective = allow & ~deny. */
+struct bw_inode_key {
+	__u32 policy_id;
+	__u32 pad0;
+	__u64 dev;
+	__u64 ino;
+};
+
+struct bw_file_rule {
+	__u32 allow;          /* BW_FS_* */
+	__u32 deny;           /* BW_FS_* */
+	__u32 allow_rule_id;  /* rule that granted (first in source order) */
+	__u32 deny_rule_id;   /* rule that denied */
+};
+
+/* Map: bw_net_rules, LPM_TRIE, key = bw_net_key, value = bw_net_rule.
+ * IPv4 is stored v4-mapped (::ffff:a.b.c.d); prefixlen counts the 32 bits of
+ * policy_id too. The compiler copies every less specific prefix's ranges into
+ * the more specific entries, so the longest match alone decides. */
+struct bw_net_key {
+	__u32 prefixlen;
+	__u32 policy_id;      /* host order: its 32 bits are always matched whole */
+	__u8  addr[16];
+};
+
+struct bw_port_range {
+	__u16 lo;             /* host order, inclusive */
+	__u16 hi;
+	__u8  proto_mask;     /* BW_PROTO_* */
+	__u8  op_mask;        /* BW_NET_* */
+	__u8  action;         /* BW_NET_ACTION_* */
+	__u8  pad0;
+	__u32 rule_id;
+};
+
+struct bw_net_rule {
+	__u32 count;          /* used entries of ranges[] */
+	__u32 pad0;
+	struct bw_port_range ranges[BW_PORT_RANGES_MAX];
+};
+
+/* Map: bw_rule_hits, PERCPU_HASH, key = bw_rule_key, value = __u64 hits. */
+struct bw_rule_key {
+	__u32 policy_id;
+	__u32 rule_id;
+};
+
+/* Map: bw_stats, PERCPU_ARRAY[1], value = bw_counters. */
+struct bw_counters {
+	__u64 ringbuf_reserve_failures;
+	__u64 events_emitted;
+	__u64 decisions[4];      /* by BW_DECISION_* */
+	__u64 walk_too_deep;     /* path walks that hit BW_PATH_WALK_MAX (denied) */
+	__u64 unbound_policy;    /* sandbox bound to an unused slot (denied) */
+};
+
+/* Ring buffer record (map bw_events). */
+#define BW_OBJ_NONE 0
+#define BW_OBJ_FILE 1
+#define BW_OBJ_NET  2
+#define BW_OBJ_PROC 3
+
+struct bw_event_file {
+	__u64 dev;
+	__u64 ino;
+	__u32 rights;            /* requested BW_FS_* */
+	__u32 pad0;
+	char  path[BW_EVENT_PATH_MAX]; /* best-effort name; the decision used (dev, ino) */
+};
+
+struct bw_event_net {
+	__u16 family;
+	__u16 type;
+	__u16 protocol;
+	__u16 port;              /* host order */
+	__u8  addr[16];          /* v4 as v4-mapped */
+};
+
+struct bw_event_proc {
+	__u32 target_pid;
+	__u32 arg;               /* signal number, ptrace mode, exit code, syscall nr */
+	__u64 target_cgroup_id;
+};
+
+struct bw_event {
+	__u64 ts_ns;             /* bpf_ktime_get_boot_ns() */
+	__u64 cgroup_id;
+	__u64 policy_version;
+	__u32 policy_id;
+	__u32 rule_id;           /* BW_NO_RULE when the default decided */
+	__u32 pid;
+	__u32 tgid;
+	__u16 layer;             /* BW_LAYER_* */
+	__u16 op;                /* BW_OP_* */
+	__u8  decision;          /* BW_DECISION_* */
+	__u8  obj_kind;          /* BW_OBJ_* */
+	__u16 pad0;
+	__s32 ret;               /* value returned to the kernel (0 or -errno) */
+	__u32 pad1;
+	char  comm[16];
+	union {
+		struct bw_event_file file;
+		struct bw_event_net  net;
+		struct bw_event_proc proc;
+	} obj;
+};
+
+#endif /* BULWARK_ABI_H */

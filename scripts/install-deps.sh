@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Bulwark builds, runs and tests with.
+# Idempotent: apt-get runs only when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config clang llvm
+  # libraries (see README "Dependencies")
+  libbpf-dev bpftool libboost-dev libsqlite3-dev sqlite3 nlohmann-json3-dev catch2
+  libseccomp-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev libcap-dev
+  libelf-dev zlib1g-dev libssl-dev
+  # real-kernel VM tests of the BPF LSM programs (tests/vm)
+  qemu-system-x86 busybox-static cpio
+  # peers measured side by side (tests/bench)
+  bubblewrap hyperfine
+  # process tools used by tests
+  procps iproute2 util-linux
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+fi
