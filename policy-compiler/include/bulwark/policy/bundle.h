@@ -1,0 +1,187 @@
+#pragma once
+// The policy bundle: what policyc emits for one tool and every enforcement
+// layer consumes. Each entry carries the id of the rule that produced it;
+// Bundle::rules maps that id to file:line:col and the rule's source text.
+//
+// A bundle compiled from a rule file may still hold task variables
+// (${workdir}, ${home}, ${tmp}, ${task_id}) in paths; instantiate() resolves
+// them when a task is created (see instantiate.h).
+#include <linux/filter.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <bulwark_abi.h>
+
+namespace bulwark::policy {
+
+inline constexpr uint32_t kBundleFormat = 1;
+
+struct SourceLoc {
+    std::string file;  // as given on the command line / rules dir relative
+    uint32_t line = 0; // 1-based
+    uint32_t col = 0;  // 1-based
+};
+
+// One source rule (a list item or a scalar setting in a rule file).
+struct RuleRef {
+    uint32_t id = 0;
+    SourceLoc loc;
+    std::string text;     // the rule as written, e.g. "files.write: ${workdir}"
+    std::string section;  // "files", "network", "syscalls", "exec", "limits", ...
+};
+
+enum class Mode : uint8_t { Enforce, Audit };
+
+struct Binary {
+    std::string path;                   // absolute
+    std::optional<std::string> sha256;  // lowercase hex
+    uint32_t rule_id = 0;
+};
+
+// A path subtree and its rights (BW_FS_* bits). allow and deny are unions
+// over the subtree; deny overrides allow wherever both reach.
+struct FileRule {
+    std::string path;  // absolute, normalised; may contain ${var}
+    uint32_t allow = 0;
+    uint32_t deny = 0;
+    uint32_t rule_id = 0;
+};
+
+// Network rule in the v6 address space (IPv4 as ::ffff:a.b.c.d/96+n).
+struct NetRule {
+    std::optional<std::string> host;  // DNS name, resolved at instantiate()
+    std::array<uint8_t, 16> addr{};   // for CIDR rules
+    uint8_t prefix = 0;               // 0..128 within the v6 space
+    uint16_t port_lo = 0, port_hi = 65535;
+    uint8_t proto_mask = BW_PROTO_TCP | BW_PROTO_UDP;
+    uint8_t op_mask = BW_NET_CONNECT;
+    uint8_t action = BW_NET_ACTION_ALLOW;
+    uint32_t rule_id = 0;
+};
+
+enum class NetMode : uint8_t { None, Loopback, Rules };
+
+struct NetworkPolicy {
+    NetMode mode = NetMode::None;
+    std::vector<NetRule> rules;
+    uint64_t af_allow = 0;         // bit n: socket family n
+    uint32_t sock_type_allow = 0;  // bit n: SOCK_* type n
+    std::vector<std::string> dns;  // resolver addresses the tool may query (port 53)
+};
+
+enum class SeccompAction : uint8_t { Allow, Errno, Kill, Log, Trap };
+
+// One compiled seccomp program (libseccomp, all arches it covers in one filter).
+struct SeccompPlan {
+    std::vector<sock_filter> program;
+    std::vector<uint32_t> arches;     // AUDIT_ARCH_* values accepted natively
+    SeccompAction default_action = SeccompAction::Errno;
+    uint16_t default_errno = 0;
+    std::string baseline;             // "default", "none", or the imported file
+    // syscall name -> rule that allowed or denied it (for explanations)
+    std::vector<std::pair<std::string, uint32_t>> syscall_rules;
+};
+
+struct LandlockPathRule {
+    std::string path;      // may contain ${var}
+    uint64_t access = 0;   // LANDLOCK_ACCESS_FS_*
+    uint32_t rule_id = 0;
+};
+
+struct LandlockPortRule {
+    uint16_t port = 0;
+    uint64_t access = 0;   // LANDLOCK_ACCESS_NET_*
+    uint32_t rule_id = 0;
+};
+
+struct LandlockPlan {
+    uint64_t handled_fs = 0;
+    uint64_t handled_net = 0;
+    uint64_t scoped = 0;   // LANDLOCK_SCOPE_*
+    std::vector<LandlockPathRule> paths;
+    std::vector<LandlockPortRule> ports;
+    // What the policy asks that Landlock cannot express (enforced by other
+    // layers only), one sentence each, naming the rule.
+    std::vector<std::string> gaps;
+};
+
+struct Limits {
+    std::optional<uint64_t> memory_bytes;
+    std::optional<uint64_t> pids;
+    std::optional<uint32_t> cpu_percent;    // of one CPU
+    std::optional<uint64_t> timeout_ms;
+    std::optional<uint64_t> output_bytes;   // stdout + stderr captured
+    std::optional<uint64_t> file_size_bytes;
+    std::optional<uint64_t> open_files;
+    std::vector<std::pair<std::string, uint32_t>> rule_ids;  // limit name -> rule
+};
+
+enum class MteMode : uint8_t { Off, Async, Sync };
+enum class Requirement : uint8_t { Require, Warn };
+
+struct HardeningPlan {
+    MteMode mte = MteMode::Off;
+    // property name (pie, relro, bind-now, nx, stack-protector, fortify,
+    // cet-ibt, cet-shstk, bti, pac) -> require/warn
+    std::vector<std::pair<std::string, Requirement>> properties;
+    bool disable_store_bypass = false;
+    bool disable_indirect_branch = false;
+    uint32_t rule_id = 0;
+};
+
+struct EnvPlan {
+    std::vector<std::string> pass;                            // copied from the caller
+    std::vector<std::pair<std::string, std::string>> set;     // may contain ${var}
+    bool clear_all = true;                                    // start from an empty env
+};
+
+// Exact BPF map contents for one policy slot, in bulwark_abi.h layouts.
+// File keys need (dev, ino) of each path, known only on the host at load
+// time, so they are carried with their path; the loader stats each path.
+struct BpfFileEntry {
+    std::string path;
+    bw_file_rule value{};
+};
+
+struct BpfNetEntry {
+    bw_net_key key{};  // policy_id is filled by the loader (slot chosen at load)
+    bw_net_rule value{};
+};
+
+struct BpfTables {
+    bw_policy header{};  // version filled by the loader
+    std::vector<BpfFileEntry> files;
+    std::vector<BpfNetEntry> net;
+};
+
+struct Bundle {
+    uint32_t format = kBundleFormat;
+    std::string tool;
+    std::string description;
+    std::vector<std::string> extends;   // resolved chain, base first
+    std::string hash;                   // sha256 of the canonical JSON, "sha256:<hex>"
+    Mode mode = Mode::Enforce;
+    std::vector<std::string> mandatory_layers;
+
+    std::vector<Binary> binaries;
+    std::vector<FileRule> files;        // includes exec rights from `exec:`
+    NetworkPolicy network;
+    SeccompPlan seccomp;
+    LandlockPlan landlock;
+    BpfTables bpf;
+    Limits limits;
+    HardeningPlan hardening;
+    EnvPlan env;
+
+    std::vector<RuleRef> rules;         // indexed by rule id
+    const RuleRef* rule(uint32_t id) const {
+        return id < rules.size() ? &rules[id] : nullptr;
+    }
+};
+
+}  // namespace bulwark::policy
