@@ -1,0 +1,53 @@
+#pragma once
+// BpfTables from a bundle's rules: the exact map contents the BPF programs
+// read (bulwark_abi.h). instantiate() and grants rebuild them after changing
+// paths or network rules; the reference evaluator's table path reads them.
+//
+// These builders belong with the compiler's map emitters; they are kept here,
+// separate and self-contained, so the two can be unified into one function
+// once both are on main (the table contract is documented in bulwark_abi.h).
+#include <expected>
+#include <string>
+#include <vector>
+
+#include "bulwark/policy/bundle.h"
+
+namespace bulwark::policy {
+
+// The rights a bundle leaves unrestricted: once any `files:` rule exists
+// nothing is (0); with only an `exec:` allow-list everything but exec is;
+// with neither, everything is (BW_FS_ALL). A rule belongs to `exec:` when its
+// RuleRef section is "exec"; any other (or unknown) rule counts as `files:`.
+uint32_t unrestricted_file_rights(const Bundle& b);
+
+// BW_POL_FILES_ENFORCED / BW_POL_EXEC_ENFORCED for the bundle's file rules.
+uint32_t file_policy_flags(const Bundle& b);
+
+// bw_policy for the bundle: mode, file and network flags, socket masks.
+// Flags this module does not own (DENY_PTRACE/MOUNT/BPF) are kept from
+// b.bpf.header; version stays 0 (filled by the loader).
+bw_policy build_policy_header(const Bundle& b);
+
+// One entry per distinct path, in first-appearance order: allow and deny are
+// the unions of the rules on that exact path; allow_rule_id / deny_rule_id is
+// the first rule (source order) contributing allow / deny bits, BW_NO_RULE
+// when there is none. Paths must already be instantiated.
+std::vector<BpfFileEntry> build_file_entries(const std::vector<FileRule>& files);
+
+// The network rules the kernel sees in NetMode::Rules: the bundle's rules
+// plus one allow rule per `dns:` resolver (connect+send, tcp+udp, port 53)
+// unless an identical rule is already present.
+std::vector<NetRule> effective_net_rules(const Bundle& b);
+
+// LPM entries: one per distinct prefix; each carries its own rules' ranges
+// (source order) followed by the ranges of every less specific prefix that
+// contains it (more specific first), so the longest match alone decides.
+// Fails when a rule still names a host or an entry needs more than
+// BW_PORT_RANGES_MAX ranges (nothing is truncated).
+std::expected<std::vector<BpfNetEntry>, std::string> build_net_entries(
+    const std::vector<NetRule>& rules);
+
+// Rebuilds b.bpf (header, files, net) from b's rules.
+std::expected<void, std::string> rebuild_bpf_tables(Bundle& b);
+
+}  // namespace bulwark::policy

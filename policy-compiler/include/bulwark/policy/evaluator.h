@@ -1,0 +1,71 @@
+#pragma once
+// The reference evaluator: what the enforcement layers decide for one
+// concrete operation under an instantiated bundle, which layer decides, the
+// rule that decided, and an explanation a model can act on.
+//
+// Two independent paths:
+//   evaluate()        from the bundle's rules (FileRule, NetRule, seccomp);
+//   evaluate_tables() from the exact BPF map contents (bundle.bpf), walking
+//                     them the way the BPF programs do.
+// Unit tests require both to agree; the BPF programs are tested against them.
+#include <array>
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+
+#include "bulwark/policy/bundle.h"
+#include "bulwark/policy/match.h"
+
+namespace bulwark::policy {
+
+enum class OpKind : uint8_t { Open, Create, Remove, Exec, Connect, Bind, Send, Socket, Syscall };
+enum class FileAccess : uint8_t { Read, Write };
+
+struct Operation {
+    OpKind kind = OpKind::Open;
+    // Open, Create, Remove, Exec
+    std::string path;                   // absolute; normalised before matching
+    FileAccess access = FileAccess::Read;  // Open only
+    // Connect, Bind, Send
+    Addr16 addr{};                      // IPv4 as v4-mapped
+    uint16_t port = 0;
+    uint8_t proto = BW_PROTO_TCP;       // one BW_PROTO_* bit
+    // Socket
+    uint32_t family = 0;                // AF_*
+    uint32_t type = 0;                  // SOCK_*; SOCK_NONBLOCK/CLOEXEC bits ignored
+    // Syscall
+    std::string syscall;
+    std::array<uint64_t, 6> args{};
+};
+
+enum class Verdict : uint8_t { Allow, Deny, Audit };
+
+struct Decision {
+    Verdict verdict = Verdict::Deny;
+    uint16_t layer = BW_LAYER_NONE;     // BW_LAYER_*
+    uint32_t rule_id = BW_NO_RULE;      // BW_NO_RULE: the layer's default decided
+    std::string explanation;
+};
+
+Decision evaluate(const Bundle& bundle, const Operation& op);
+Decision evaluate_tables(const Bundle& bundle, const Operation& op);
+
+// BW_FS_* right an operation needs (0 for non-file operations).
+uint32_t required_right(const Operation& op);
+
+std::string_view to_string(Verdict v);
+std::string_view to_string(OpKind k);
+std::string rights_to_string(uint32_t rights);  // "read|write"
+
+// "open" -> OpKind::Open ...
+std::expected<OpKind, std::string> parse_op_kind(std::string_view s);
+// Socket families and types by the rule-language names ("inet", "unix",
+// "inet6", "netlink", "packet", ...; "stream", "dgram", "raw", "seqpacket").
+std::expected<uint32_t, std::string> parse_family(std::string_view s);
+std::expected<uint32_t, std::string> parse_sock_type(std::string_view s);
+
+// "file:line:col section-text" for a rule id, or "the default" for BW_NO_RULE.
+std::string describe_rule(const Bundle& bundle, uint32_t rule_id);
+
+}  // namespace bulwark::policy

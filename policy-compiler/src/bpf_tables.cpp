@@ -1,0 +1,180 @@
+#include "bulwark/policy/bpf_tables.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "bulwark/policy/match.h"
+
+namespace bulwark::policy {
+
+namespace {
+
+bool is_exec_section(const Bundle& b, uint32_t rule_id) {
+    const RuleRef* r = b.rule(rule_id);
+    return r && r->section == "exec";
+}
+
+Addr16 mask_addr(const Addr16& a, uint8_t prefix) {
+    Addr16 out{};
+    for (unsigned bit = 0; bit < prefix && bit < 128; ++bit)
+        if (a[bit / 8] & (0x80 >> (bit % 8))) out[bit / 8] |= static_cast<uint8_t>(0x80 >> (bit % 8));
+    return out;
+}
+
+uint32_t find_dns_rule(const Bundle& b) {
+    for (const auto& r : b.rules)
+        if (r.section == "network" && r.text.starts_with("network.dns")) return r.id;
+    return BW_NO_RULE;
+}
+
+}  // namespace
+
+uint32_t unrestricted_file_rights(const Bundle& b) {
+    bool files = false, exec = false;
+    for (const auto& f : b.files) {
+        if (is_exec_section(b, f.rule_id))
+            exec = true;
+        else
+            files = true;
+    }
+    if (files) return 0;
+    if (exec) return BW_FS_ALL & ~BW_FS_EXEC;
+    return BW_FS_ALL;
+}
+
+uint32_t file_policy_flags(const Bundle& b) {
+    uint32_t flags = 0;
+    for (const auto& f : b.files)
+        flags |= is_exec_section(b, f.rule_id) ? BW_POL_EXEC_ENFORCED : BW_POL_FILES_ENFORCED;
+    return flags;
+}
+
+bw_policy build_policy_header(const Bundle& b) {
+    bw_policy h{};
+    h.version = 0;
+    h.mode = b.mode == Mode::Audit ? BW_MODE_AUDIT : BW_MODE_ENFORCE;
+    h.flags = b.bpf.header.flags & (BW_POL_DENY_PTRACE | BW_POL_DENY_MOUNT | BW_POL_DENY_BPF);
+    h.flags |= file_policy_flags(b);
+    switch (b.network.mode) {
+        case NetMode::None: h.flags |= BW_POL_NET_NONE; break;
+        case NetMode::Loopback: h.flags |= BW_POL_NET_LOOPBACK; break;
+        case NetMode::Rules: h.flags |= BW_POL_NET_RULES; break;
+    }
+    h.af_allow = b.network.af_allow;
+    h.sock_type_allow = b.network.sock_type_allow;
+    return h;
+}
+
+std::vector<BpfFileEntry> build_file_entries(const std::vector<FileRule>& files) {
+    std::vector<BpfFileEntry> out;
+    for (const auto& f : files) {
+        auto it = std::find_if(out.begin(), out.end(),
+                               [&](const BpfFileEntry& e) { return e.path == f.path; });
+        if (it == out.end()) {
+            BpfFileEntry e;
+            e.path = f.path;
+            e.value.allow_rule_id = BW_NO_RULE;
+            e.value.deny_rule_id = BW_NO_RULE;
+            out.push_back(std::move(e));
+            it = out.end() - 1;
+        }
+        if (f.allow && it->value.allow_rule_id == BW_NO_RULE) it->value.allow_rule_id = f.rule_id;
+        if (f.deny && it->value.deny_rule_id == BW_NO_RULE) it->value.deny_rule_id = f.rule_id;
+        it->value.allow |= f.allow;
+        it->value.deny |= f.deny;
+    }
+    return out;
+}
+
+std::vector<NetRule> effective_net_rules(const Bundle& b) {
+    std::vector<NetRule> rules = b.network.rules;
+    if (b.network.mode != NetMode::Rules) return rules;
+    uint32_t dns_rule = find_dns_rule(b);
+    for (const auto& text : b.network.dns) {
+        auto addr = parse_ip(text);
+        if (!addr) continue;  // the compiler validated dns entries; a bad one adds nothing
+        NetRule r;
+        r.addr = *addr;
+        r.prefix = 128;
+        r.port_lo = r.port_hi = 53;
+        r.proto_mask = BW_PROTO_TCP | BW_PROTO_UDP;
+        r.op_mask = BW_NET_CONNECT | BW_NET_SEND;
+        r.action = BW_NET_ACTION_ALLOW;
+        r.rule_id = dns_rule;
+        bool present = std::any_of(rules.begin(), rules.end(), [&](const NetRule& o) {
+            return !o.host && o.addr == r.addr && o.prefix == 128 && o.port_lo == 53 &&
+                   o.port_hi == 53 && o.proto_mask == r.proto_mask && o.op_mask == r.op_mask &&
+                   o.action == r.action;
+        });
+        if (!present) rules.push_back(r);
+    }
+    return rules;
+}
+
+std::expected<std::vector<BpfNetEntry>, std::string> build_net_entries(
+    const std::vector<NetRule>& rules) {
+    struct Prefix {
+        Addr16 addr;
+        uint8_t len;
+        std::vector<bw_port_range> own;
+    };
+    std::vector<Prefix> prefixes;
+    for (const auto& r : rules) {
+        if (r.host)
+            return std::unexpected("network rule " + std::to_string(r.rule_id) + " still names host '" +
+                                   *r.host + "': instantiate the bundle first");
+        if (r.prefix > 128)
+            return std::unexpected("network rule " + std::to_string(r.rule_id) +
+                                   " has prefix length " + std::to_string(r.prefix) + " > 128");
+        Addr16 a = mask_addr(r.addr, r.prefix);
+        auto it = std::find_if(prefixes.begin(), prefixes.end(),
+                               [&](const Prefix& p) { return p.len == r.prefix && p.addr == a; });
+        if (it == prefixes.end()) {
+            prefixes.push_back({a, r.prefix, {}});
+            it = prefixes.end() - 1;
+        }
+        bw_port_range pr{};
+        pr.lo = r.port_lo;
+        pr.hi = r.port_hi;
+        pr.proto_mask = r.proto_mask;
+        pr.op_mask = r.op_mask;
+        pr.action = r.action;
+        pr.rule_id = r.rule_id;
+        it->own.push_back(pr);
+    }
+    std::vector<BpfNetEntry> out;
+    for (const auto& p : prefixes) {
+        std::vector<bw_port_range> ranges = p.own;
+        std::vector<const Prefix*> parents;
+        for (const auto& q : prefixes)
+            if (q.len < p.len && prefix_contains(q.addr, q.len, p.addr)) parents.push_back(&q);
+        std::stable_sort(parents.begin(), parents.end(),
+                         [](const Prefix* x, const Prefix* y) { return x->len > y->len; });
+        for (const Prefix* q : parents) ranges.insert(ranges.end(), q->own.begin(), q->own.end());
+        if (ranges.size() > BW_PORT_RANGES_MAX)
+            return std::unexpected("network prefix " + format_cidr(p.addr, p.len) + " needs " +
+                                   std::to_string(ranges.size()) + " port ranges (with those of the " +
+                                   "prefixes containing it); the kernel table holds " +
+                                   std::to_string(BW_PORT_RANGES_MAX));
+        BpfNetEntry e;
+        e.key.prefixlen = 32u + p.len;
+        e.key.policy_id = 0;
+        std::memcpy(e.key.addr, p.addr.data(), 16);
+        e.value.count = static_cast<uint32_t>(ranges.size());
+        for (size_t k = 0; k < ranges.size(); ++k) e.value.ranges[k] = ranges[k];
+        out.push_back(e);
+    }
+    return out;
+}
+
+std::expected<void, std::string> rebuild_bpf_tables(Bundle& b) {
+    auto net = build_net_entries(b.network.mode == NetMode::Rules ? effective_net_rules(b)
+                                                                   : std::vector<NetRule>{});
+    if (!net) return std::unexpected(net.error());
+    b.bpf.header = build_policy_header(b);
+    b.bpf.files = build_file_entries(b.files);
+    b.bpf.net = std::move(*net);
+    return {};
+}
+
+}  // namespace bulwark::policy

@@ -1,0 +1,455 @@
+#include "bulwark/policy/evaluator.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+
+#include "bulwark/policy/bpf_tables.h"
+
+namespace bulwark::policy {
+
+namespace {
+
+// ---------------------------------------------------------------- naming
+
+struct Named {
+    std::string_view name;
+    uint32_t value;
+};
+
+constexpr Named kFamilies[] = {
+    {"unix", AF_UNIX},       {"local", AF_UNIX},     {"inet", AF_INET},
+    {"inet6", AF_INET6},     {"netlink", AF_NETLINK}, {"packet", AF_PACKET},
+    {"ax25", AF_AX25},       {"ipx", AF_IPX},        {"appletalk", AF_APPLETALK},
+    {"x25", AF_X25},         {"key", AF_KEY},        {"rds", AF_RDS},
+    {"can", AF_CAN},         {"tipc", AF_TIPC},      {"bluetooth", AF_BLUETOOTH},
+    {"alg", AF_ALG},         {"vsock", AF_VSOCK},    {"xdp", AF_XDP},
+    {"llc", AF_LLC},         {"ib", AF_IB},          {"mpls", AF_MPLS},
+    {"nfc", AF_NFC},         {"qipcrtr", AF_QIPCRTR}, {"smc", AF_SMC},
+};
+
+constexpr Named kSockTypes[] = {
+    {"stream", SOCK_STREAM}, {"dgram", SOCK_DGRAM},         {"raw", SOCK_RAW},
+    {"rdm", SOCK_RDM},       {"seqpacket", SOCK_SEQPACKET}, {"dccp", SOCK_DCCP},
+    {"packet", SOCK_PACKET},
+};
+
+std::string family_name(uint32_t f) {
+    for (const auto& n : kFamilies)
+        if (n.value == f && n.name != "local") return std::string(n.name);
+    return "family " + std::to_string(f);
+}
+
+std::string type_name(uint32_t t) {
+    for (const auto& n : kSockTypes)
+        if (n.value == t) return std::string(n.name);
+    return "type " + std::to_string(t);
+}
+
+std::string proto_name(uint8_t p) { return p == BW_PROTO_UDP ? "udp" : p == BW_PROTO_TCP ? "tcp" : "proto?"; }
+
+uint8_t net_op_bit(OpKind k) {
+    switch (k) {
+        case OpKind::Connect: return BW_NET_CONNECT;
+        case OpKind::Bind: return BW_NET_BIND;
+        case OpKind::Send: return BW_NET_SEND;
+        default: return 0;
+    }
+}
+
+std::string_view net_op_word(OpKind k) {
+    switch (k) {
+        case OpKind::Connect: return "connect";
+        case OpKind::Bind: return "bind";
+        case OpKind::Send: return "send";
+        default: return "?";
+    }
+}
+
+std::string endpoint(const Operation& op) {
+    std::string a = format_addr(op.addr);
+    if (!is_v4_mapped(op.addr)) a = "[" + a + "]";
+    return a + ":" + std::to_string(op.port) + "/" + proto_name(op.proto);
+}
+
+Decision make(Verdict v, uint16_t layer, uint32_t rule, std::string text) {
+    return Decision{v, layer, rule, std::move(text)};
+}
+
+Decision apply_mode(bool audit, Decision d) {
+    if (audit && d.verdict == Verdict::Deny) {
+        d.verdict = Verdict::Audit;
+        d.explanation = "audit mode, allowed but recorded: would be " + d.explanation;
+    }
+    return d;
+}
+
+// ---------------------------------------------------------------- files
+
+// What covers the path, seen either from the rules or from the map entries.
+struct FileView {
+    uint32_t allow = 0, deny = 0;          // unions over covering entries
+    uint32_t allow_rule = BW_NO_RULE;      // deepest covering entry granting the right
+    uint32_t deny_rule = BW_NO_RULE;       // deepest covering entry denying it
+    std::string allow_path, deny_path;
+};
+
+// Attribution: the deepest covering entry that carries the bit decides; on
+// a tie the first in source order (the LSM walks up from the dentry and stops
+// attributing at the first ancestor carrying the bit).
+void consider(FileView& v, long& allow_depth, long& deny_depth, uint32_t right,
+              const std::string& path, uint32_t allow, uint32_t deny, uint32_t allow_rule,
+              uint32_t deny_rule) {
+    long d = static_cast<long>(path_depth(path));
+    v.allow |= allow;
+    v.deny |= deny;
+    if ((allow & right) && d > allow_depth) {
+        v.allow_rule = allow_rule;
+        v.allow_path = path;
+        allow_depth = d;
+    }
+    if ((deny & right) && d > deny_depth) {
+        v.deny_rule = deny_rule;
+        v.deny_path = path;
+        deny_depth = d;
+    }
+}
+
+std::string op_phrase(const Operation& op, uint32_t right) {
+    return rights_to_string(right) + " on " + op.path;
+}
+
+// Suggests what would make a default-denied file operation legal.
+std::string file_hint(const Bundle& b, const std::string& path, uint32_t right, const FileView& v) {
+    std::string out;
+    if (v.allow) {
+        out += "; rules covering it grant only " + rights_to_string(v.allow);
+        bool first = true;
+        for (const auto& f : b.files) {
+            if (!f.allow || !path_covers(f.path, path)) continue;
+            out += first ? " (" : ", ";
+            out += describe_rule(b, f.rule_id);
+            first = false;
+        }
+        if (!first) out += ")";
+    }
+    std::string section = right == BW_FS_EXEC ? "exec.allow" : "files." + rights_to_string(right);
+    out += "; a grant that would allow it: " + section + " on a path covering " + path;
+    return out;
+}
+
+Decision decide_file(const Bundle& b, const Operation& op, const FileView& v,
+                     const std::string& path, uint32_t right, bool enforced) {
+    const uint16_t L = BW_LAYER_BPF_LSM;
+    if (v.deny & right) {
+        return make(Verdict::Deny, L, v.deny_rule,
+                    "denied: " + op_phrase(op, right) + " is denied by " +
+                        describe_rule(b, v.deny_rule) + " (covers " + v.deny_path +
+                        "); deny rules override every allow and no grant can lift them");
+    }
+    if (v.allow & right) {
+        return make(Verdict::Allow, L, v.allow_rule,
+                    "allowed: " + op_phrase(op, right) + " by " + describe_rule(b, v.allow_rule) +
+                        " (covers " + v.allow_path + ")");
+    }
+    if (!enforced) {
+        return make(Verdict::Allow, L, BW_NO_RULE,
+                    "allowed: " + op_phrase(op, right) +
+                        (right == BW_FS_EXEC ? " (the policy has no exec allow-list or files rules)"
+                                             : " (the policy has no files rules)"));
+    }
+    std::string why = right == BW_FS_EXEC
+                          ? "; exec of anything not allowed is denied"
+                          : "; once files rules exist everything they do not cover is denied";
+    return make(Verdict::Deny, L, BW_NO_RULE,
+                "denied: no rule allows " + op_phrase(op, right) + why +
+                    file_hint(b, path, right, v));
+}
+
+Decision eval_file(const Bundle& b, const Operation& op, bool tables) {
+    uint32_t right = required_right(op);
+    auto path = normalise_path(op.path);
+    bool audit = tables ? b.bpf.header.mode == BW_MODE_AUDIT : b.mode == Mode::Audit;
+    if (!path)
+        return apply_mode(audit, make(Verdict::Deny, BW_LAYER_BPF_LSM, BW_NO_RULE,
+                                      "denied: " + path.error()));
+    Operation shown = op;
+    shown.path = *path;
+    FileView v;
+    long ad = -1, dd = -1;
+    bool enforced;
+    if (!tables) {
+        for (const auto& f : b.files)
+            if (path_covers(f.path, *path))
+                consider(v, ad, dd, right, f.path, f.allow, f.deny, f.rule_id, f.rule_id);
+        enforced = (unrestricted_file_rights(b) & right) == 0;
+    } else {
+        for (const auto& e : b.bpf.files)
+            if (path_covers(e.path, *path))
+                consider(v, ad, dd, right, e.path, e.value.allow, e.value.deny,
+                         e.value.allow_rule_id, e.value.deny_rule_id);
+        uint32_t flags = b.bpf.header.flags;
+        enforced = right == BW_FS_EXEC
+                       ? (flags & (BW_POL_FILES_ENFORCED | BW_POL_EXEC_ENFORCED)) != 0
+                       : (flags & BW_POL_FILES_ENFORCED) != 0;
+    }
+    return apply_mode(audit, decide_file(b, shown, v, *path, right, enforced));
+}
+
+// ---------------------------------------------------------------- network
+
+struct NetMatch {
+    uint32_t rule = BW_NO_RULE;
+    int prefix = -1;
+    bool found = false;
+};
+
+Decision decide_net_rules(const Bundle& b, const Operation& op, const NetMatch& deny,
+                          const NetMatch& allow, std::string_view unresolved) {
+    const uint16_t L = BW_LAYER_SOCK_ADDR;
+    std::string what = std::string(net_op_word(op.kind)) + " to " + endpoint(op);
+    if (op.kind == OpKind::Bind) what = "bind to " + endpoint(op);
+    if (deny.found)
+        return make(Verdict::Deny, L, deny.rule,
+                    "denied: " + what + " is denied by " + describe_rule(b, deny.rule) +
+                        "; network deny rules override every allow");
+    if (allow.found)
+        return make(Verdict::Allow, L, allow.rule,
+                    "allowed: " + what + " by " + describe_rule(b, allow.rule));
+    std::string text = "denied: no network rule allows " + what +
+                       "; with a network mapping everything not allowed is denied; a grant that "
+                       "would allow it: network." +
+                       std::string(net_op_word(op.kind)) + " { cidr: " + format_addr(op.addr) +
+                       (is_v4_mapped(op.addr) ? "/32" : "/128") + ", ports: [" +
+                       std::to_string(op.port) + "], proto: " + proto_name(op.proto) + " }";
+    if (!unresolved.empty())
+        text += " (the bundle still has unresolved host rules: " + std::string(unresolved) +
+                "; instantiate it first)";
+    return make(Verdict::Deny, L, BW_NO_RULE, std::move(text));
+}
+
+Decision decide_net_mode(const Operation& op, NetMode mode) {
+    const uint16_t L = BW_LAYER_SOCK_ADDR;
+    std::string what = std::string(net_op_word(op.kind)) + " to " + endpoint(op);
+    if (mode == NetMode::None)
+        return make(Verdict::Deny, L, BW_NO_RULE,
+                    "denied: " + what + ": the policy says network: none");
+    if (is_loopback(op.addr))
+        return make(Verdict::Allow, L, BW_NO_RULE,
+                    "allowed: " + what + ": loopback under network: loopback");
+    return make(Verdict::Deny, L, BW_NO_RULE,
+                "denied: " + what +
+                    ": the policy says network: loopback, only 127.0.0.0/8 and ::1 are reachable");
+}
+
+bool range_matches(uint16_t lo, uint16_t hi, uint8_t protos, uint8_t ops, const Operation& op) {
+    return op.port >= lo && op.port <= hi && (protos & op.proto) && (ops & net_op_bit(op.kind));
+}
+
+Decision eval_net(const Bundle& b, const Operation& op, bool tables) {
+    if (!tables) {
+        bool audit = b.mode == Mode::Audit;
+        if (b.network.mode != NetMode::Rules) return apply_mode(audit, decide_net_mode(op, b.network.mode));
+        NetMatch deny, allow;
+        std::string unresolved;
+        for (const auto& r : effective_net_rules(b)) {
+            if (r.host) {
+                unresolved += (unresolved.empty() ? "" : ", ") + *r.host;
+                continue;
+            }
+            if (!prefix_contains(r.addr, r.prefix, op.addr)) continue;
+            if (!range_matches(r.port_lo, r.port_hi, r.proto_mask, r.op_mask, op)) continue;
+            NetMatch& m = r.action == BW_NET_ACTION_DENY ? deny : allow;
+            if (!m.found || r.prefix > m.prefix) m = {r.rule_id, r.prefix, true};
+        }
+        return apply_mode(audit, decide_net_rules(b, op, deny, allow, unresolved));
+    }
+    const bw_policy& h = b.bpf.header;
+    bool audit = h.mode == BW_MODE_AUDIT;
+    if (h.flags & BW_POL_NET_NONE) return apply_mode(audit, decide_net_mode(op, NetMode::None));
+    if (h.flags & BW_POL_NET_LOOPBACK) return apply_mode(audit, decide_net_mode(op, NetMode::Loopback));
+    if (!(h.flags & BW_POL_NET_RULES))
+        return apply_mode(audit, make(Verdict::Deny, BW_LAYER_SOCK_ADDR, BW_NO_RULE,
+                                      "denied: the policy header sets no network mode"));
+    // LPM: the longest prefix containing the address decides alone.
+    const BpfNetEntry* best = nullptr;
+    for (const auto& e : b.bpf.net) {
+        if (e.key.prefixlen < 32 || e.key.prefixlen > 32 + 128) continue;
+        Addr16 a;
+        std::memcpy(a.data(), e.key.addr, 16);
+        uint8_t len = static_cast<uint8_t>(e.key.prefixlen - 32);
+        if (!prefix_contains(a, len, op.addr)) continue;
+        if (!best || e.key.prefixlen > best->key.prefixlen) best = &e;
+    }
+    NetMatch deny, allow;
+    if (best) {
+        uint32_t n = std::min<uint32_t>(best->value.count, BW_PORT_RANGES_MAX);
+        for (uint32_t k = 0; k < n; ++k) {
+            const bw_port_range& r = best->value.ranges[k];
+            if (!range_matches(r.lo, r.hi, r.proto_mask, r.op_mask, op)) continue;
+            NetMatch& m = r.action == BW_NET_ACTION_DENY ? deny : allow;
+            if (!m.found) m = {r.rule_id, 0, true};
+        }
+    }
+    return apply_mode(audit, decide_net_rules(b, op, deny, allow, {}));
+}
+
+// ---------------------------------------------------------------- sockets
+
+Decision eval_socket(const Bundle& b, const Operation& op, bool tables) {
+    uint64_t af = tables ? b.bpf.header.af_allow : b.network.af_allow;
+    uint32_t types = tables ? b.bpf.header.sock_type_allow : b.network.sock_type_allow;
+    bool audit = tables ? b.bpf.header.mode == BW_MODE_AUDIT : b.mode == Mode::Audit;
+    uint32_t type = op.type & 0xf;  // strip SOCK_NONBLOCK / SOCK_CLOEXEC
+    const uint16_t L = BW_LAYER_SOCK_CREATE;
+    std::string what = "socket(" + family_name(op.family) + ", " + type_name(type) + ")";
+    if (op.family >= 64 || !((af >> op.family) & 1))
+        return apply_mode(audit, make(Verdict::Deny, L, BW_NO_RULE,
+                                      "denied: " + what + ": family " + family_name(op.family) +
+                                          " is not in network.families; a grant that would allow "
+                                          "it: network.families: [" +
+                                          family_name(op.family) + "]"));
+    if (type >= 32 || !((types >> type) & 1))
+        return apply_mode(audit, make(Verdict::Deny, L, BW_NO_RULE,
+                                      "denied: " + what + ": socket type " + type_name(type) +
+                                          " is not allowed by the policy"));
+    return make(Verdict::Allow, L, BW_NO_RULE, "allowed: " + what + " (family and type allowed)");
+}
+
+// ---------------------------------------------------------------- syscalls
+
+// Decided from SeccompPlan::syscall_rules (name -> rule that allowed or denied
+// it) and the plan's default action. This is to be replaced by running
+// SeccompPlan::program through the classic-BPF interpreter (cbpf.h) once it
+// is on main; argument conditions are not evaluated here.
+Decision eval_syscall(const Bundle& b, const Operation& op) {
+    bool audit = b.mode == Mode::Audit;
+    const uint16_t L = BW_LAYER_SECCOMP;
+    for (const auto& [name, id] : b.seccomp.syscall_rules) {
+        if (name != op.syscall) continue;
+        const RuleRef* r = b.rule(id);
+        bool denies = r && (r->text.starts_with("syscalls.deny") ||
+                            r->text.starts_with("syscalls.on_violation"));
+        if (denies)
+            return apply_mode(audit, make(Verdict::Deny, L, id,
+                                          "denied: syscall " + op.syscall + " is denied by " +
+                                              describe_rule(b, id) +
+                                              "; syscall deny rules override allows and the baseline"));
+        return make(Verdict::Allow, L, id,
+                    "allowed: syscall " + op.syscall + " by " + describe_rule(b, id));
+    }
+    SeccompAction d = b.seccomp.default_action;
+    if (d == SeccompAction::Allow || d == SeccompAction::Log)
+        return make(Verdict::Allow, L, BW_NO_RULE,
+                    "allowed: syscall " + op.syscall + " by the filter's default action");
+    std::string action = d == SeccompAction::Kill   ? "kill"
+                         : d == SeccompAction::Trap ? "trap"
+                                                    : "errno " + std::to_string(b.seccomp.default_errno);
+    return apply_mode(audit, make(Verdict::Deny, L, BW_NO_RULE,
+                                  "denied: syscall " + op.syscall + " is not allowed (baseline " +
+                                      (b.seccomp.baseline.empty() ? "none" : b.seccomp.baseline) +
+                                      "), the filter answers " + action +
+                                      "; a grant that would allow it: syscalls.allow: [" +
+                                      op.syscall + "]"));
+}
+
+Decision eval(const Bundle& b, const Operation& op, bool tables) {
+    switch (op.kind) {
+        case OpKind::Open:
+        case OpKind::Create:
+        case OpKind::Remove:
+        case OpKind::Exec: return eval_file(b, op, tables);
+        case OpKind::Connect:
+        case OpKind::Bind:
+        case OpKind::Send: return eval_net(b, op, tables);
+        case OpKind::Socket: return eval_socket(b, op, tables);
+        case OpKind::Syscall: return eval_syscall(b, op);
+    }
+    return make(Verdict::Deny, BW_LAYER_NONE, BW_NO_RULE, "denied: unknown operation");
+}
+
+}  // namespace
+
+uint32_t required_right(const Operation& op) {
+    switch (op.kind) {
+        case OpKind::Open: return op.access == FileAccess::Write ? BW_FS_WRITE : BW_FS_READ;
+        case OpKind::Create: return BW_FS_CREATE;
+        case OpKind::Remove: return BW_FS_REMOVE;
+        case OpKind::Exec: return BW_FS_EXEC;
+        default: return 0;
+    }
+}
+
+Decision evaluate(const Bundle& bundle, const Operation& op) { return eval(bundle, op, false); }
+Decision evaluate_tables(const Bundle& bundle, const Operation& op) { return eval(bundle, op, true); }
+
+std::string_view to_string(Verdict v) {
+    switch (v) {
+        case Verdict::Allow: return "allow";
+        case Verdict::Deny: return "deny";
+        case Verdict::Audit: return "audit";
+    }
+    return "?";
+}
+
+std::string_view to_string(OpKind k) {
+    switch (k) {
+        case OpKind::Open: return "open";
+        case OpKind::Create: return "create";
+        case OpKind::Remove: return "remove";
+        case OpKind::Exec: return "exec";
+        case OpKind::Connect: return "connect";
+        case OpKind::Bind: return "bind";
+        case OpKind::Send: return "send";
+        case OpKind::Socket: return "socket";
+        case OpKind::Syscall: return "syscall";
+    }
+    return "?";
+}
+
+std::expected<OpKind, std::string> parse_op_kind(std::string_view s) {
+    for (auto k : {OpKind::Open, OpKind::Create, OpKind::Remove, OpKind::Exec, OpKind::Connect,
+                   OpKind::Bind, OpKind::Send, OpKind::Socket, OpKind::Syscall})
+        if (to_string(k) == s) return k;
+    return std::unexpected("unknown op '" + std::string(s) +
+                           "' (open, create, remove, exec, connect, bind, send, socket, syscall)");
+}
+
+std::expected<uint32_t, std::string> parse_family(std::string_view s) {
+    for (const auto& n : kFamilies)
+        if (n.name == s) return n.value;
+    return std::unexpected("unknown socket family '" + std::string(s) + "'");
+}
+
+std::expected<uint32_t, std::string> parse_sock_type(std::string_view s) {
+    for (const auto& n : kSockTypes)
+        if (n.name == s) return n.value;
+    return std::unexpected("unknown socket type '" + std::string(s) + "'");
+}
+
+std::string rights_to_string(uint32_t rights) {
+    static constexpr std::pair<uint32_t, std::string_view> names[] = {
+        {BW_FS_READ, "read"}, {BW_FS_WRITE, "write"}, {BW_FS_CREATE, "create"},
+        {BW_FS_REMOVE, "remove"}, {BW_FS_EXEC, "exec"}};
+    std::string out;
+    for (auto [bit, name] : names) {
+        if (!(rights & bit)) continue;
+        if (!out.empty()) out += '|';
+        out += name;
+    }
+    return out.empty() ? "nothing" : out;
+}
+
+std::string describe_rule(const Bundle& bundle, uint32_t rule_id) {
+    if (rule_id == BW_NO_RULE) return "the default";
+    const RuleRef* r = bundle.rule(rule_id);
+    if (!r) return "rule #" + std::to_string(rule_id);
+    std::string out;
+    if (!r->loc.file.empty())
+        out = r->loc.file + ":" + std::to_string(r->loc.line) + ":" + std::to_string(r->loc.col) + " ";
+    return out + (r->text.empty() ? "rule #" + std::to_string(rule_id) : r->text);
+}
+
+}  // namespace bulwark::policy
