@@ -1,0 +1,160 @@
+#include <catch2/catch.hpp>
+
+#include "bulwark/policy/grants.h"
+#include "policy_fixtures.h"
+
+using namespace bulwark::test;
+using namespace std::chrono_literals;
+
+namespace {
+const Clock::time_point kNow = Clock::time_point{} + 1000h;
+
+Bundle tool() {
+    BundleBuilder bb;
+    bb.allow("/srv", BW_FS_READ | BW_FS_WRITE | BW_FS_CREATE)
+        .allow("/usr", BW_FS_READ | BW_FS_EXEC)
+        .deny("/srv/keys")
+        .net_rule("0.0.0.0/0", 443, 443)
+        .net_rule("169.254.169.254/32", 0, 65535, BW_NET_CONNECT | BW_NET_SEND, BW_NET_ACTION_DENY)
+        .net_rule("127.0.0.53/32", 53, 53, BW_NET_SEND, BW_NET_ACTION_ALLOW, BW_PROTO_UDP)
+        .families({AF_UNIX, AF_INET, AF_INET6});
+    bb.b.limits.memory_bytes = 256u << 20;
+    bb.b.limits.timeout_ms = 60'000;
+    bb.b.limits.rule_ids = {{"memory", bb.rule("limits", "limits.memory: 256MiB")}};
+    bb.b.landlock.handled_fs = (1ull << 15) - 1;
+    bb.b.landlock.paths = {{"/srv", (1ull << 2) | (1ull << 3) | (1ull << 1) | (1ull << 8), 0}};
+    return bb.build();
+}
+
+NetGrant connect_to(std::string cidr, uint16_t port) {
+    NetGrant g;
+    auto c = parse_cidr(cidr);
+    g.addr = c->first;
+    g.prefix = c->second;
+    g.port_lo = g.port_hi = port;
+    g.proto_mask = BW_PROTO_TCP;
+    return g;
+}
+}  // namespace
+
+TEST_CASE("a files grant confines only the rights it names", "[grants]") {
+    Grant g;
+    g.name = "t42";
+    g.files = std::vector<FileGrant>{{"/srv/t42", BW_FS_WRITE | BW_FS_CREATE}};
+    auto r = apply_grant(tool(), g, kNow);
+    REQUIRE(r);
+    const Bundle& n = r->bundle;
+    CHECK(evaluate(n, open_op("/srv/t42/out", FileAccess::Write)).verdict == Verdict::Allow);
+    auto d = evaluate(n, open_op("/srv/other/out", FileAccess::Write));
+    CHECK(d.verdict == Verdict::Deny);
+    CHECK(evaluate(n, file_op(OpKind::Create, "/srv/x")).verdict == Verdict::Deny);
+    // read is not named: unchanged
+    CHECK(evaluate(n, open_op("/srv/other/in")).verdict == Verdict::Allow);
+    CHECK(evaluate(n, file_op(OpKind::Exec, "/usr/bin/git")).verdict == Verdict::Allow);
+    // the tool's deny survives
+    CHECK(evaluate(n, open_op("/srv/keys/k")).verdict == Verdict::Deny);
+    // the allow names the grant
+    d = evaluate(n, open_op("/srv/t42/out", FileAccess::Write));
+    CHECK_THAT(d.explanation, Catch::Contains("grant:t42:1:1 grant files.write|create: /srv/t42"));
+    // Landlock: write bits left /srv and came back on /srv/t42 only
+    for (const auto& p : n.landlock.paths) {
+        if (p.path == "/srv") CHECK_FALSE(p.access & (1ull << 1));
+        if (p.path == "/srv/t42") CHECK(p.access & (1ull << 1));
+    }
+}
+
+TEST_CASE("a grant that would widen is refused, every part listed with the tool rule", "[grants]") {
+    Grant g;
+    g.files = std::vector<FileGrant>{{"/etc", BW_FS_READ}, {"/srv/keys/a", BW_FS_READ}, {"/srv/ok", BW_FS_WRITE}};
+    g.network = std::vector<NetGrant>{connect_to("169.254.169.254/32", 443), connect_to("10.0.0.1/32", 80),
+                                      connect_to("10.0.0.1/32", 443)};
+    g.limits.memory_bytes = 1ull << 30;
+    g.limits.pids = 0;
+    auto r = apply_grant(tool(), g, kNow);
+    REQUIRE_FALSE(r);
+    const auto& why = r.error().reasons;
+    REQUIRE(why.size() == 6);
+    CHECK_THAT(why[0], Catch::Contains("files.read /etc would widen the tool"));
+    CHECK_THAT(why[1], Catch::Contains("files.deny: /srv/keys"));
+    CHECK_THAT(why[2], Catch::Contains("169.254.169.254/32") && Catch::Contains("rules/t.yaml:5:5"));
+    CHECK_THAT(why[3], Catch::Contains("no tool network rule allows connect tcp to all of 10.0.0.1/32 ports 80"));
+    CHECK_THAT(why[4], Catch::Contains("limits.memory 1073741824 exceeds") &&
+                           Catch::Contains("limits.memory: 256MiB"));
+    CHECK_THAT(why[5], Catch::Contains("limits.pids 0 would disable the limit"));
+}
+
+TEST_CASE("a network grant confines the operations it names, by host", "[grants]") {
+    Resolver dns = [](std::string_view h) -> std::expected<std::vector<std::string>, std::string> {
+        if (h == "api.github.com") return std::vector<std::string>{"140.82.112.5"};
+        return std::unexpected(std::string("NXDOMAIN"));
+    };
+    Grant g;
+    NetGrant gh = connect_to("0.0.0.0/0", 443);
+    gh.host = "api.github.com";
+    g.network = std::vector<NetGrant>{gh};
+    auto r = apply_grant(tool(), g, kNow, dns);
+    REQUIRE(r);
+    for (auto eval : {&evaluate, &evaluate_tables}) {
+        CHECK(eval(r->bundle, net_op(OpKind::Connect, "140.82.112.5", 443)).verdict == Verdict::Allow);
+        CHECK(eval(r->bundle, net_op(OpKind::Connect, "140.82.112.6", 443)).verdict == Verdict::Deny);
+        CHECK(eval(r->bundle, net_op(OpKind::Connect, "140.82.112.5", 443, BW_PROTO_UDP)).verdict ==
+              Verdict::Deny);
+        // send was not named: the tool's dns send rule stays
+        CHECK(eval(r->bundle, net_op(OpKind::Send, "127.0.0.53", 53, BW_PROTO_UDP)).verdict == Verdict::Allow);
+    }
+    gh.host = "nowhere.example";
+    g.network = std::vector<NetGrant>{gh};
+    auto bad = apply_grant(tool(), g, kNow, dns);
+    REQUIRE_FALSE(bad);
+    CHECK_THAT(bad.error().reasons[0], Catch::Contains("nowhere.example did not resolve: NXDOMAIN"));
+}
+
+TEST_CASE("limits only go down; expiry bounds the timeout; expired grants are refused", "[grants]") {
+    Grant g;
+    g.limits.memory_bytes = 64u << 20;
+    g.limits.pids = 8;  // the tool has no pids limit: any value narrows
+    g.expires_at = kNow + 30s;
+    auto r = apply_grant(tool(), g, kNow);
+    REQUIRE(r);
+    CHECK(*r->bundle.limits.memory_bytes == 64u << 20);
+    CHECK(*r->bundle.limits.pids == 8);
+    CHECK(*r->bundle.limits.timeout_ms == 30'000);
+    CHECK(r->expires_at == kNow + 30s);
+
+    g.expires_at = kNow + 1h;
+    r = apply_grant(tool(), g, kNow);
+    REQUIRE(r);
+    CHECK(*r->bundle.limits.timeout_ms == 60'000);
+
+    g.expires_at = kNow - 1s;
+    auto x = apply_grant(tool(), g, kNow);
+    REQUIRE_FALSE(x);
+    CHECK_THAT(x.error().reasons[0], Catch::Contains("expired 1000 ms ago"));
+}
+
+TEST_CASE("network: none drops all network; grants need an instantiated bundle", "[grants]") {
+    Grant g;
+    g.network_none = true;
+    auto r = apply_grant(tool(), g, kNow);
+    REQUIRE(r);
+    CHECK(evaluate(r->bundle, net_op(OpKind::Connect, "1.1.1.1", 443)).verdict == Verdict::Deny);
+    CHECK(evaluate(r->bundle, socket_op(AF_INET, SOCK_STREAM)).verdict == Verdict::Deny);
+
+    BundleBuilder bb;
+    bb.allow("${workdir}", BW_FS_READ);
+    auto x = apply_grant(bb.build(), Grant{}, kNow);
+    REQUIRE_FALSE(x);
+    CHECK_THAT(x.error().reasons[0], Catch::Contains("instantiate it"));
+}
+
+TEST_CASE("grant scoping on a tool without file rules keeps the other rights unrestricted", "[grants]") {
+    Bundle open_tool = BundleBuilder{}.build();
+    Grant g;
+    g.files = std::vector<FileGrant>{{"/srv/t1", BW_FS_WRITE}};
+    auto r = apply_grant(open_tool, g, kNow);
+    REQUIRE(r);
+    CHECK(evaluate(r->bundle, open_op("/etc/passwd")).verdict == Verdict::Allow);
+    CHECK(evaluate(r->bundle, file_op(OpKind::Exec, "/bin/ls")).verdict == Verdict::Allow);
+    CHECK(evaluate(r->bundle, open_op("/etc/passwd", FileAccess::Write)).verdict == Verdict::Deny);
+    CHECK(evaluate(r->bundle, open_op("/srv/t1/f", FileAccess::Write)).verdict == Verdict::Allow);
+}
