@@ -1,6 +1,8 @@
-/* File decisions by object, not by path string: walk the dentry's ancestors
- * (crossing mount points through struct mount when the vfsmount is known) and
- * look up (policy, dev, ino) of each. allow and deny are unions over the
+/* File decisions by object, not by path string: walk the dentry's true
+ * ancestors (d_parent up to its filesystem's root, then across to the mount
+ * point when that mount shows the whole filesystem) and look up
+ * (policy, dev, ino) of each. A file reached through a bind alias is judged
+ * by where it really lives. allow and deny are unions over the
  * ancestors; deny wins. A walk deeper than BW_PATH_WALK_MAX fails closed. */
 #ifndef BULWARK_FS_BPF_H
 #define BULWARK_FS_BPF_H
@@ -60,21 +62,22 @@ static __noinline int bw_walk(__u32 policy_id, struct dentry *d, struct vfsmount
 			}
 		}
 		struct dentry *parent = BPF_CORE_READ(d, d_parent);
-		if (mnt) {
-			struct dentry *mroot = BPF_CORE_READ(mnt, mnt.mnt_root);
-			if (d == mroot || d == parent) {
-				struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
-				if (!up || up == mnt) {
-					w->too_deep = 0;
-					break;
-				}
-				d = BPF_CORE_READ(mnt, mnt_mountpoint);
-				mnt = up;
-				continue;
+		if (d == parent) {
+			/* root of this filesystem: continue at its mount point only when the
+			 * mount shows the whole filesystem; for a bind mount of a subdirectory
+			 * the object's true ancestors are done (aliases gain nothing) */
+			if (!mnt || BPF_CORE_READ(mnt, mnt.mnt_root) != d) {
+				w->too_deep = 0;
+				break;
 			}
-		} else if (d == parent) {
-			w->too_deep = 0;
-			break;
+			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+			if (!up || up == mnt) {
+				w->too_deep = 0;
+				break;
+			}
+			d = BPF_CORE_READ(mnt, mnt_mountpoint);
+			mnt = up;
+			continue;
 		}
 		d = parent;
 	}
