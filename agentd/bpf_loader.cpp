@@ -127,7 +127,9 @@ std::expected<std::unique_ptr<BpfLoader::Object>, SysError> load_object(const st
     bpf_object__for_each_program(p, s->obj) {
         ProgramStatus ps{name, bpf_program__name(p), bpf_program__section_name(p)};
         std::string pin = c.links_dir + "/" + ps.name;
-        if (int fd = bpf_obj_get(pin.c_str()); fd >= 0) {
+        if (ps.name == "bw_sys_enter" && !c.opts.trace_syscalls) {
+            ps.reason = "not requested (LoaderOptions::trace_syscalls is off)";
+        } else if (int fd = bpf_obj_get(pin.c_str()); fd >= 0) {
             obj->adopted_links.emplace_back(fd);
             ps.adopted = true;
             ps.state = ProgState::Attached;

@@ -40,6 +40,9 @@ struct LoaderOptions {
     bool lsm = true;
     bool sock = true;
     bool monitor = true;
+    // raw_tp/sys_enter puts every task on the machine on the syscall tracepoint
+    // path while attached; load it only when policies use BW_POL_TRACE_SYSCALLS.
+    bool trace_syscalls = false;
     bool truth_check = true;
     // Events read from the ring buffer during the truth check that are not the
     // canary's (e.g. from sandboxes that kept running across a restart).

@@ -26,12 +26,16 @@ std::expected<Fd, SysError> obj_get(const std::string& path) {
 // has no batch operation (older kernels' LPM trie).
 template <class K, class V>
 std::expected<void, SysError> update_many(int fd, const std::vector<K>& keys, const std::vector<V>& vals,
-                                          const char* name) {
+                                          const char* name, bool* batched) {
+    *batched = false;
     if (keys.empty()) return {};
     __u32 count = static_cast<__u32>(keys.size());
     LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
     int rc = bpf_map_update_batch(fd, keys.data(), vals.data(), &count, &opts);
-    if (rc == 0) return {};
+    if (rc == 0) {
+        *batched = true;
+        return {};
+    }
     if (rc != -EINVAL && rc != -ENOTSUP && rc != -EOPNOTSUPP && rc != -524 /* ENOTSUPP */)
         return std::unexpected(SysError{std::string("bpf_map_update_batch(") + name + ")", -rc});
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -98,6 +102,12 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
     const uint32_t slot = static_cast<uint32_t>(it - used_.begin());
     LoadReport report;
 
+    auto ns_now = [] {
+        return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now().time_since_epoch())
+                                         .count());
+    };
+    const uint64_t t0 = ns_now();
     // Merge aliases: several rule paths may name one inode.
     std::map<std::tuple<uint64_t, uint64_t>, bw_file_rule> files;
     for (const auto& f : tables.files) {
@@ -121,6 +131,7 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
     if (files.size() > BW_MAX_FILE_RULES || tables.net.size() > BW_MAX_NET_RULES)
         return std::unexpected(SysError{"policy load (more rules than the maps hold)", E2BIG});
 
+    const uint64_t t1 = ns_now();
     used_[slot] = true;  // reserved while filling; version 0 keeps it unusable
     auto fail = [&](SysError e) -> std::expected<LoadReport, SysError> {
         (void)purge_slot(slot);
@@ -136,7 +147,7 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
         fkeys.push_back(bw_inode_key{slot, 0, std::get<0>(k), std::get<1>(k)});
         fvals.push_back(v);
     }
-    if (auto r = update_many(file_rules_.get(), fkeys, fvals, "bw_file_rules"); !r) return fail(r.error());
+    if (auto r = update_many(file_rules_.get(), fkeys, fvals, "bw_file_rules", &report.files_batched); !r) return fail(r.error());
 
     std::vector<bw_net_key> nkeys;
     std::vector<bw_net_rule> nvals;
@@ -148,7 +159,7 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
         nkeys.push_back(k);
         nvals.push_back(n.value);
     }
-    if (auto r = update_many(net_rules_.get(), nkeys, nvals, "bw_net_rules"); !r) return fail(r.error());
+    if (auto r = update_many(net_rules_.get(), nkeys, nvals, "bw_net_rules", &report.net_batched); !r) return fail(r.error());
 
     bw_policy header = tables.header;
     header.version = next_version();
@@ -156,6 +167,8 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
         return fail(SysError{"bpf_map_update_elem(bw_policies)", -rc});
 
     report.handle = PolicyHandle{slot, header.version};
+    report.resolve_ns = t1 - t0;
+    report.write_ns = ns_now() - t1;
     report.file_entries = fkeys.size();
     report.net_entries = nkeys.size();
     return report;

@@ -29,6 +29,9 @@ struct LoadReport {
     size_t file_entries = 0;  // distinct (dev, ino) keys written
     size_t net_entries = 0;
     std::vector<std::string> skipped_paths;  // allow-only rules on paths that do not exist
+    uint64_t resolve_ns = 0;  // stat() of every file path
+    uint64_t write_ns = 0;    // map updates
+    bool files_batched = false, net_batched = false;  // one BPF_MAP_UPDATE_BATCH each
 };
 
 // Names of the shared maps, as pinned under the pin root.

@@ -30,7 +30,7 @@ int BPF_PROG(bw_proc_exec, struct task_struct *p, pid_t old_pid, struct linux_bi
 	e->obj.file.dev = BPF_CORE_READ(ino, i_sb, s_dev);
 	e->obj.file.ino = BPF_CORE_READ(ino, i_ino);
 	e->obj.file.rights = BW_FS_EXEC;
-	bpf_ringbuf_submit(e, 0);
+	bw_event_submit(e);
 	return 0;
 }
 

@@ -137,7 +137,7 @@ static __always_inline void bw_emit_file(const struct bw_sbx *s, __u16 op, __u8 
 		const unsigned char *name = BPF_CORE_READ(name_of, d_name.name);
 		bpf_probe_read_kernel_str(e->obj.file.path, sizeof(e->obj.file.path), name);
 	}
-	bpf_ringbuf_submit(e, 0);
+	bw_event_submit(e);
 }
 
 /* Decides one file operation on the object at (d, mnt); returns -EPERM or 0. */

@@ -126,7 +126,7 @@ static __always_inline void bw_emit_net(const struct bw_sbx *s, __u16 layer, __u
 	e->obj.net.protocol = r->protocol;
 	e->obj.net.port = r->port;
 	__builtin_memcpy(e->obj.net.addr, r->addr, 16);
-	bpf_ringbuf_submit(e, 0);
+	bw_event_submit(e);
 }
 
 /* Full decision for one network operation: 1 = block it. */

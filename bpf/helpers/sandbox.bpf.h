@@ -169,6 +169,19 @@ static __always_inline struct bw_event *bw_event_begin(const struct bw_sbx *s, _
 	return e;
 }
 
+/* Denials and audits wake the reader at once (adaptive); bulk records (allowed
+ * decisions, monitor observations) only once BW_RINGBUF_WAKEUP_BYTES are
+ * unread, so a busy sandbox does not cost one wake-up per record. Readers poll
+ * with a timeout, which bounds the latency of bulk records. */
+static __always_inline void bw_event_submit(struct bw_event *e)
+{
+	__u64 flags = 0;
+	if (e->decision == BW_DECISION_ALLOW || e->decision == BW_DECISION_OBSERVE)
+		flags = bpf_ringbuf_query(&bw_events, BPF_RB_AVAIL_DATA) >= BW_RINGBUF_WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP
+													   : BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+}
+
 /* An event whose object is a process (or nothing). */
 static __always_inline void bw_emit_proc(const struct bw_sbx *s, __u16 layer, __u16 op, __u8 decision,
 					 __u32 rule_id, __u32 target_pid, __u32 arg, __u64 target_cgid)
@@ -179,7 +192,7 @@ static __always_inline void bw_emit_proc(const struct bw_sbx *s, __u16 layer, __
 	e->obj.proc.target_pid = target_pid;
 	e->obj.proc.arg = arg;
 	e->obj.proc.target_cgroup_id = target_cgid;
-	bpf_ringbuf_submit(e, 0);
+	bw_event_submit(e);
 }
 
 #endif /* BULWARK_SANDBOX_BPF_H */

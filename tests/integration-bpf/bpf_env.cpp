@@ -29,6 +29,7 @@ Env::Env() {
     bulwark::bpf::LoaderOptions o;
     o.pin_root = pin_root;
     o.cgroup_parent = parent;
+    o.trace_syscalls = true;
     auto l = BpfLoader::start(o);
     if (!l) throw std::runtime_error("loader: " + l.error().message());
     loader_ = std::move(*l);

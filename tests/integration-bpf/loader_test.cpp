@@ -43,6 +43,23 @@ TEST_CASE("feature probe: cgroup socket programs enforce, monitor observes, LSM 
     CHECK(lsm >= 20);
 }
 
+TEST_CASE("raw_tp/sys_enter is loaded only on request") {
+    bulwark::bpf::LoaderOptions o;
+    o.pin_root = "/sys/fs/bpf/bulwark-nosys-" + std::to_string(getpid());
+    o.cgroup_parent = Env::get().parent + "-nosys";
+    o.lsm = o.sock = false;
+    auto l = BpfLoader::start(o);
+    REQUIRE(l);
+    auto* p = (*l)->program("raw_tp/sys_enter");
+    REQUIRE(p);
+    CHECK(p->state == ProgState::Unavailable);
+    CHECK(p->reason.find("not requested") != std::string::npos);
+    CHECK((*l)->program("raw_tp/sched_process_exit")->state == ProgState::Observing);
+    l->reset();
+    REQUIRE(BpfLoader::unpin_all(o.pin_root));
+    ::rmdir(o.cgroup_parent.c_str());
+}
+
 TEST_CASE("a cgroup below the parent without a binding is denied (fail closed)") {
     Leaf leaf("unbound");
     Listener l(AF_INET, SOCK_DGRAM);
@@ -84,6 +101,7 @@ TEST_CASE("pinned enforcement survives the loader; a new loader re-adopts the pi
     o.pin_root = pin;
     o.cgroup_parent = parent;
     o.lsm = false;
+    o.trace_syscalls = true;
     o.truth_check = false;
     auto first = BpfLoader::start(o);
     REQUIRE(first);
