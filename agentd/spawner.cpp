@@ -31,6 +31,7 @@
 #include "landlock.h"
 #include "mounts.h"
 #include "ns_net.h"
+#include "ns_pid.h"
 #include "ns_user.h"
 #include "ns_uts.h"
 #include "seccomp_install.h"
@@ -67,6 +68,7 @@ struct ChildCtx {
     const SeccompPrep* seccomp = nullptr;
     const HardeningPrep* hardening = nullptr;
     bool own_netns = true;
+    bool memfd_noexec = true;
     int last_cap = 63;
     uid_t uid = 65534;
     gid_t gid = 65534;
@@ -117,6 +119,11 @@ void copy_str(char* dst, size_t cap, const char* src) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // (c3b) No executable memfds in this pid namespace (before the fsuid
+    //       change below: the sysctl file belongs to host root).
+    if (c.memfd_noexec)
+        if (int rc = pid_child_memfd_noexec(); rc != 0)
+            child_fail(s, kMsgSetupFailed, -rc, "write(/proc/sys/vm/memfd_noexec, 2)", "", kExitSetupFailed);
     // (c4) Filesystem view (needs CAP_SYS_ADMIN in the new user namespace).
     //      Files it creates belong to the sandbox ids: the launcher's own
     //      (root) ids are not mapped in the namespace, and inodes cannot be
@@ -429,8 +436,11 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     // Layer summary known before launch.
     LayerStatus ns{"namespaces", LayerState::Enforcing,
                    std::string("user (uid ") + std::to_string(uid) + " mapped 1:1), pid, mount, ipc, uts, cgroup" +
-                       (own_netns ? ", net" : "; host net (see network)"),
+                       (own_netns ? ", net" : "; host net (see network)") +
+                       (memfd_noexec_supported() ? "; memfd_noexec=2" : ""),
                    {}};
+    if (!memfd_noexec_supported())
+        ns.dropped.push_back("vm.memfd_noexec (kernel < 6.3): executable memfds stay possible");
     LayerStatus cgl{"cgroup", LayerState::Enforcing, "v2 " + cg.v2_path(), {}};
     if (cl.memory_bytes) cgl.detail += "; memory " + std::to_string(*cl.memory_bytes);
     if (cl.pids) cgl.detail += "; pids " + std::to_string(*cl.pids);
@@ -481,6 +491,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     c.seccomp = &*sc;
     c.hardening = &*hard;
     c.own_netns = own_netns;
+    c.memfd_noexec = memfd_noexec_supported();
     c.last_cap = cap_last_cap();
     c.uid = uid;
     c.gid = gid;

@@ -48,6 +48,8 @@ const std::vector<std::string> kAllowed = {
     "pidfd_send_signal", "get_robust_list", "getcpu", "sched_setaffinity", "shmget", "shmat",
     "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semctl",
     "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "setfsuid",
+    "setfsgid", "capset",
 };
 
 std::vector<sock_filter> build_filter(const BundleOptions& o) {
@@ -56,7 +58,7 @@ std::vector<sock_filter> build_filter(const BundleOptions& o) {
     for (const auto& n : kAllowed) {
         bool denied = false;
         for (const auto& d : o.extra_denied_syscalls) denied |= d == n;
-        if (denied) continue;
+        if (denied || n == "chmod" || n == "fchmod" || n == "fchmodat") continue;
         int nr = seccomp_syscall_resolve_name(n.c_str());
         if (nr == __NR_SCMP_ERROR) continue;
         if (seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0) != 0) throw std::runtime_error("rule " + n);
@@ -66,6 +68,10 @@ std::vector<sock_filter> build_filter(const BundleOptions& o) {
     const uint64_t ns = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID |
                         CLONE_NEWNET | CLONE_NEWCGROUP;
     seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, ns, 0));
+    // chmod family only without setuid/setgid bits (no u+s on outputs).
+    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(chmod), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 06000, 0));
+    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fchmod), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 06000, 0));
+    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fchmodat), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, 06000, 0));
     int fd = memfd_create("seccomp", MFD_CLOEXEC);
     if (seccomp_export_bpf(ctx, fd) != 0) throw std::runtime_error("seccomp_export_bpf");
     seccomp_release(ctx);
@@ -99,7 +105,7 @@ policy::Bundle make_bundle(const BundleOptions& o) {
         l.paths.push_back({"/usr", rx, 1});
         l.paths.push_back({"/etc", ll::kReadFile | ll::kReadDir, 2});
         if (!o.workdir.empty())
-            l.paths.push_back({o.workdir, ll::fs_rights_for_abi(7) & ~(ll::kMakeChar | ll::kMakeBlock), 3});
+            l.paths.push_back({o.workdir, ll::fs_rights_for_abi(7) & ~(ll::kExecute | ll::kMakeChar | ll::kMakeBlock), 3});
     }
     if (!o.workdir.empty()) b.files.push_back({o.workdir, BW_FS_ALL, 0, 3});
     return b;
