@@ -4,11 +4,13 @@
 #include <iostream>
 
 #include "bulwark/version.h"
+#include "cmd_run.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"agentd: run AI agents' tools in Bulwark sandboxes"};
     bool show_version = false;
     app.add_flag("--version", show_version, "print the version and exit");
+    bulwark::register_run(app);
     CLI11_PARSE(app, argc, argv);
     if (show_version) {
         std::cout << bulwark::version_string() << "\n";
