@@ -70,8 +70,8 @@ std::vector<NetRule> parent_net_rules(const Bundle& p) {
         for (const char* c : {"127.0.0.0/8", "::1/128"}) {
             auto cidr = parse_cidr(c);
             NetRule r;
-            r.addr = cidr->first;
-            r.prefix = cidr->second;
+            r.addr = cidr->addr;
+            r.prefix = cidr->prefix;
             r.op_mask = BW_NET_CONNECT | BW_NET_BIND | BW_NET_SEND;
             r.rule_id = BW_NO_RULE;
             out.push_back(r);

@@ -34,7 +34,7 @@ std::expected<void, std::string> check_task_variable(std::string_view name, std:
             return std::unexpected("task_id '" + std::string(value) + "' would name a directory link");
         return {};
     }
-    auto n = normalise_path(value);
+    auto n = fold_path(value);
     if (!n) return std::unexpected("${" + std::string(name) + "}: " + n.error());
     if (*n != value || value.find("/../") != std::string_view::npos || value.ends_with("/.."))
         return std::unexpected("${" + std::string(name) + "} = '" + std::string(value) +
@@ -76,7 +76,7 @@ std::expected<std::string, std::string> substitute_path(std::string_view path, c
     if (!s) return s;
     // Variables were validated as normalised; a ".." in the rule text itself
     // was rejected by the compiler. Refuse rather than resolve one here.
-    auto n = normalise_path(*s);
+    auto n = fold_path(*s);
     if (!n) return std::unexpected("'" + std::string(path) + "' -> " + n.error());
     for (size_t i = 0; i < s->size();) {
         size_t j = s->find('/', i);
