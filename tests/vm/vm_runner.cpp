@@ -270,6 +270,10 @@ int main() {
     expect("denied_mkdir_ro", in(leaf.path, [] { return err_of(mkdir("/data/ro/d", 0700)); }), EPERM);
     expect("allowed_create_rw", in(leaf.path, [] { return open_err("/data/rw/new", O_WRONLY | O_CREAT); }), 0);
     expect("denied_unlink_ro", in(leaf.path, [] { return err_of(unlink("/data/ro/g")); }), EPERM);
+    expect("chmod_rw_allowed", in(leaf.path, [] { return err_of(chmod("/data/rw/new", 0640)); }), 0);
+    expect("chmod_setuid_denied", in(leaf.path, [] { return err_of(chmod("/data/rw/new", 04755)); }), EPERM);
+    expect("chmod_ro_denied", in(leaf.path, [] { return err_of(chmod("/data/ro/g", 0600)); }), EPERM);
+    expect("chown_ro_denied", in(leaf.path, [] { return err_of(chown("/data/ro/g", 1, 1)); }), EPERM);
     expect("dotdot_same_verdict_allow", in(leaf.path, [] { return open_err("/data/rw/../ro/./f", O_RDONLY); }), 0);
     expect("dotdot_same_verdict_deny", in(leaf.path, [] { return open_err("/data/ro/../secret//f", O_RDONLY); }), EPERM);
     expect("bind_alias_denied", in(leaf.path, [] { return open_err("/data/rw/alias/f", O_RDONLY); }), EPERM);
