@@ -286,6 +286,20 @@ int main() {
                return err_of(syscall(SYS_renameat2, AT_FDCWD, "/data/rw/c", AT_FDCWD, "/data/mv/g", 2 /* RENAME_EXCHANGE */));
            }), EPERM);
 
+    {
+        std::string deep = "/data/rw";
+        for (int i = 0; i < BW_PATH_WALK_MAX + 4; ++i) {
+            deep += "/d";
+            mkdir(deep.c_str(), 0755);
+        }
+        write_file(deep + "/f", "deep");
+        auto before = M.stats();
+        expect("walk_too_deep_denied", in(leaf.path, [&] { return open_err((deep + "/f").c_str(), O_RDONLY); }), EPERM);
+        auto after = M.stats();
+        result("walk_too_deep_counted", before && after && after->walk_too_deep > before->walk_too_deep,
+               after ? "walk_too_deep=" + std::to_string(after->walk_too_deep) : "no stats");
+    }
+
     // ---- code execution
     expect("exec_allowed", in(leaf.path, [] { return exec_err("/bin/busybox"); }), 0);
     expect("exec_denied", in(leaf.path, [] { return exec_err("/data/bin/prog"); }), EPERM);
