@@ -38,6 +38,8 @@ struct LoadReport {
 inline constexpr const char* kMapNames[] = {"bw_sandboxes", "bw_policies",  "bw_file_rules", "bw_net_rules",
                                             "bw_rule_hits", "bw_stats",     "bw_events"};
 
+// Not thread-safe: one owner (agentd's policy manager) serialises calls. The
+// kernel side needs no coordination: every switch is a single map update.
 class PolicyMaps {
 public:
     // Opens the maps pinned under pin_root (e.g. /sys/fs/bpf/bulwark).

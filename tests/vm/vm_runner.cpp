@@ -346,6 +346,19 @@ int main() {
                "events=" + std::to_string(e.size()));
     }
 
+    // ---- controls: unconfined, the same probes really do the thing
+    expect("control_read_unconfined", open_err("/data/secret/f", O_RDONLY), 0);
+    expect("control_exec_unconfined", exec_err("/data/bin/prog"), 0);
+    expect("control_memfd_exec_unconfined", memfd_exec_err(), 0);
+    expect("control_af_packet_unconfined", [] {
+        int s = socket(AF_PACKET, SOCK_RAW, 0);
+        if (s < 0) return errno;
+        close(s);
+        return 0;
+    }(), 0);
+    expect("control_link_unconfined", err_of(link("/data/mv/g", "/data/rw/lnk-control")), 0);
+    expect("control_chmod_setuid_unconfined", err_of(chmod("/data/rw/new", 04755)), 0);
+
     // ---- audit mode
     {
         auto audit = M.load(files_policy(false, BW_MODE_AUDIT));
