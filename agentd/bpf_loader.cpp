@@ -145,7 +145,11 @@ std::expected<std::unique_ptr<BpfLoader::Object>, SysError> load_object(const st
         }
     };
     set_autoload(s.get());
-    int err = Skel::load(s.get());
+    int err;
+    {
+        LibbpfCapture quiet;  // an expected refusal (e.g. LSM here) is reported per program below
+        err = Skel::load(s.get());
+    }
     if (err) {
         spdlog::info("bpf: {} did not load as a whole ({}); probing each program", name, errno_name(-err));
         s.reset();

@@ -77,6 +77,7 @@ std::expected<PolicyMaps, SysError> PolicyMaps::open_pinned(const std::string& p
         *slots[i] = std::move(*fd);
     }
     m.used_.assign(BW_MAX_POLICIES, false);
+    m.keys_.assign(BW_MAX_POLICIES, SlotKeys{});
     for (uint32_t slot = 0; slot < BW_MAX_POLICIES; ++slot) {
         bw_policy p{};
         if (bpf_map_lookup_elem(m.policies_.get(), &slot, &p) == 0 && p.version != 0) {
@@ -166,11 +167,12 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
     if (int rc = bpf_map_update_elem(policies_.get(), &slot, &header, BPF_ANY); rc)
         return fail(SysError{"bpf_map_update_elem(bw_policies)", -rc});
 
+    keys_[slot] = SlotKeys{true, std::move(fkeys), std::move(nkeys)};
     report.handle = PolicyHandle{slot, header.version};
     report.resolve_ns = t1 - t0;
     report.write_ns = ns_now() - t1;
-    report.file_entries = fkeys.size();
-    report.net_entries = nkeys.size();
+    report.file_entries = keys_[slot].files.size();
+    report.net_entries = keys_[slot].net.size();
     return report;
 }
 
@@ -190,6 +192,25 @@ std::expected<void, SysError> PolicyMaps::unbind(uint64_t cgroup_id) {
 }
 
 std::expected<void, SysError> PolicyMaps::purge_slot(uint32_t slot) {
+    SlotKeys& k = keys_[slot];
+    if (k.known) {
+        auto del = [](int fd, auto& keys, const char* name) -> std::expected<void, SysError> {
+            if (keys.empty()) return {};
+            __u32 count = static_cast<__u32>(keys.size());
+            LIBBPF_OPTS(bpf_map_batch_opts, opts);
+            if (bpf_map_delete_batch(fd, keys.data(), &count, &opts) == 0) return {};
+            for (const auto& key : keys) {  // no batch delete here, or a key already gone
+                int rc = bpf_map_delete_elem(fd, &key);
+                if (rc && rc != -ENOENT)
+                    return std::unexpected(SysError{std::string("bpf_map_delete_elem(") + name + ")", -rc});
+            }
+            return {};
+        };
+        if (auto r = del(file_rules_.get(), k.files, "bw_file_rules"); !r) return r;
+        if (auto r = del(net_rules_.get(), k.net, "bw_net_rules"); !r) return r;
+        k = SlotKeys{};
+        return delete_where<bw_rule_key>(rule_hits_.get(), slot, "bw_rule_hits");
+    }
     if (auto r = delete_where<bw_inode_key>(file_rules_.get(), slot, "bw_file_rules"); !r) return r;
     if (auto r = delete_where<bw_net_key>(net_rules_.get(), slot, "bw_net_rules"); !r) return r;
     return delete_where<bw_rule_key>(rule_hits_.get(), slot, "bw_rule_hits");

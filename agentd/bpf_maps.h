@@ -38,6 +38,8 @@ struct LoadReport {
 inline constexpr const char* kMapNames[] = {"bw_sandboxes", "bw_policies",  "bw_file_rules", "bw_net_rules",
                                             "bw_rule_hits", "bw_stats",     "bw_events"};
 
+// Not thread-safe: one owner (agentd's policy manager) serialises calls. The
+// kernel side needs no coordination: every switch is a single map update.
 class PolicyMaps {
 public:
     // Opens the maps pinned under pin_root (e.g. /sys/fs/bpf/bulwark).
@@ -63,6 +65,14 @@ public:
 private:
     Fd sandboxes_, policies_, file_rules_, net_rules_, rule_hits_, stats_, events_;
     std::vector<bool> used_;
+    // Keys this process wrote per slot (deleted in one batch on free); slots
+    // adopted from an earlier process are found by iterating the maps instead.
+    struct SlotKeys {
+        bool known = false;
+        std::vector<bw_inode_key> files;
+        std::vector<bw_net_key> net;
+    };
+    std::vector<SlotKeys> keys_;
     uint64_t last_version_ = 0;
 
     uint64_t next_version();

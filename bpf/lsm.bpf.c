@@ -51,6 +51,35 @@ int BPF_PROG(bw_path_truncate, const struct path *path)
 	return bw_fs_decide(&s, BW_OP_FILE_TRUNCATE, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt), BW_FS_WRITE);
 }
 
+/* Metadata changes need write on the object. Making a file setuid or setgid
+ * is never a tool's business: denied whenever file rules are enforced. */
+SEC("lsm/path_chmod")
+int BPF_PROG(bw_path_chmod, const struct path *path, umode_t mode)
+{
+	struct bw_sbx s;
+	if (!bw_sandbox(&s))
+		return 0;
+	if ((mode & (04000 | 02000)) && (s.flags & BW_POL_FILES_ENFORCED)) {
+		struct bw_walk w = {};
+		w.allow_rule = w.deny_rule = BW_NO_RULE;
+		__u8 d = bw_decide(&s, 1);
+		if (bw_reportable(&s, d))
+			bw_emit_file(&s, BW_OP_FILE_SETATTR, d, BW_NO_RULE, &w, BW_FS_WRITE, BPF_CORE_READ(path, dentry));
+		return d == BW_DECISION_DENY ? -EPERM : 0;
+	}
+	return bw_fs_decide(&s, BW_OP_FILE_SETATTR, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt), BW_FS_WRITE);
+}
+
+/* (uid and gid are by-value structs; only the path is read) */
+SEC("lsm/path_chown")
+int BPF_PROG(bw_path_chown, const struct path *path)
+{
+	struct bw_sbx s;
+	if (!bw_sandbox(&s))
+		return 0;
+	return bw_fs_decide(&s, BW_OP_FILE_SETATTR, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt), BW_FS_WRITE);
+}
+
 /* New names are judged at their directory. */
 static __always_inline int bw_create_in(const struct path *dir, __u16 op)
 {

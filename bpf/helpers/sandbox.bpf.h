@@ -169,13 +169,14 @@ static __always_inline struct bw_event *bw_event_begin(const struct bw_sbx *s, _
 	return e;
 }
 
-/* Denials and audits wake the reader at once (adaptive); bulk records (allowed
- * decisions, monitor observations) only once BW_RINGBUF_WAKEUP_BYTES are
- * unread, so a busy sandbox does not cost one wake-up per record. Readers poll
- * with a timeout, which bounds the latency of bulk records. */
+/* Denials and audits wake the reader at once (forced: unread bulk records
+ * before them must not delay them); bulk records (allowed decisions, monitor
+ * observations) wake it only once BW_RINGBUF_WAKEUP_BYTES are unread, so a busy
+ * sandbox does not cost one wake-up per record. Readers poll with a timeout,
+ * which bounds the latency of bulk records. */
 static __always_inline void bw_event_submit(struct bw_event *e)
 {
-	__u64 flags = 0;
+	__u64 flags = BPF_RB_FORCE_WAKEUP;
 	if (e->decision == BW_DECISION_ALLOW || e->decision == BW_DECISION_OBSERVE)
 		flags = bpf_ringbuf_query(&bw_events, BPF_RB_AVAIL_DATA) >= BW_RINGBUF_WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP
 													   : BPF_RB_NO_WAKEUP;

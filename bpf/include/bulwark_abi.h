@@ -67,7 +67,8 @@
 #define BW_OP_PROC_EXIT     19
 #define BW_OP_SYSCALL       20
 #define BW_OP_MKDIR         21
-#define BW_OP_MAX           22
+#define BW_OP_FILE_SETATTR  22  /* chmod, chown (needs write; setuid/setgid bits always denied) */
+#define BW_OP_MAX           23
 
 /* ---- decisions ---- */
 #define BW_DECISION_ALLOW   0

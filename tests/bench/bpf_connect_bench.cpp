@@ -41,9 +41,17 @@ int main() {
     t.net.push_back(lo);
     auto h = b.maps().load(t);
     if (!h) return std::printf("load: %s\n", h.error().message().c_str()), 1;
-    uint64_t leaf_id = 0;
+    uint64_t leaf_id = 0, lo_id = 0;
     std::string leaf = make_cgroup(b.parent, "leaf", &leaf_id);
     (void)b.maps().bind(leaf_id, h->handle);
+    // third condition: programs run, loopback-only policy (no LPM lookup), to split the cost
+    bulwark::policy::BpfTables lo_pol;
+    lo_pol.header = t.header;
+    lo_pol.header.flags = BW_POL_NET_LOOPBACK;
+    auto hl = b.maps().load(lo_pol);
+    if (!hl) return 1;
+    std::string lo_leaf = make_cgroup(b.parent, "lo", &lo_id);
+    (void)b.maps().bind(lo_id, hl->handle);
 
     constexpr int kRounds = 40, kOps = 3000;
     pid_t c = fork();
@@ -52,7 +60,7 @@ int main() {
         a.sin_family = AF_INET;
         a.sin_port = htons(9);
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        std::vector<double> with, without, round_with, round_without;
+        std::vector<double> with, without, base, round_with, round_without, round_base;
         auto loop = [&](std::vector<double>& per_op) {
             uint64_t t0 = now_ns();
             for (int i = 0; i < kOps; ++i) {
@@ -64,13 +72,12 @@ int main() {
             }
             return double(now_ns() - t0) / kOps;
         };
-        for (int r = 0; r < kRounds; ++r) {  // alternate which side goes first
-            bool sandbox_first = r % 2;
-            for (int k = 0; k < 2; ++k) {
-                bool in_sandbox = (k == 0) == sandbox_first;
-                join(in_sandbox ? leaf : b.outside);
-                double v = loop(in_sandbox ? with : without);
-                (in_sandbox ? round_with : round_without).push_back(v);
+        for (int r = 0; r < kRounds; ++r) {  // rotate which condition goes first
+            for (int k = 0; k < 3; ++k) {
+                int cond = (k + r) % 3;
+                join(cond == 0 ? leaf : cond == 1 ? b.outside : lo_leaf);
+                double v = loop(cond == 0 ? with : cond == 1 ? without : base);
+                (cond == 0 ? round_with : cond == 1 ? round_without : round_base).push_back(v);
             }
         }
         double mw = pct(round_with, 50), mo = pct(round_without, 50);
@@ -79,6 +86,8 @@ int main() {
                     pct(without, 50), pct(without, 99));
         std::printf("  1,000-rule policy: round median %.0f ns/op, per-op p50 %.0f ns, p99 %.0f ns\n", mw,
                     pct(with, 50), pct(with, 99));
+        std::printf("  loopback policy (programs run, no LPM): round median %.0f ns/op, per-op p50 %.0f ns (%.3fx of none)\n",
+                    pct(round_base, 50), pct(base, 50), pct(base, 50) / pct(without, 50));
         std::printf("  ratio (round medians) %.3fx, (per-op p50) %.3fx, (p99) %.3fx   target <= 1.05x\n", mw / mo,
                     pct(with, 50) / pct(without, 50), pct(with, 99) / pct(without, 99));
         std::fflush(stdout);
@@ -88,6 +97,8 @@ int main() {
     int st = 0;
     waitpid(c, &st, 0);
     (void)b.maps().unbind(leaf_id);
+    (void)b.maps().unbind(lo_id);
     rmdir(leaf.c_str());
+    rmdir(lo_leaf.c_str());
     return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }

@@ -31,6 +31,7 @@ public:
     std::vector<bw_event> drain();
     // Events of one cgroup, draining first.
     std::vector<bw_event> events_of(uint64_t cgid);
+    int epoll_fd() const { return reader_->epoll_fd(); }
     std::string pin_root, parent;
     ~Env();
 

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <thread>
 
 #include "bpf_env.h"
@@ -341,5 +342,27 @@ TEST_CASE("flood: with nobody reading, reserve failures + delivered events == op
     CHECK(failures > 0);
     CHECK(ev.size() + failures == static_cast<uint64_t>(kOps));
     CHECK(after->decisions[BW_DECISION_DENY] - before->decisions[BW_DECISION_DENY] == static_cast<uint64_t>(kOps));
+    REQUIRE(Env::get().maps().free(h.slot));
+}
+
+TEST_CASE("reader wake-ups: allowed records wait for the batch threshold, a denial wakes the reader at once") {
+    Leaf leaf("wake");
+    Listener u(AF_INET, SOCK_DGRAM);
+    auto t = net_policy(BW_POL_NET_LOOPBACK | BW_POL_REPORT_ALLOW);
+    auto h = load(t);
+    REQUIRE(Env::get().maps().bind(leaf.id, h));
+    Env::get().drain();
+    epoll_event out{};
+    REQUIRE(epoll_wait(Env::get().epoll_fd(), &out, 1, 0) == 0);
+    CHECK(run_in(leaf.path, [&] { return udp_connect("127.0.0.1", u.port); }) == 0);
+    CHECK(epoll_wait(Env::get().epoll_fd(), &out, 1, 100) == 0);  // queued, no wake-up
+    CHECK(run_in(leaf.path, [&] { return udp_connect("10.9.9.9", 53); }) == EPERM);
+    CHECK(epoll_wait(Env::get().epoll_fd(), &out, 1, 1000) == 1);  // the denial wakes it
+    auto all = Env::get().events_of(leaf.id);
+    CHECK(all.size() == 4);  // two allowed sock_create records too
+    auto ev = only(all, BW_OP_CONNECT);
+    REQUIRE(ev.size() == 2);  // both connect records are there, in order
+    CHECK(ev[0].decision == BW_DECISION_ALLOW);
+    CHECK(ev[1].decision == BW_DECISION_DENY);
     REQUIRE(Env::get().maps().free(h.slot));
 }

@@ -270,6 +270,10 @@ int main() {
     expect("denied_mkdir_ro", in(leaf.path, [] { return err_of(mkdir("/data/ro/d", 0700)); }), EPERM);
     expect("allowed_create_rw", in(leaf.path, [] { return open_err("/data/rw/new", O_WRONLY | O_CREAT); }), 0);
     expect("denied_unlink_ro", in(leaf.path, [] { return err_of(unlink("/data/ro/g")); }), EPERM);
+    expect("chmod_rw_allowed", in(leaf.path, [] { return err_of(chmod("/data/rw/new", 0640)); }), 0);
+    expect("chmod_setuid_denied", in(leaf.path, [] { return err_of(chmod("/data/rw/new", 04755)); }), EPERM);
+    expect("chmod_ro_denied", in(leaf.path, [] { return err_of(chmod("/data/ro/g", 0600)); }), EPERM);
+    expect("chown_ro_denied", in(leaf.path, [] { return err_of(chown("/data/ro/g", 1, 1)); }), EPERM);
     expect("dotdot_same_verdict_allow", in(leaf.path, [] { return open_err("/data/rw/../ro/./f", O_RDONLY); }), 0);
     expect("dotdot_same_verdict_deny", in(leaf.path, [] { return open_err("/data/ro/../secret//f", O_RDONLY); }), EPERM);
     expect("bind_alias_denied", in(leaf.path, [] { return open_err("/data/rw/alias/f", O_RDONLY); }), EPERM);
@@ -281,6 +285,20 @@ int main() {
     expect("rename_exchange_across", in(leaf.path, [] {
                return err_of(syscall(SYS_renameat2, AT_FDCWD, "/data/rw/c", AT_FDCWD, "/data/mv/g", 2 /* RENAME_EXCHANGE */));
            }), EPERM);
+
+    {
+        std::string deep = "/data/rw";
+        for (int i = 0; i < BW_PATH_WALK_MAX + 4; ++i) {
+            deep += "/d";
+            mkdir(deep.c_str(), 0755);
+        }
+        write_file(deep + "/f", "deep");
+        auto before = M.stats();
+        expect("walk_too_deep_denied", in(leaf.path, [&] { return open_err((deep + "/f").c_str(), O_RDONLY); }), EPERM);
+        auto after = M.stats();
+        result("walk_too_deep_counted", before && after && after->walk_too_deep > before->walk_too_deep,
+               after ? "walk_too_deep=" + std::to_string(after->walk_too_deep) : "no stats");
+    }
 
     // ---- code execution
     expect("exec_allowed", in(leaf.path, [] { return exec_err("/bin/busybox"); }), 0);
@@ -327,6 +345,19 @@ int main() {
         result("connect_denied_lsm_event", has_event(e, BW_LAYER_BPF_LSM, BW_OP_CONNECT, BW_DECISION_DENY),
                "events=" + std::to_string(e.size()));
     }
+
+    // ---- controls: unconfined, the same probes really do the thing
+    expect("control_read_unconfined", open_err("/data/secret/f", O_RDONLY), 0);
+    expect("control_exec_unconfined", exec_err("/data/bin/prog"), 0);
+    expect("control_memfd_exec_unconfined", memfd_exec_err(), 0);
+    expect("control_af_packet_unconfined", [] {
+        int s = socket(AF_PACKET, SOCK_RAW, 0);
+        if (s < 0) return errno;
+        close(s);
+        return 0;
+    }(), 0);
+    expect("control_link_unconfined", err_of(link("/data/mv/g", "/data/rw/lnk-control")), 0);
+    expect("control_chmod_setuid_unconfined", err_of(chmod("/data/rw/new", 04755)), 0);
 
     // ---- audit mode
     {
