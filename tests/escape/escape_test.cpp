@@ -296,7 +296,7 @@ TEST_CASE("escape battery: every attempt succeeds unconfined and is contained in
     bundle.limits.pids = 32;
     bundle.limits.open_files = 256;
     bundle.limits.file_size_bytes = 16ull << 20;
-    bundle.limits.timeout_ms = 1500;
+    bundle.limits.timeout_ms = 4000;
     bundle.limits.output_bytes = 64 << 10;
 
     std::vector<Row> rows;

@@ -278,3 +278,22 @@ TEST_CASE("nothing is left behind: no cgroup leaves") {
     CHECK(run(b, {"/usr/bin/true"}).exit_code == 0);
     CHECK(test::leftover_cgroups() == 0);
 }
+
+TEST_CASE("network none: the netns is recycled between runs, never shared by live sandboxes") {
+    auto b = make_bundle({.binaries = {"/usr/bin/readlink"}});
+    auto r1 = run(b, {"/usr/bin/readlink", "/proc/self/ns/net"});
+    auto r2 = run(b, {"/usr/bin/readlink", "/proc/self/ns/net"});
+    INFO(summary(r1) << r1.stdout_data << r2.stdout_data);
+    REQUIRE(r1.exit_code == 0);
+    CHECK(r1.stdout_data.starts_with("net:["));
+    CHECK(r1.stdout_data == r2.stdout_data);  // serial runs reuse one
+    char host[64] = {};
+    REQUIRE(readlink("/proc/self/ns/net", host, sizeof host - 1) > 0);
+    CHECK(r1.stdout_data != std::string(host) + "\n");
+    // A fresh one per run when recycling is off.
+    RunRequest rq;
+    rq.argv = {"/usr/bin/readlink", "/proc/self/ns/net"};
+    rq.recycle_netns = false;
+    auto r3 = run_tool(b, rq);
+    CHECK(r3.stdout_data != r1.stdout_data);
+}
