@@ -11,6 +11,7 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <thread>
 
 #include "fixture.h"
@@ -296,4 +297,27 @@ TEST_CASE("network none: the netns is recycled between runs, never shared by liv
     rq.recycle_netns = false;
     auto r3 = run_tool(b, rq);
     CHECK(r3.stdout_data != r1.stdout_data);
+}
+
+TEST_CASE("concurrent runs from several threads: all succeed, live sandboxes never share a netns") {
+    auto b = make_bundle({.binaries = {"/usr/bin/sh"}});
+    constexpr int kThreads = 4;
+    std::vector<RunReport> reps(kThreads);
+    std::vector<std::thread> ts;
+    for (int i = 0; i < kThreads; ++i)
+        ts.emplace_back([&, i] {
+            RunRequest rq;
+            // Each holds its netns for a while so all four are alive together.
+            rq.argv = {"/usr/bin/sh", "-c", "readlink /proc/self/ns/net; sleep 0.5"};
+            reps[i] = run_tool(b, rq);
+        });
+    for (auto& t : ts) t.join();
+    std::set<std::string> seen;
+    for (const auto& r : reps) {
+        INFO(summary(r));
+        CHECK(r.exit_code == 0);
+        seen.insert(r.stdout_data);
+    }
+    CHECK(seen.size() == static_cast<size_t>(kThreads));
+    CHECK(test::leftover_cgroups() == 0);
 }
