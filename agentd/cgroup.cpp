@@ -1,6 +1,8 @@
 #include "cgroup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -74,6 +76,36 @@ void rmdir_retry(const std::string& dir) {
 }
 
 }  // namespace
+
+size_t reap_stale_cgroups() {
+    size_t removed = 0;
+    for (const char* ctrl : {"", "memory", "pids", "cpu", "cpuacct"}) {
+        std::string mnt = cgroup_mount(ctrl), own = own_cgroup(ctrl);
+        if (mnt.empty() || own.empty()) continue;
+        std::string dir = mnt + (own == "/" ? "" : own);
+        DIR* d = ::opendir(dir.c_str());
+        if (!d) continue;
+        std::vector<std::string> stale;
+        while (auto* e = ::readdir(d)) {
+            std::string n = e->d_name;
+            if (!n.starts_with("bulwark-")) continue;
+            long pid = std::strtol(n.c_str() + 8, nullptr, 10);
+            if (pid <= 0 || pid == ::getpid()) continue;
+            if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(dir + "/" + n);
+        }
+        ::closedir(d);
+        for (const auto& leaf : stale) {
+            if (ctrl[0] == '\0') {
+                write_file(leaf + "/cgroup.kill", "1");
+                for (int i = 0; i < 1000 && keyed(read_file(leaf + "/cgroup.events"), "populated") != 0; ++i)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+            rmdir_retry(leaf);
+            if (::access(leaf.c_str(), F_OK) != 0) ++removed;
+        }
+    }
+    return removed;
+}
 
 std::string own_cgroup(const std::string& controller) {
     std::ifstream in("/proc/self/cgroup");

@@ -63,6 +63,11 @@ private:
     std::string mem_, pids_, cpu_, cpuacct_;
 };
 
+// Removes leaves left by an agentd that died (bulwark-<pid>-<n> whose pid is
+// gone): kills what is still inside, then removes them. Returns how many
+// leaves were removed. run_tool calls it once per process (on restart).
+size_t reap_stale_cgroups();
+
 // Where this process sits: "" on error. `controller` "" = cgroup v2 line.
 std::string own_cgroup(const std::string& controller);
 // Mount point of a v1 controller or of the v2 hierarchy ("" if none).

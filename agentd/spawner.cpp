@@ -21,6 +21,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <sstream>
 
@@ -433,7 +434,10 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     // (p7) Mount plan (flat C strings for the child).
     MountPlan mounts = plan_mounts(bundle, workdir);
 
-    // (p8) Per-run cgroups below our own: v2 leaf + v1 limit leaves.
+    // (p8) Per-run cgroups below our own: v2 leaf + v1 limit leaves. Once per
+    //      process, leaves of a previous agentd that died are reaped first.
+    static std::once_flag reaped;
+    std::call_once(reaped, [] { reap_stale_cgroups(); });
     std::string name = "bulwark-" + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++);
     CgroupLimits cl{bundle.limits.memory_bytes, bundle.limits.pids, bundle.limits.cpu_percent};
     auto cgx = SandboxCgroup::create(name, cl);

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <csignal>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "cgroup.h"
 #include "fixture.h"
 #include "run_report.h"
 #include "spawner.h"
@@ -320,4 +322,34 @@ TEST_CASE("concurrent runs from several threads: all succeed, live sandboxes nev
     }
     CHECK(seen.size() == static_cast<size_t>(kThreads));
     CHECK(test::leftover_cgroups() == 0);
+}
+
+TEST_CASE("SIGKILL of the launcher: the tool dies with it, its cgroups are reaped on restart") {
+    Workdir wd("daemonkill");
+    auto b = make_bundle({.binaries = {SPAWN_HELPER}, .workdir = wd.path});
+    std::string beat = wd.path + "/beat";
+    pid_t daemon = fork();
+    if (daemon == 0) {
+        RunRequest rq;
+        rq.argv = {SPAWN_HELPER, "orphan", beat};
+        rq.workdir = wd.path;
+        run_tool(b, rq);
+        _exit(0);
+    }
+    // Wait until the tool is beating, then kill the "daemon".
+    struct stat st{};
+    for (int i = 0; i < 200 && (::stat(beat.c_str(), &st) != 0 || st.st_size < 3); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(st.st_size >= 3);
+    ::kill(daemon, SIGKILL);
+    ::waitpid(daemon, nullptr, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    struct stat a{}, c{};
+    REQUIRE(::stat(beat.c_str(), &a) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE(::stat(beat.c_str(), &c) == 0);
+    CHECK(c.st_size == a.st_size);  // tool and its orphan are gone
+    // Its leaves are still there until a restart reaps them.
+    CHECK(reap_stale_cgroups() >= 2);  // at least the v2 and memory leaves
+    CHECK(reap_stale_cgroups() == 0);
 }
