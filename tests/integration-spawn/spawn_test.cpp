@@ -353,3 +353,13 @@ TEST_CASE("SIGKILL of the launcher: the tool dies with it, its cgroups are reape
     CHECK(reap_stale_cgroups() >= 2);  // at least the v2 and memory leaves
     CHECK(reap_stale_cgroups() == 0);
 }
+
+TEST_CASE("the posture check flags a weak process (the unconfined test process itself)") {
+    std::string bad = check_posture(getpid());
+    INFO(bad);
+    CHECK(bad.find("Seccomp is 0") != std::string::npos);
+    CHECK(bad.find("NoNewPrivs is 0") != std::string::npos);
+    CHECK(bad.find("CapEff is") != std::string::npos);
+    CHECK(bad.find("Uid has 0") != std::string::npos);
+    CHECK(check_posture(999999999).starts_with("cannot read"));
+}
