@@ -713,7 +713,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
 
     // Usage, OOM, limit hits.
     if (cg.cpu_usage(rep.usage.cpu_user_us, rep.usage.cpu_system_us)) {
-        rep.usage.source = "cpuacct";
+        rep.usage.source = "cgroup v2 cpu.stat";
     } else {
         rep.usage.cpu_user_us = ru.ru_utime.tv_sec * 1000000ull + ru.ru_utime.tv_usec;
         rep.usage.cpu_system_us = ru.ru_stime.tv_sec * 1000000ull + ru.ru_stime.tv_usec;

@@ -363,3 +363,14 @@ TEST_CASE("the posture check flags a weak process (the unconfined test process i
     CHECK(bad.find("Uid has 0") != std::string::npos);
     CHECK(check_posture(999999999).starts_with("cannot read"));
 }
+
+TEST_CASE("CPU time and peak memory are reported from the run's cgroups") {
+    auto b = make_bundle({.binaries = {SPAWN_HELPER}});
+    b.limits.timeout_ms = 300;
+    auto r = run(b, {SPAWN_HELPER, "spin"});
+    INFO(summary(r) << r.usage.source);
+    CHECK(r.timed_out);
+    CHECK(r.usage.cpu_user_us > 10000);  // spun in user mode (a share of 300 ms on a busy host)
+    CHECK(r.usage.source.find("cpu.stat") != std::string::npos);
+    CHECK(r.usage.peak_memory_bytes > 0);
+}
