@@ -45,6 +45,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kDefaultOutputBytes = 16ull << 20;
+constexpr uint64_t kDefaultFileSizeBytes = 1ull << 30;  // RLIMIT_FSIZE without a policy limit
+constexpr uint64_t kDefaultOpenFiles = 1024;
 constexpr int kSetupTimeoutMs = 10000;
 
 // Child -> parent messages over the sync socket.
@@ -478,8 +480,8 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
         c.rlimits[c.n_rlimits++] = {res, val};
     };
     add_rl(RLIMIT_CORE, 0);
-    add_rl(RLIMIT_NOFILE, bundle.limits.open_files.value_or(1024));
-    if (bundle.limits.file_size_bytes) add_rl(RLIMIT_FSIZE, *bundle.limits.file_size_bytes);
+    add_rl(RLIMIT_NOFILE, bundle.limits.open_files.value_or(kDefaultOpenFiles));
+    add_rl(RLIMIT_FSIZE, bundle.limits.file_size_bytes.value_or(kDefaultFileSizeBytes));
     // NPROC is counted per (user namespace, uid): per sandbox here.
     if (bundle.limits.pids) add_rl(RLIMIT_NPROC, *bundle.limits.pids);
 

@@ -374,3 +374,18 @@ TEST_CASE("CPU time and peak memory are reported from the run's cgroups") {
     CHECK(r.usage.source.find("cpu.stat") != std::string::npos);
     CHECK(r.usage.peak_memory_bytes > 0);
 }
+
+TEST_CASE("declared descriptors reach the tool at their numbers, nothing else does") {
+    int keep = ::open("/dev/null", O_RDONLY);  // inheritable, declared
+    int other = ::open("/dev/null", O_RDONLY);  // inheritable, not declared
+    REQUIRE(keep >= 3);
+    auto b = make_bundle({.binaries = {SPAWN_HELPER}});
+    RunRequest rq;
+    rq.argv = {SPAWN_HELPER, "fds"};
+    rq.keep_fds = {keep};
+    auto r = run_tool(b, rq);
+    ::close(keep);
+    ::close(other);
+    INFO(summary(r) << r.stdout_data);
+    CHECK(r.stdout_data == "0\n1\n2\n" + std::to_string(keep) + "\n");
+}
