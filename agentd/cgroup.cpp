@@ -88,8 +88,9 @@ size_t reap_stale_cgroups() {
         std::vector<std::string> stale;
         while (auto* e = ::readdir(d)) {
             std::string n = e->d_name;
-            if (!n.starts_with("bulwark-")) continue;
-            long pid = std::strtol(n.c_str() + 8, nullptr, 10);
+            const std::string prefix = kRunCgroupPrefix;
+            if (!n.starts_with(prefix)) continue;
+            long pid = std::strtol(n.c_str() + prefix.size(), nullptr, 10);
             if (pid <= 0 || pid == ::getpid()) continue;
             if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(dir + "/" + n);
         }

@@ -64,7 +64,10 @@ private:
     std::string mem_, pids_, cpu_, cpuacct_;
 };
 
-// Removes leaves left by an agentd that died (bulwark-<pid>-<n> whose pid is
+// Every per-run leaf is named <prefix><agentd pid>-<run number>.
+inline constexpr const char* kRunCgroupPrefix = "bulwark-run-";
+
+// Removes leaves left by an agentd that died (bulwark-run-<pid>-<n> whose pid is
 // gone): kills what is still inside, then removes them. Returns how many
 // leaves were removed. run_tool calls it once per process (on restart).
 size_t reap_stale_cgroups();

@@ -440,7 +440,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     //      process, leaves of a previous agentd that died are reaped first.
     static std::once_flag reaped;
     std::call_once(reaped, [] { reap_stale_cgroups(); });
-    std::string name = "bulwark-" + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++);
+    std::string name = std::string(kRunCgroupPrefix) + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++);
     CgroupLimits cl{bundle.limits.memory_bytes, bundle.limits.pids, bundle.limits.cpu_percent};
     auto cgx = SandboxCgroup::create(name, cl);
     if (!cgx) return setup_failed("cgroup: " + cgx.error().message());

@@ -131,7 +131,7 @@ void remove_tree(const std::string& dir) {
 }
 
 int leftover_cgroups() {
-    std::string prefix = "bulwark-" + std::to_string(getpid()) + "-";
+    std::string prefix = std::string(kRunCgroupPrefix) + std::to_string(getpid()) + "-";
     int n = 0;
     for (const char* ctrl : {"", "memory", "pids", "cpu", "cpuacct"}) {
         std::string mnt = cgroup_mount(ctrl), own = own_cgroup(ctrl);
