@@ -1,6 +1,8 @@
 #include "cgroup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -74,6 +76,37 @@ void rmdir_retry(const std::string& dir) {
 }
 
 }  // namespace
+
+size_t reap_stale_cgroups() {
+    size_t removed = 0;
+    for (const char* ctrl : {"", "memory", "pids", "cpu", "cpuacct"}) {
+        std::string mnt = cgroup_mount(ctrl), own = own_cgroup(ctrl);
+        if (mnt.empty() || own.empty()) continue;
+        std::string dir = mnt + (own == "/" ? "" : own);
+        DIR* d = ::opendir(dir.c_str());
+        if (!d) continue;
+        std::vector<std::string> stale;
+        while (auto* e = ::readdir(d)) {
+            std::string n = e->d_name;
+            const std::string prefix = kRunCgroupPrefix;
+            if (!n.starts_with(prefix)) continue;
+            long pid = std::strtol(n.c_str() + prefix.size(), nullptr, 10);
+            if (pid <= 0 || pid == ::getpid()) continue;
+            if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(dir + "/" + n);
+        }
+        ::closedir(d);
+        for (const auto& leaf : stale) {
+            if (ctrl[0] == '\0') {
+                write_file(leaf + "/cgroup.kill", "1");
+                for (int i = 0; i < 1000 && keyed(read_file(leaf + "/cgroup.events"), "populated") != 0; ++i)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+            rmdir_retry(leaf);
+            if (::access(leaf.c_str(), F_OK) != 0) ++removed;
+        }
+    }
+    return removed;
+}
 
 std::string own_cgroup(const std::string& controller) {
     std::ifstream in("/proc/self/cgroup");
@@ -166,7 +199,9 @@ std::expected<SandboxCgroup, SysError> SandboxCgroup::create(const std::string& 
             !write_file(cg.cpu_ + "/cpu.cfs_quota_us", quota))
             return std::unexpected(SysError::last("write(" + cg.cpu_ + "/cpu.cfs_quota_us, " + quota + ")"));
     }
-    if (auto a = make_leaf("cpuacct", name)) cg.cpuacct_ = *a;
+    // CPU time comes from the v2 leaf's cpu.stat (core accounting, no
+    // controller needed): no cpuacct leaf, one v1 attach fewer per spawn
+    // (each attach waits for an RCU grace period on the global threadgroup lock).
     return cg;
 }
 
@@ -222,6 +257,14 @@ uint64_t SandboxCgroup::pids_max_hits() const {
 }
 
 bool SandboxCgroup::cpu_usage(uint64_t& user_us, uint64_t& system_us) const {
+    if (!v2_path_.empty()) {
+        std::string st = read_file(v2_path_ + "/cpu.stat");
+        if (st.find("user_usec") != std::string::npos) {
+            user_us = keyed(st, "user_usec");
+            system_us = keyed(st, "system_usec");
+            return true;
+        }
+    }
     if (cpuacct_.empty()) return false;
     user_us = number(cpuacct_ + "/cpuacct.usage_user") / 1000;
     system_us = number(cpuacct_ + "/cpuacct.usage_sys") / 1000;

@@ -1,7 +1,8 @@
 #pragma once
 // Per-run cgroups on the hybrid layout: a cgroup v2 leaf (the tool is cloned
 // straight into it with CLONE_INTO_CGROUP; cgroup.kill ends everything in it)
-// and v1 memory/pids/cpu/cpuacct leaves that carry the limits. Every leaf is
+// and v1 memory/pids/cpu leaves that carry the limits (CPU time is read from
+// the v2 leaf's cpu.stat). Every leaf is
 // created below the cgroup agentd itself runs in (/proc/self/cgroup), never
 // at a hierarchy's root, and removed by remove() / the destructor.
 #include <sys/types.h>
@@ -50,7 +51,7 @@ public:
     uint64_t oom_kills() const;          // memory.oom_control oom_kill
     uint64_t peak_memory() const;        // memory.max_usage_in_bytes
     uint64_t pids_max_hits() const;      // pids.events max
-    bool cpu_usage(uint64_t& user_us, uint64_t& system_us) const;  // cpuacct
+    bool cpu_usage(uint64_t& user_us, uint64_t& system_us) const;  // v2 cpu.stat
     bool has_memory() const { return !mem_.empty(); }
 
     // Kills what is left, waits, removes every leaf. Idempotent.
@@ -62,6 +63,14 @@ private:
     Fd v2_fd_;
     std::string mem_, pids_, cpu_, cpuacct_;
 };
+
+// Every per-run leaf is named <prefix><agentd pid>-<run number>.
+inline constexpr const char* kRunCgroupPrefix = "bulwark-run-";
+
+// Removes leaves left by an agentd that died (bulwark-run-<pid>-<n> whose pid is
+// gone): kills what is still inside, then removes them. Returns how many
+// leaves were removed. run_tool calls it once per process (on restart).
+size_t reap_stale_cgroups();
 
 // Where this process sits: "" on error. `controller` "" = cgroup v2 line.
 std::string own_cgroup(const std::string& controller);

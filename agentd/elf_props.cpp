@@ -93,10 +93,10 @@ std::expected<ElfProps, std::string> parse(const uint8_t* d, size_t n, const std
                 if (!r.ok(h.offset, h.filesz)) break;
                 while (o + 12 <= end) {
                     uint64_t namesz = r.u(o, 4), descsz = r.u(o + 4, 4), ntype = r.u(o + 8, 4);
+                    // Property notes are aligned to the word size, other notes to 4.
+                    uint64_t a = (h.type == PT_GNU_PROPERTY || ntype == NT_GNU_PROPERTY_TYPE_0) ? align : 4;
                     uint64_t nameoff = o + 12;
-                    uint64_t descoff = nameoff + ((namesz + 3) & ~uint64_t{3});
-                    if (h.type == PT_GNU_PROPERTY || ntype == NT_GNU_PROPERTY_TYPE_0)
-                        descoff = nameoff + ((namesz + align - 1) & ~(align - 1));
+                    uint64_t descoff = o + ((12 + namesz + a - 1) & ~(a - 1));
                     if (descoff + descsz > end) break;
                     if (ntype == NT_GNU_PROPERTY_TYPE_0 && namesz == 4 && r.str(nameoff) == "GNU") {
                         uint64_t q = descoff, qend = descoff + descsz;
@@ -108,8 +108,7 @@ std::expected<ElfProps, std::string> parse(const uint8_t* d, size_t n, const std
                             q += 8 + ((psz + align - 1) & ~(align - 1));
                         }
                     }
-                    uint64_t next = descoff + (ntype == NT_GNU_PROPERTY_TYPE_0 ? ((descsz + align - 1) & ~(align - 1))
-                                                                             : ((descsz + 3) & ~uint64_t{3}));
+                    uint64_t next = descoff + ((descsz + a - 1) & ~(a - 1));
                     if (next <= o) break;
                     o = next;
                 }

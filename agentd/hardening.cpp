@@ -107,14 +107,33 @@ std::expected<HardeningPrep, std::string> prepare_hardening(const policy::Harden
         }
     }
 
-    if (plan.disable_store_bypass) {
-        prep.spec_store_bypass = PR_SPEC_FORCE_DISABLE;
-        prep.in_force.push_back("speculation: store bypass force-disabled");
-    }
-    if (plan.disable_indirect_branch) {
-        prep.spec_indirect_branch = PR_SPEC_FORCE_DISABLE;
-        prep.in_force.push_back("speculation: indirect branch force-disabled");
-    }
+    // Speculation: per-task control exists only when the kernel's mitigation
+    // mode is prctl/seccomp; otherwise say what holds, and refuse when the
+    // speculation the policy wants off cannot be turned off.
+    auto spec = [&](bool wanted, unsigned long which, const char* name,
+                    unsigned long& out) -> std::expected<void, std::string> {
+        if (!wanted) return {};
+        int v = ::prctl(PR_GET_SPECULATION_CTRL, which, 0, 0, 0);
+        if (v == PR_SPEC_NOT_AFFECTED) {
+            prep.in_force.push_back(std::string("speculation: ") + name + ": CPU not affected");
+        } else if (v > 0 && (v & PR_SPEC_PRCTL)) {
+            out = PR_SPEC_FORCE_DISABLE;
+            prep.in_force.push_back(std::string("speculation: ") + name + " force-disabled");
+        } else if (v > 0 && (v & (PR_SPEC_DISABLE | PR_SPEC_FORCE_DISABLE))) {
+            prep.in_force.push_back(std::string("speculation: ") + name + " disabled by the kernel for all tasks");
+        } else {
+            return std::unexpected(std::string("hardening: ") + name +
+                                   " cannot be disabled per task on this kernel (mitigation mode without prctl "
+                                   "control; PR_GET_SPECULATION_CTRL = " + std::to_string(v) + ")");
+        }
+        return {};
+    };
+    if (auto r = spec(plan.disable_store_bypass, PR_SPEC_STORE_BYPASS, "store bypass", prep.spec_store_bypass); !r)
+        return std::unexpected(r.error());
+    if (auto r = spec(plan.disable_indirect_branch, PR_SPEC_INDIRECT_BRANCH, "indirect branch",
+                      prep.spec_indirect_branch);
+        !r)
+        return std::unexpected(r.error());
     return prep;
 }
 

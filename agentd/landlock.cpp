@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 namespace bulwark {
 namespace {
@@ -87,6 +89,30 @@ int landlock_abi() {
     return abi;
 }
 
+const std::string& landlock_canary() {
+    static const std::string result = []() -> std::string {
+        if (landlock_abi() == 0) return "Landlock unavailable";
+        pid_t c = ::fork();
+        if (c < 0) return std::string("canary fork: ") + std::strerror(errno);
+        if (c == 0) {
+            RulesetAttr attr{ll::kReadFile, 0, 0};
+            long fd = create_ruleset(&attr, 8, 0);
+            if (fd < 0 || ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+                ::syscall(SYS_landlock_restrict_self, fd, 0) != 0)
+                ::_exit(2);
+            int f = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+            ::_exit(f < 0 && errno == EACCES ? 0 : 1);
+        }
+        int st = 0;
+        while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {
+        }
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return "";
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 1) return "canary: a read Landlock had to deny was allowed";
+        return "canary: could not install a Landlock ruleset";
+    }();
+    return result;
+}
+
 std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPlan& plan,
                                                        int binary_fd,
                                                        std::vector<std::string>& warnings) {
@@ -102,6 +128,11 @@ std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPla
     if (abi == 0) {
         prep.status.state = LayerState::Unavailable;
         prep.status.detail = "landlock_create_ruleset: kernel has no Landlock (ENOSYS/EOPNOTSUPP)";
+        return prep;
+    }
+    if (const auto& bad = landlock_canary(); !bad.empty()) {
+        prep.status.state = LayerState::Unavailable;
+        prep.status.detail = bad;
         return prep;
     }
     // Best effort per ABI: drop (and report) what this kernel cannot handle.
@@ -162,7 +193,7 @@ std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPla
     prep.status.state = LayerState::Enforcing;
     prep.status.detail = "ABI " + std::to_string(abi) + ", " + std::to_string(plan.paths.size()) +
                          " path rules, " + std::to_string(plan.ports.size()) + " port rules" +
-                         (scoped ? ", scoped" : "") +
+                         (scoped ? ", scoped" : "") + ", canary denied" +
                          (prep.restrict_flags ? ", denials logged to kernel audit" : "");
     return prep;
 }

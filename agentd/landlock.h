@@ -36,6 +36,12 @@ std::vector<std::string> fs_right_names(uint64_t rights);
 // Landlock ABI version of the running kernel (0: unavailable), probed once.
 int landlock_abi();
 
+// Truth check, run once: a forked child restricts itself with a ruleset that
+// handles read_file and grants nothing, then opens /proc/self/status (which
+// it must no longer be able to). "" when Landlock really denied it, else why
+// the layer cannot be counted as enforcing.
+const std::string& landlock_canary();
+
 struct LandlockPrep {
     Fd ruleset;          // invalid when the layer is not in force
     int abi = 0;

@@ -1,6 +1,7 @@
 #include "mounts.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace bulwark {
@@ -125,13 +127,31 @@ MountPlan plan_mounts(const policy::Bundle& bundle, const std::string& workdir) 
     return p;
 }
 
+namespace {
+// Source identity for every bind; the source path becomes its realpath.
+void identify(std::vector<MountEntry>& es) {
+    for (auto& e : es) {
+        if (e.kind != MountEntry::BindRo && e.kind != MountEntry::BindRw && e.kind != MountEntry::BindDev) continue;
+        char real[4096];
+        if (::realpath(e.source.c_str(), real)) e.source = real;
+        struct stat st{};
+        if (::stat(e.source.c_str(), &st) == 0) {
+            e.dev = st.st_dev;
+            e.ino = st.st_ino;
+        }
+    }
+}
+}  // namespace
+
 void MountPlan::finalize() {
+    identify(entries);
     rel_targets.clear();
     ops.clear();
     rel_targets.reserve(entries.size());
     for (const auto& en : entries) rel_targets.push_back(en.target.substr(1));
     for (size_t i = 0; i < entries.size(); ++i)
-        ops.push_back({entries[i].kind, entries[i].source.c_str(), rel_targets[i].c_str(), -1});
+        ops.push_back({entries[i].kind, entries[i].source.c_str(), rel_targets[i].c_str(), -1, entries[i].dev,
+                       entries[i].ino});
 }
 
 int mounts_child_apply(MountPlan& plan, const char** failed_call, const char** failed_path) {
@@ -154,8 +174,17 @@ int mounts_child_apply(MountPlan& plan, const char** failed_call, const char** f
     for (auto& op : plan.ops) {
         if (op.kind != MountEntry::BindRo && op.kind != MountEntry::BindRw && op.kind != MountEntry::BindDev)
             continue;
-        op.fd = ::open(op.source, O_PATH | O_CLOEXEC | O_NOFOLLOW);
-        if (op.fd < 0) FAIL("open(O_PATH)", op.source);
+        open_how how{};
+        how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+        how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+        op.fd = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, op.source, &how, sizeof how));
+        if (op.fd < 0) FAIL("openat2(O_PATH, RESOLVE_NO_SYMLINKS)", op.source);
+        struct stat st{};
+        if (::fstat(op.fd, &st) != 0) FAIL("fstat", op.source);
+        if (st.st_dev != op.dev || st.st_ino != op.ino) {
+            errno = ESTALE;
+            FAIL("bind source changed since the parent checked it", op.source);
+        }
     }
     // 3. The new root: a tmpfs on the staging point.
     if (::mount("tmpfs", kStage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096") != 0)

@@ -8,6 +8,10 @@
 //   no pts, no shm); a private /tmp tmpfs; a fresh /proc for the new pid ns;
 //   the workdir bound read-write (nosuid nodev) at its own path; then
 //   pivot_root, the old root detached, and the new root remounted read-only.
+// Bind sources are resolved (realpath) and identified (dev, inode) by the
+// parent; the child opens them with openat2(RESOLVE_NO_SYMLINKS) and refuses
+// any that is not the same object: a symlink or rename swapped in between
+// (e.g. in a workdir the tool's uid owns) fails the launch.
 // Nothing of the daemon (its files, bpffs, /sys, cgroupfs, sockets) exists
 // in the new root.
 #include <cstdint>
@@ -20,8 +24,9 @@ namespace bulwark {
 
 struct MountEntry {
     enum Kind : uint8_t { BindRo, BindRw, BindDev, Symlink, Tmpfs, Proc, Dir } kind;
-    std::string source;  // host path (binds), link target (Symlink), options (Tmpfs)
+    std::string source;  // host path (binds, symlink-free), link target (Symlink), options (Tmpfs)
     std::string target;  // path inside the sandbox, absolute
+    uint64_t dev = 0, ino = 0;  // binds: identity of the source seen by the parent
 };
 
 struct MountPlan {
@@ -33,6 +38,7 @@ struct MountPlan {
         const char* source;
         const char* target;  // relative to the staging root ("usr/bin")
         int fd;              // child fills: O_PATH fd of the bind source
+        uint64_t dev, ino;   // the child refuses a source that is not this object
     };
     std::vector<Op> ops;
     std::vector<std::string> rel_targets;

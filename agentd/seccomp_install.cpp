@@ -1,14 +1,47 @@
 #include "seccomp_install.h"
 
 #include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstring>
 
 namespace bulwark {
 
+const std::string& seccomp_canary() {
+    static const std::string result = []() -> std::string {
+        pid_t c = ::fork();
+        if (c < 0) return std::string("canary fork: ") + std::strerror(errno);
+        if (c == 0) {
+            sock_filter f[] = {
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getppid, 0, 1),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+            };
+            sock_fprog prog{static_cast<unsigned short>(sizeof f / sizeof f[0]), f};
+            if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+                ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
+                ::_exit(2);
+            long r = ::syscall(SYS_getppid);
+            ::_exit(r < 0 && errno == ENOSYS ? 0 : 1);
+        }
+        int st = 0;
+        while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {
+        }
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return "";
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 1) return "canary: a call the filter had to deny went through";
+        return "canary: could not install a seccomp filter";
+    }();
+    return result;
+}
+
 std::expected<SeccompPrep, std::string> prepare_seccomp(const policy::SeccompPlan& plan) {
+    if (const auto& bad = seccomp_canary(); !bad.empty()) return std::unexpected("seccomp: " + bad);
     if (plan.program.empty())
         return std::unexpected("the bundle carries no seccomp program; a tool never starts without one");
     if (plan.program.size() > BPF_MAXINSNS)
@@ -21,7 +54,7 @@ std::expected<SeccompPrep, std::string> prepare_seccomp(const policy::SeccompPla
     prep.status.state = LayerState::Enforcing;
     prep.status.detail = std::to_string(plan.program.size()) + " BPF instructions, baseline " +
                          (plan.baseline.empty() ? std::string("(unnamed)") : plan.baseline) +
-                         ", arch check first";
+                         ", canary denied";
     return prep;
 }
 

@@ -27,6 +27,11 @@ struct SeccompPrep {
 // the posture check demands Seccomp 2).
 std::expected<SeccompPrep, std::string> prepare_seccomp(const policy::SeccompPlan& plan);
 
+// Truth check, run once: a forked child installs a one-rule filter that
+// answers getppid with ENOSYS and calls it. "" when the kernel really applied
+// the filter, else why seccomp cannot be counted as enforcing.
+const std::string& seccomp_canary();
+
 // Child: PR_SET_NO_NEW_PRIVS must already be set. Returns 0 or -errno.
 int seccomp_child_install(const SeccompPrep& prep);
 

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <sstream>
 
@@ -44,6 +45,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kDefaultOutputBytes = 16ull << 20;
+constexpr uint64_t kDefaultFileSizeBytes = 1ull << 30;  // RLIMIT_FSIZE without a policy limit
+constexpr uint64_t kDefaultOpenFiles = 1024;
 constexpr int kSetupTimeoutMs = 10000;
 
 // Child -> parent messages over the sync socket.
@@ -398,9 +401,16 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     if (!own_netns && !req.attach_bpf)
         return refuse("the policy has network rules, which need the BPF cgroup programs; "
                       "no BPF binding is available to agentd run");
-    rep.network = own_netns ? std::string(bundle.network.mode == policy::NetMode::None
-                                              ? "none: own network namespace with only lo"
-                                              : "loopback: own network namespace with only lo")
+    std::optional<Fd> pooled_netns;
+    if (own_netns && req.recycle_netns) {
+        std::string err;
+        pooled_netns = NetnsPool::instance().acquire(err);
+        if (!pooled_netns) return setup_failed("network namespace pool: " + err);
+    }
+    rep.network = own_netns ? std::string(bundle.network.mode == policy::NetMode::None ? "none" : "loopback") +
+                                  (pooled_netns ? ": a network namespace of its own with only lo (recycled from "
+                                                  "the pool, owned by the host's user namespace)"
+                                                : ": own network namespace with only lo")
                             : "rules: host network namespace, judged by cgroup sock_addr programs "
                               "and Landlock TCP port rules";
 
@@ -426,8 +436,11 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     // (p7) Mount plan (flat C strings for the child).
     MountPlan mounts = plan_mounts(bundle, workdir);
 
-    // (p8) Per-run cgroups below our own: v2 leaf + v1 limit leaves.
-    std::string name = "bulwark-" + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++);
+    // (p8) Per-run cgroups below our own: v2 leaf + v1 limit leaves. Once per
+    //      process, leaves of a previous agentd that died are reaped first.
+    static std::once_flag reaped;
+    std::call_once(reaped, [] { reap_stale_cgroups(); });
+    std::string name = std::string(kRunCgroupPrefix) + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++);
     CgroupLimits cl{bundle.limits.memory_bytes, bundle.limits.pids, bundle.limits.cpu_percent};
     auto cgx = SandboxCgroup::create(name, cl);
     if (!cgx) return setup_failed("cgroup: " + cgx.error().message());
@@ -467,8 +480,8 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
         c.rlimits[c.n_rlimits++] = {res, val};
     };
     add_rl(RLIMIT_CORE, 0);
-    add_rl(RLIMIT_NOFILE, bundle.limits.open_files.value_or(1024));
-    if (bundle.limits.file_size_bytes) add_rl(RLIMIT_FSIZE, *bundle.limits.file_size_bytes);
+    add_rl(RLIMIT_NOFILE, bundle.limits.open_files.value_or(kDefaultOpenFiles));
+    add_rl(RLIMIT_FSIZE, bundle.limits.file_size_bytes.value_or(kDefaultFileSizeBytes));
     // NPROC is counted per (user namespace, uid): per sandbox here.
     if (bundle.limits.pids) add_rl(RLIMIT_NPROC, *bundle.limits.pids);
 
@@ -490,7 +503,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     c.landlock = &*ll;
     c.seccomp = &*sc;
     c.hardening = &*hard;
-    c.own_netns = own_netns;
+    c.own_netns = own_netns && !pooled_netns;  // a pooled netns has lo up already
     c.memfd_noexec = memfd_noexec_supported();
     c.last_cap = cap_last_cap();
     c.uid = uid;
@@ -503,13 +516,20 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     clone_args ca{};
     int pidfd_raw = -1;
     ca.flags = CLONE_PIDFD | CLONE_INTO_CGROUP | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
-               CLONE_NEWUTS | CLONE_NEWCGROUP | (own_netns ? CLONE_NEWNET : 0);
+               CLONE_NEWUTS | CLONE_NEWCGROUP | (own_netns && !pooled_netns ? CLONE_NEWNET : 0);
     ca.pidfd = reinterpret_cast<uint64_t>(&pidfd_raw);
     ca.exit_signal = SIGCHLD;
     ca.cgroup = static_cast<uint64_t>(cg.v2_fd());
+    // A pooled netns is entered by this thread just for the clone3, so the
+    // child starts in it; the thread returns to its own right after.
+    int own_net = -1;
+    if (pooled_netns && !enter_thread_netns(pooled_netns->get(), own_net))
+        return setup_failed("setns(pooled netns): " + errname(errno));
     long pid = ::syscall(SYS_clone3, &ca, sizeof ca);
-    if (pid < 0) return setup_failed("clone3(CLONE_INTO_CGROUP|CLONE_NEW*): " + errname(errno));
     if (pid == 0) child_main(c);  // never returns
+    int clone_errno = errno;
+    if (pooled_netns) leave_thread_netns(own_net);
+    if (pid < 0) return setup_failed("clone3(CLONE_INTO_CGROUP|CLONE_NEW*): " + errname(clone_errno));
     Fd pidfd(pidfd_raw);
     sock_c.reset();
     out_w.reset();
@@ -523,10 +543,16 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
                errno == EINTR) {
         }
     };
+    auto recycle = [&] {
+        // Only once nothing of the run is left can its netns serve another.
+        if (pooled_netns && cg.wait_empty(5000)) NetnsPool::instance().release(std::move(*pooled_netns));
+        pooled_netns.reset();
+    };
     auto abort_child = [&](RunOutcome o, std::string why) {
         ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
         cg.kill_all();
         reap(nullptr, nullptr);
+        recycle();
         cg.remove();
         rep.outcome = o;
         rep.error = std::move(why);
@@ -689,7 +715,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
 
     // Usage, OOM, limit hits.
     if (cg.cpu_usage(rep.usage.cpu_user_us, rep.usage.cpu_system_us)) {
-        rep.usage.source = "cpuacct";
+        rep.usage.source = "cgroup v2 cpu.stat";
     } else {
         rep.usage.cpu_user_us = ru.ru_utime.tv_sec * 1000000ull + ru.ru_utime.tv_usec;
         rep.usage.cpu_system_us = ru.ru_stime.tv_sec * 1000000ull + ru.ru_stime.tv_usec;
@@ -712,6 +738,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     // Nothing left behind.
     cg.kill_all();
     if (!cg.wait_empty(5000)) rep.warnings.push_back("cgroup " + cg.v2_path() + " still populated after kill");
+    recycle();
     cg.remove();
     return rep;
 }

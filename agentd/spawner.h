@@ -39,6 +39,9 @@ struct RunRequest {
     std::function<std::expected<std::string, std::string>(int cgroup_v2_fd, const std::string& cgroup_path)>
         attach_bpf;
     std::string hostname = "bulwark";
+    // `network: none|loopback`: take a recycled lo-only netns from the pool
+    // (see NetnsPool) instead of creating one per run.
+    bool recycle_netns = true;
 };
 
 RunReport run_tool(const policy::Bundle& bundle, const RunRequest& request);

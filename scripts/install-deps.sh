@@ -12,6 +12,8 @@ PACKAGES=(
   libelf-dev zlib1g-dev libssl-dev
   # real-kernel VM tests of the BPF LSM programs (tests/vm)
   qemu-system-x86 busybox-static cpio
+  # arm64 hardening tier: cross toolchain + qemu-user (tests/hardening-arm64)
+  gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user
   # peers measured side by side (tests/bench)
   bubblewrap hyperfine
   # process tools used by tests

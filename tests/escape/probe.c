@@ -412,6 +412,9 @@ int main(int argc, char** argv) {
     if (!strcmp(a, "tcp_external")) return connect_to(AF_INET, "192.0.2.1", 9, SOCK_DGRAM);
     if (!strcmp(a, "packet_socket")) { TRY(socket(AF_PACKET, SOCK_RAW, htons(0x0003)), "AF_PACKET"); return ok("AF_PACKET"); }
     if (!strcmp(a, "raw_socket")) { TRY(socket(AF_INET, SOCK_RAW, IPPROTO_ICMP), "SOCK_RAW"); return ok("raw"); }
+    if (!strcmp(a, "socket_vsock")) { TRY(socket(AF_VSOCK, SOCK_STREAM, 0), "AF_VSOCK"); return ok("vsock"); }
+    if (!strcmp(a, "socket_xdp")) { TRY(socket(AF_XDP, SOCK_RAW, 0), "AF_XDP"); return ok("xdp"); }
+    if (!strcmp(a, "netlink_audit")) { TRY(socket(AF_NETLINK, SOCK_RAW, 9 /* NETLINK_AUDIT */), "NETLINK_AUDIT"); return ok("audit netlink"); }
     if (!strcmp(a, "bind_port_80")) {
         int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(80)};
@@ -494,8 +497,8 @@ int main(int argc, char** argv) {
     if (!strcmp(a, "cpu_spin")) {
         struct timespec t0, t;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        do clock_gettime(CLOCK_MONOTONIC, &t); while (t.tv_sec - t0.tv_sec < 3);
-        return ok("spun 3 s");
+        do clock_gettime(CLOCK_MONOTONIC, &t); while (t.tv_sec - t0.tv_sec < 8);
+        return ok("spun 8 s");
     }
     if (!strcmp(a, "raise_core_limit")) {
         struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sched.h>
+#include <sys/socket.h>
 #include <stdexcept>
 
 #include "cgroup.h"
@@ -58,7 +59,7 @@ std::vector<sock_filter> build_filter(const BundleOptions& o) {
     for (const auto& n : kAllowed) {
         bool denied = false;
         for (const auto& d : o.extra_denied_syscalls) denied |= d == n;
-        if (denied || n == "chmod" || n == "fchmod" || n == "fchmodat") continue;
+        if (denied || n == "chmod" || n == "fchmod" || n == "fchmodat" || n == "socket") continue;
         int nr = seccomp_syscall_resolve_name(n.c_str());
         if (nr == __NR_SCMP_ERROR) continue;
         if (seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0) != 0) throw std::runtime_error("rule " + n);
@@ -68,6 +69,12 @@ std::vector<sock_filter> build_filter(const BundleOptions& o) {
     const uint64_t ns = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID |
                         CLONE_NEWNET | CLONE_NEWCGROUP;
     seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, ns, 0));
+    // socket: unix, inet, inet6, and netlink route only (what the policy's
+    // families would emit).
+    for (scmp_datum_t fam : {AF_UNIX, AF_INET, AF_INET6})
+        seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, fam));
+    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2, SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
+                     SCMP_A2(SCMP_CMP_EQ, 0));
     // chmod family only without setuid/setgid bits (no u+s on outputs).
     seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(chmod), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 06000, 0));
     seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fchmod), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 06000, 0));
@@ -124,7 +131,7 @@ void remove_tree(const std::string& dir) {
 }
 
 int leftover_cgroups() {
-    std::string prefix = "bulwark-" + std::to_string(getpid()) + "-";
+    std::string prefix = std::string(kRunCgroupPrefix) + std::to_string(getpid()) + "-";
     int n = 0;
     for (const char* ctrl : {"", "memory", "pids", "cpu", "cpuacct"}) {
         std::string mnt = cgroup_mount(ctrl), own = own_cgroup(ctrl);

@@ -29,7 +29,7 @@ const std::vector<std::string>& fixture_allowed_syscalls();
 std::string make_workdir(const char* tag);
 void remove_tree(const std::string& dir);
 
-// Number of cgroup leaves this process left behind (bulwark-<pid>-*).
+// Number of cgroup leaves this process left behind (bulwark-run-<pid>-*).
 int leftover_cgroups();
 // Number of open descriptors of this process.
 int open_fds();

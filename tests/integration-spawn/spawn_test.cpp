@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <csignal>
 #include <cstdio>
@@ -11,8 +12,10 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <thread>
 
+#include "cgroup.h"
 #include "fixture.h"
 #include "run_report.h"
 #include "spawner.h"
@@ -277,4 +280,112 @@ TEST_CASE("nothing is left behind: no cgroup leaves") {
     b.limits.cpu_percent = 50;
     CHECK(run(b, {"/usr/bin/true"}).exit_code == 0);
     CHECK(test::leftover_cgroups() == 0);
+}
+
+TEST_CASE("network none: the netns is recycled between runs, never shared by live sandboxes") {
+    auto b = make_bundle({.binaries = {"/usr/bin/readlink"}});
+    auto r1 = run(b, {"/usr/bin/readlink", "/proc/self/ns/net"});
+    auto r2 = run(b, {"/usr/bin/readlink", "/proc/self/ns/net"});
+    INFO(summary(r1) << r1.stdout_data << r2.stdout_data);
+    REQUIRE(r1.exit_code == 0);
+    CHECK(r1.stdout_data.starts_with("net:["));
+    CHECK(r1.stdout_data == r2.stdout_data);  // serial runs reuse one
+    char host[64] = {};
+    REQUIRE(readlink("/proc/self/ns/net", host, sizeof host - 1) > 0);
+    CHECK(r1.stdout_data != std::string(host) + "\n");
+    // A fresh one per run when recycling is off.
+    RunRequest rq;
+    rq.argv = {"/usr/bin/readlink", "/proc/self/ns/net"};
+    rq.recycle_netns = false;
+    auto r3 = run_tool(b, rq);
+    CHECK(r3.stdout_data != r1.stdout_data);
+}
+
+TEST_CASE("concurrent runs from several threads: all succeed, live sandboxes never share a netns") {
+    auto b = make_bundle({.binaries = {"/usr/bin/sh"}});
+    constexpr int kThreads = 4;
+    std::vector<RunReport> reps(kThreads);
+    std::vector<std::thread> ts;
+    for (int i = 0; i < kThreads; ++i)
+        ts.emplace_back([&, i] {
+            RunRequest rq;
+            // Each holds its netns for a while so all four are alive together.
+            rq.argv = {"/usr/bin/sh", "-c", "readlink /proc/self/ns/net; sleep 0.5"};
+            reps[i] = run_tool(b, rq);
+        });
+    for (auto& t : ts) t.join();
+    std::set<std::string> seen;
+    for (const auto& r : reps) {
+        INFO(summary(r));
+        CHECK(r.exit_code == 0);
+        seen.insert(r.stdout_data);
+    }
+    CHECK(seen.size() == static_cast<size_t>(kThreads));
+    CHECK(test::leftover_cgroups() == 0);
+}
+
+TEST_CASE("SIGKILL of the launcher: the tool dies with it, its cgroups are reaped on restart") {
+    Workdir wd("daemonkill");
+    auto b = make_bundle({.binaries = {SPAWN_HELPER}, .workdir = wd.path});
+    std::string beat = wd.path + "/beat";
+    pid_t daemon = fork();
+    if (daemon == 0) {
+        RunRequest rq;
+        rq.argv = {SPAWN_HELPER, "orphan", beat};
+        rq.workdir = wd.path;
+        run_tool(b, rq);
+        _exit(0);
+    }
+    // Wait until the tool is beating, then kill the "daemon".
+    struct stat st{};
+    for (int i = 0; i < 200 && (::stat(beat.c_str(), &st) != 0 || st.st_size < 3); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(st.st_size >= 3);
+    ::kill(daemon, SIGKILL);
+    ::waitpid(daemon, nullptr, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    struct stat a{}, c{};
+    REQUIRE(::stat(beat.c_str(), &a) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE(::stat(beat.c_str(), &c) == 0);
+    CHECK(c.st_size == a.st_size);  // tool and its orphan are gone
+    // Its leaves are still there until a restart reaps them.
+    CHECK(reap_stale_cgroups() >= 2);  // at least the v2 and memory leaves
+    CHECK(reap_stale_cgroups() == 0);
+}
+
+TEST_CASE("the posture check flags a weak process (the unconfined test process itself)") {
+    std::string bad = check_posture(getpid());
+    INFO(bad);
+    CHECK(bad.find("Seccomp is 0") != std::string::npos);
+    CHECK(bad.find("NoNewPrivs is 0") != std::string::npos);
+    CHECK(bad.find("CapEff is") != std::string::npos);
+    CHECK(bad.find("Uid has 0") != std::string::npos);
+    CHECK(check_posture(999999999).starts_with("cannot read"));
+}
+
+TEST_CASE("CPU time and peak memory are reported from the run's cgroups") {
+    auto b = make_bundle({.binaries = {SPAWN_HELPER}});
+    b.limits.timeout_ms = 300;
+    auto r = run(b, {SPAWN_HELPER, "spin"});
+    INFO(summary(r) << r.usage.source);
+    CHECK(r.timed_out);
+    CHECK(r.usage.cpu_user_us > 10000);  // spun in user mode (a share of 300 ms on a busy host)
+    CHECK(r.usage.source.find("cpu.stat") != std::string::npos);
+    CHECK(r.usage.peak_memory_bytes > 0);
+}
+
+TEST_CASE("declared descriptors reach the tool at their numbers, nothing else does") {
+    int keep = ::open("/dev/null", O_RDONLY);  // inheritable, declared
+    int other = ::open("/dev/null", O_RDONLY);  // inheritable, not declared
+    REQUIRE(keep >= 3);
+    auto b = make_bundle({.binaries = {SPAWN_HELPER}});
+    RunRequest rq;
+    rq.argv = {SPAWN_HELPER, "fds"};
+    rq.keep_fds = {keep};
+    auto r = run_tool(b, rq);
+    ::close(keep);
+    ::close(other);
+    INFO(summary(r) << r.stdout_data);
+    CHECK(r.stdout_data == "0\n1\n2\n" + std::to_string(keep) + "\n");
 }

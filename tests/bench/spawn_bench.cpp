@@ -1,0 +1,108 @@
+// spawn_bench: /bin/true with the full isolation set (user, pid, mount, net,
+// ipc, uts, cgroup ns; v2 + v1 cgroups; seccomp; Landlock; posture check)
+// vs `bwrap --unshare-all ...` vs bare fork+exec, interleaved round by
+// round. Prints p50/p99 per variant, ratios, spawns/s and memory per sandbox.
+//   spawn_bench [rounds]
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "fixture.h"
+#include "spawner.h"
+
+using namespace bulwark;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double run_exec(const std::vector<const char*>& argv) {
+    auto t0 = Clock::now();
+    pid_t p = fork();
+    if (p == 0) {
+        execv(argv[0], const_cast<char* const*>(argv.data()));
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(p, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        std::fprintf(stderr, "%s failed (status %d)\n", argv[0], st);
+        std::exit(1);
+    }
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+struct Stats {
+    double p50, p99, mean;
+};
+Stats stats(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    double sum = 0;
+    for (double x : v) sum += x;
+    return {v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)], sum / v.size()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int rounds = argc > 1 ? std::atoi(argv[1]) : 200;
+    auto bundle = test::make_bundle({.binaries = {"/usr/bin/true"}});
+    bundle.limits.memory_bytes = 256ull << 20;
+    bundle.limits.pids = 64;
+    bundle.limits.timeout_ms = 10000;
+    RunRequest req;
+    req.argv = {"/usr/bin/true"};
+
+    const std::vector<const char*> bare = {"/usr/bin/true", nullptr};
+    const std::vector<const char*> bwrap = {"/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/",
+                                            "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+                                            "/bin/true", nullptr};
+    // Same set without a new netns (host netns + a no-op BPF binding): shows
+    // what the network namespace costs.
+    auto bundle_nonet = bundle;
+    bundle_nonet.network.mode = policy::NetMode::Rules;
+    RunRequest req_nonet = req;
+    req_nonet.attach_bpf = [](int, const std::string&) -> std::expected<std::string, std::string> {
+        return std::string("bench: nothing attached");
+    };
+    std::vector<double> tb, tw, ts, tn;
+    std::vector<double> mem;
+    // Warm up every path once.
+    run_exec(bare);
+    run_exec(bwrap);
+    run_tool(bundle, req);
+    for (int i = 0; i < rounds; ++i) {
+        tb.push_back(run_exec(bare));
+        tw.push_back(run_exec(bwrap));
+        auto t0 = Clock::now();
+        auto r = run_tool(bundle, req);
+        ts.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        if (r.outcome != RunOutcome::Exited || r.exit_code != 0) {
+            std::fprintf(stderr, "sandboxed run failed: %s\n", summary(r).c_str());
+            return 1;
+        }
+        mem.push_back(static_cast<double>(r.usage.peak_memory_bytes));
+        t0 = Clock::now();
+        run_tool(bundle_nonet, req_nonet);
+        tn.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    auto b = stats(tb), w = stats(tw), s = stats(ts), m = stats(mem), n = stats(tn);
+    std::printf("spawn /bin/true, %d interleaved rounds (microseconds)\n", rounds);
+    std::printf("%-34s %10s %10s %10s %10s\n", "variant", "p50", "p99", "mean", "spawns/s");
+    std::printf("%-34s %10.0f %10.0f %10.0f %10.0f\n", "bare fork+exec", b.p50, b.p99, b.mean, 1e6 / b.mean);
+    std::printf("%-34s %10.0f %10.0f %10.0f %10.0f\n", "bwrap --unshare-all", w.p50, w.p99, w.mean, 1e6 / w.mean);
+    std::printf("%-34s %10.0f %10.0f %10.0f %10.0f\n", "bulwark run_tool (full set)", s.p50, s.p99, s.mean,
+                1e6 / s.mean);
+    std::printf("%-34s %10.0f %10.0f %10.0f %10.0f\n", "bulwark, host netns (cost of netns)", n.p50, n.p99,
+                n.mean, 1e6 / n.mean);
+    std::printf("ratio bulwark/bwrap p50 %.2fx (target <= 0.5x), p99 %.2fx\n", s.p50 / w.p50, s.p99 / w.p99);
+    std::printf("ratio bulwark/bare  p50 %.2fx (target <= 2x), p99 %.2fx\n", s.p50 / b.p50, s.p99 / b.p99);
+    std::printf("memory charged to the run's memory cgroup (peak): p50 %.0f KiB, p99 %.0f KiB\n", m.p50 / 1024,
+                m.p99 / 1024);
+    return 0;
+}
