@@ -606,7 +606,7 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
     for (const auto& arch : detail::filter_arches()) {
         auto ctx = new_ctx(default_action, arch.token);
         if (!ctx) return std::unexpected(ctx.error());
-        plan.arches.push_back(arch.audit_arch);
+        if (arch.takes_rules) plan.arches.push_back(arch.audit_arch);  // x32: refused
         if (arch.takes_rules) {
             // On i386 a deny of a socket or IPC call also denies that call
             // through its multiplexer (whatever its other arguments: they sit
