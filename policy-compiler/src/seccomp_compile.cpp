@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -34,7 +35,13 @@ using Cond = SyscallArgCond;
 using Op = SyscallArgCond::Op;
 using Term = std::vector<Cond>;  // a conjunction, at most one condition per argument
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
-constexpr size_t kMaxRulesPerSyscall = 512;
+// libseccomp's rule database grows exponentially on some overlapping
+// 64-bit conditions (seen beyond ~32 rules of one syscall), so a spec that
+// would need more is refused: compile time stays bounded.
+constexpr size_t kMaxRulesPerSyscall = 32;
+// Precedence: tier * kTierRank + severity * 10000 + errno.
+constexpr int64_t kTierRank = 1'000'000;
+constexpr int kDenyTier = 4;
 
 struct True {};
 struct Unsat {};
@@ -101,7 +108,22 @@ Merged merge(const Cond& a, const Cond& b) {
         if ((a.value ^ b.value) & a.mask & b.mask) return Unsat{};
         return Cond{a.index, Op::MaskedEq, a.value | b.value, a.mask | b.mask};
     }
-    if (a.op == Op::MaskedEq || b.op == Op::MaskedEq) return Inexpressible{};
+    if (a.op == Op::MaskedEq || b.op == Op::MaskedEq) {
+        // The masked set {x : (x & m) == w} spans [w, w | ~m].
+        const Cond& me = a.op == Op::MaskedEq ? a : b;
+        const Cond& other = a.op == Op::MaskedEq ? b : a;
+        const uint64_t min = me.value, max = me.value | ~me.mask;
+        if (other.op == Op::Ne) {
+            if ((other.value & me.mask) != me.value) return me;  // excluded already
+            if (min == max) return Unsat{};
+            return Inexpressible{};
+        }
+        if (auto r = interval(other)) {
+            if (r->lo <= min && max <= r->hi) return me;
+            if (min > r->hi || max < r->lo) return Unsat{};
+        }
+        return Inexpressible{};
+    }
     auto ia = interval(a), ib = interval(b);
     if (ia && ib)
         return from_interval(a.index, std::max(ia->lo, ib->lo), std::min(ia->hi, ib->hi));
@@ -400,6 +422,100 @@ std::expected<void, SeccompError> check_rule(const SyscallRule& r, bool deny) {
     return {};
 }
 
+// What libseccomp was asked for one syscall on one arch, kept so the
+// exported program can be checked against it.
+struct Check {
+    uint32_t audit_arch;
+    int nr;
+    bool wide;  // 64-bit arch: full argument compares
+    std::string name;
+    std::vector<Entry> entries;
+};
+
+bool cond_holds(const Cond& c, uint64_t v, bool wide) {
+    Cond x = c;
+    if (!wide) {
+        v &= 0xffffffffu;
+        x.value &= 0xffffffffu;
+        x.mask &= 0xffffffffu;
+    }
+    return holds(x, v);
+}
+
+// Boundary values of every condition of the entries, per argument, and
+// their cartesian product (bounded).
+std::vector<std::array<uint64_t, 6>> samples(const std::vector<Entry>& entries) {
+    std::array<std::set<uint64_t>, 6> per_arg;
+    for (auto& s : per_arg) s.insert(0);
+    for (const Entry& e : entries)
+        for (const Term& t : e.terms)
+            for (const Cond& c : t) {
+                auto& s = per_arg[c.index];
+                for (uint64_t v : {c.value, c.value - 1, c.value + 1, ~uint64_t{0}}) s.insert(v);
+                if (c.op == Op::MaskedEq) {
+                    s.insert(c.value | ~c.mask);
+                    s.insert(c.value + (~c.mask & (0 - ~c.mask)));  // next value outside the block
+                    for (int b = 0; b < 64; ++b)
+                        if (c.mask & (uint64_t{1} << b)) s.insert(c.value ^ (uint64_t{1} << b));
+                }
+            }
+    std::vector<std::array<uint64_t, 6>> out{{}};
+    for (size_t i = 0; i < 6; ++i) {
+        if (per_arg[i].size() == 1) continue;
+        std::vector<std::array<uint64_t, 6>> next;
+        for (const auto& base : out)
+            for (uint64_t v : per_arg[i]) {
+                if (next.size() >= 20000) break;
+                auto x = base;
+                x[i] = v;
+                next.push_back(x);
+            }
+        out = std::move(next);
+    }
+    return out;
+}
+
+// libseccomp builds its rule tree heuristically; a rule combination it gets
+// wrong must not become a filter. Every syscall the spec names is run through
+// the exported program at the boundaries of its conditions and compared with
+// what was asked; any difference fails the compile.
+std::expected<void, SeccompError> verify(std::span<const sock_filter> prog,
+                                         const std::vector<Check>& checks, uint32_t default_ret) {
+    for (const Check& c : checks) {
+        for (const auto& args : samples(c.entries)) {
+            int64_t best = -1;
+            std::vector<uint32_t> want;
+            uint32_t rule_id = 0;
+            for (const Entry& e : c.entries) {
+                const bool match = std::ranges::any_of(e.terms, [&](const Term& t) {
+                    return std::ranges::all_of(
+                        t, [&](const Cond& x) { return cond_holds(x, args[x.index], c.wide); });
+                });
+                if (!match || e.rank < best) continue;
+                if (e.rank > best) want.clear();
+                best = e.rank;
+                rule_id = e.rule_id;
+                const uint32_t a = detail::scmp_action(e.action, e.errno_value);
+                want.push_back(a == SCMP_ACT_KILL_PROCESS ? SECCOMP_RET_KILL_PROCESS : a);
+            }
+            if (want.empty()) want.push_back(default_ret);
+            seccomp_data d{};
+            d.nr = c.nr;
+            d.arch = c.audit_arch;
+            std::copy(args.begin(), args.end(), d.args);
+            const uint32_t got = run_seccomp_filter(prog, d);
+            if (std::ranges::find(want, got) == want.end())
+                return error(rule_id,
+                             detail::format("libseccomp compiled the rules for {} into a filter that "
+                                            "decides {:#x} instead of {:#x} for arguments ({:#x}, "
+                                            "{:#x}, {:#x}, ...); simplify the argument conditions "
+                                            "of this syscall",
+                                            c.name, got, want.front(), args[0], args[1], args[2]));
+        }
+    }
+    return {};
+}
+
 }  // namespace
 
 std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec) {
@@ -438,7 +554,7 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
             return error(r.rule_id, detail::format("{}: the argument conditions need more than {} "
                                                    "libseccomp rules",
                                                    r.name, kMaxRulesPerSyscall));
-        e.rank = int64_t{tier} * 1'000'000 + detail::action_severity(e.action) * 10'000 +
+        e.rank = int64_t{tier} * kTierRank + detail::action_severity(e.action) * 10'000 +
                  e.errno_value;
         by_name[e.name].push_back(std::move(e));
         return {};
@@ -479,17 +595,18 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
     }
     for (const auto& r : spec.deny) {
         if (auto ok = check_rule(r, true); !ok) return std::unexpected(ok.error());
-        if (auto ok = add(r, 4, detail::format("deny rule {}", r.rule_id)); !ok)
+        if (auto ok = add(r, kDenyTier, detail::format("deny rule {}", r.rule_id)); !ok)
             return std::unexpected(ok.error());
         decided_by[r.name] = r.rule_id;
     }
 
     // One context per arch (rules added only where the syscall exists), merged.
     Ctx merged;
+    std::vector<Check> checks;
     for (const auto& arch : detail::filter_arches()) {
         auto ctx = new_ctx(default_action, arch.token);
         if (!ctx) return std::unexpected(ctx.error());
-        plan.arches.push_back(arch.audit_arch);
+        if (arch.takes_rules) plan.arches.push_back(arch.audit_arch);  // x32: refused
         if (arch.takes_rules) {
             // On i386 a deny of a socket or IPC call also denies that call
             // through its multiplexer (whatever its other arguments: they sit
@@ -508,16 +625,44 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
                             detail::format("deny rule {} (via {})", r.rule_id, mux->multiplexer)};
                     if (e.action == SeccompAction::Errno && e.errno_value == 0)
                         e.errno_value = fallback_errno;
-                    e.rank = int64_t{4} * 1'000'000 +
+                    e.rank = int64_t{kDenyTier} * kTierRank +
                              detail::action_severity(e.action) * 10'000 + e.errno_value;
                     arch_entries[d.name].push_back(std::move(e));
                 }
             }
             for (const auto& [name, entries] : arch_entries) {
-                if (seccomp_syscall_resolve_name_arch(arch.token, name.c_str()) < 0) continue;
+                // libseccomp names i386's socket and IPC calls by pseudo numbers
+                // (it emits both the direct call and the multiplexed form), so
+                // those always go through; other names only where they exist.
+                const bool multiplexed =
+                    arch.token == SCMP_ARCH_X86 && detail::i386_multiplexed(name).has_value();
+                if (!multiplexed && seccomp_syscall_resolve_name_arch(arch.token, name.c_str()) < 0)
+                    continue;
                 const int nr = seccomp_syscall_resolve_name(name.c_str());
-                auto rules = resolve(entries);
+                // libseccomp adds the multiplexed form of such a call itself,
+                // without its argument conditions, so rules with different
+                // actions on one call would collide there. On i386 a deny of
+                // such a call therefore applies whatever the arguments (the
+                // strongest deny wins): narrower never, wider never silently.
+                std::vector<Entry> collapsed;
+                if (multiplexed) {
+                    const Entry* strongest = nullptr;
+                    for (const Entry& e : entries)
+                        if (e.rank >= kDenyTier * kTierRank && (!strongest || e.rank > strongest->rank))
+                            strongest = &e;
+                    if (strongest) {
+                        collapsed.push_back(*strongest);
+                        collapsed.back().terms = {Term{}};
+                    }
+                }
+                auto rules = resolve(collapsed.empty() ? entries : collapsed);
                 if (!rules) return std::unexpected(rules.error());
+                const int arch_nr = seccomp_syscall_resolve_name_arch(arch.token, name.c_str());
+                if (arch_nr >= 0 && !(arch.token == SCMP_ARCH_X86 &&
+                                      (name == "socketcall" || name == "ipc")))
+                    checks.push_back(Check{arch.audit_arch, arch_nr, arch.token != SCMP_ARCH_X86 &&
+                                                                         arch.token != SCMP_ARCH_ARM,
+                                           name, collapsed.empty() ? entries : collapsed});
                 for (const auto& [term, entry] : *rules) {
                     std::vector<scmp_arg_cmp> cmps;
                     for (const Cond& c : term) {
@@ -559,6 +704,9 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
         return error(0, detail::format("libseccomp emitted a program the kernel would refuse: "
                                     "instruction {}: {}",
                                     ok.error().pc, ok.error().message));
+    const uint32_t default_ret =
+        default_action == SCMP_ACT_KILL_PROCESS ? SECCOMP_RET_KILL_PROCESS : default_action;
+    if (auto ok = verify(*prog, checks, default_ret); !ok) return std::unexpected(ok.error());
     plan.program = std::move(*prog);
     for (auto& [name, id] : decided_by) plan.syscall_rules.emplace_back(name, id);
     return plan;

@@ -54,6 +54,15 @@ struct SeccompError {
 
 // Compiles the spec into a classic-BPF program covering x86_64, i386 and x32
 // (on x86_64 hosts) or aarch64 and arm (on arm64 hosts).
+// Precedence: deny (strongest action first) > clone3 ENOSYS > allow >
+// baseline > violation. Conditional denies are subtracted from the allows
+// before libseccomp sees them; a syscall whose rules would need more than 32
+// libseccomp rules is an error, and so is any program whose decisions differ
+// (checked through the cBPF interpreter at every condition boundary) from
+// what was asked. On i386 a deny of a socket/IPC call applies whatever its
+// arguments (libseccomp also emits the socketcall/ipc form without them).
+// Install with no_new_privs; add SECCOMP_FILTER_FLAG_LOG to have the kernel
+// log non-allow decisions.
 std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec);
 
 // Syscall names libseccomp knows for any supported arch, sorted.

@@ -1,0 +1,227 @@
+#pragma once
+// An independent model of what a compiled seccomp filter must decide, written
+// from the rule language's semantics (deny > clone3 ENOSYS > allow >
+// baseline > violation; x32 and unknown numbers get the violation action, a
+// foreign arch kills the process), used to check compiled programs through
+// the cBPF interpreter. Names come from libseccomp's syscall tables (data);
+// no decision is taken from the compiler.
+#include <linux/audit.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bulwark/policy/seccomp.h"
+
+namespace bulwark::test {
+
+using policy::SeccompAction;
+using policy::SeccompSpec;
+using policy::SyscallArgCond;
+using policy::SyscallRule;
+
+inline uint32_t ret_of(SeccompAction a, uint16_t err) {
+    switch (a) {
+        case SeccompAction::Allow: return SECCOMP_RET_ALLOW;
+        case SeccompAction::Errno: return SECCOMP_RET_ERRNO | err;
+        case SeccompAction::Kill: return SECCOMP_RET_KILL_PROCESS;
+        case SeccompAction::Log: return SECCOMP_RET_LOG;
+        case SeccompAction::Trap: return SECCOMP_RET_TRAP;
+    }
+    return SECCOMP_RET_KILL_PROCESS;
+}
+
+inline int severity(SeccompAction a) {
+    switch (a) {
+        case SeccompAction::Kill: return 4;
+        case SeccompAction::Trap: return 3;
+        case SeccompAction::Errno: return 2;
+        case SeccompAction::Log: return 1;
+        case SeccompAction::Allow: return 0;
+    }
+    return 4;
+}
+
+// 32-bit arches compare only the low halves (libseccomp and the kernel).
+inline bool cond_holds(const SyscallArgCond& c, uint64_t v, bool wide) {
+    uint64_t value = c.value, mask = c.mask;
+    if (!wide) { v &= 0xffffffffu; value &= 0xffffffffu; mask &= 0xffffffffu; }
+    using Op = SyscallArgCond::Op;
+    switch (c.op) {
+        case Op::Eq: return v == value;
+        case Op::Ne: return v != value;
+        case Op::Lt: return v < value;
+        case Op::Le: return v <= value;
+        case Op::Gt: return v > value;
+        case Op::Ge: return v >= value;
+        case Op::MaskedEq: return (v & mask) == value;
+    }
+    return false;
+}
+
+inline bool rule_holds(const SyscallRule& r, const uint64_t (&args)[6], bool wide) {
+    return std::ranges::all_of(r.args, [&](const SyscallArgCond& c) {
+        return cond_holds(c, args[c.index], wide);
+    });
+}
+
+inline std::optional<std::string> name_of(uint32_t scmp_arch, int nr) {
+    std::unique_ptr<char, decltype(&std::free)> n(seccomp_syscall_resolve_num_arch(scmp_arch, nr),
+                                                  &std::free);
+    if (!n) return std::nullopt;
+    return std::string(n.get());
+}
+
+struct I386Mux { const char* name; int mux_nr; uint32_t call; };
+inline constexpr I386Mux kI386Mux[] = {
+    {"socket", 102, 1},  {"bind", 102, 2},  {"connect", 102, 3}, {"listen", 102, 4},
+    {"accept", 102, 5},  {"getsockname", 102, 6}, {"getpeername", 102, 7}, {"socketpair", 102, 8},
+    {"send", 102, 9},    {"recv", 102, 10}, {"sendto", 102, 11}, {"recvfrom", 102, 12},
+    {"shutdown", 102, 13}, {"setsockopt", 102, 14}, {"getsockopt", 102, 15}, {"sendmsg", 102, 16},
+    {"recvmsg", 102, 17}, {"accept4", 102, 18}, {"recvmmsg", 102, 19}, {"sendmmsg", 102, 20},
+    {"semop", 117, 1},   {"semget", 117, 2}, {"semctl", 117, 3},  {"semtimedop", 117, 4},
+    {"msgsnd", 117, 11}, {"msgrcv", 117, 12}, {"msgget", 117, 13}, {"msgctl", 117, 14},
+    {"shmat", 117, 21},  {"shmdt", 117, 22}, {"shmget", 117, 23}, {"shmctl", 117, 24},
+};
+
+struct Model {
+    const SeccompSpec& spec;
+    std::vector<SyscallRule> baseline;
+
+    uint16_t fallback_errno() const {
+        return spec.violation == SeccompAction::Errno ? spec.violation_errno : uint16_t{EPERM};
+    }
+    uint32_t violation() const { return ret_of(spec.violation, spec.violation_errno); }
+    uint32_t deny_ret(const SyscallRule& r) const {
+        uint16_t e = r.errno_value ? r.errno_value : fallback_errno();
+        return ret_of(r.action, e);
+    }
+
+    // The strongest matching deny for (name, args), if any.
+    std::optional<uint32_t> deny(const std::string& name, const uint64_t (&args)[6], bool wide,
+                                 int i386_mux_nr = -1) const {
+        std::optional<std::pair<int, uint32_t>> best;
+        for (const auto& r : spec.deny) {
+            bool match = false;
+            if (i386_mux_nr >= 0) {
+                for (const auto& m : kI386Mux)
+                    if (r.name == m.name && m.mux_nr == i386_mux_nr &&
+                        (i386_mux_nr == 117 ? (args[0] & 0xffff) == m.call
+                                            : (args[0] & 0xffffffffu) == m.call))
+                        match = true;
+            } else {
+                match = r.name == name && rule_holds(r, args, wide);
+            }
+            if (!match) continue;
+            uint32_t ret = deny_ret(r);
+            int key = severity(r.action) * 10000 + static_cast<int>(ret & SECCOMP_RET_DATA);
+            if (!best || key > best->first) best = {key, ret};
+        }
+        if (best) return best->second;
+        return std::nullopt;
+    }
+
+    uint32_t expect(uint32_t audit_arch, int nr, const uint64_t (&args)[6]) const {
+        uint32_t scmp_arch;
+        bool wide;
+        if (audit_arch == AUDIT_ARCH_X86_64) {
+            if (static_cast<uint32_t>(nr) & 0x40000000u) return violation();  // x32
+            scmp_arch = SCMP_ARCH_X86_64;
+            wide = true;
+        } else if (audit_arch == AUDIT_ARCH_I386) {
+            scmp_arch = SCMP_ARCH_X86;
+            wide = false;
+        } else {
+            return SECCOMP_RET_KILL_PROCESS;
+        }
+        auto name = name_of(scmp_arch, nr);
+        if (!name) return violation();
+        if (!wide) {
+            // i386 socket/IPC calls: a deny applies whatever the arguments.
+            for (const auto& m : kI386Mux)
+                if (*name == m.name) {
+                    std::optional<std::pair<int, uint32_t>> best;
+                    for (const auto& r : spec.deny) {
+                        if (r.name != *name) continue;
+                        uint32_t ret = deny_ret(r);
+                        int key = severity(r.action) * 10000 + static_cast<int>(ret & SECCOMP_RET_DATA);
+                        if (!best || key > best->first) best = {key, ret};
+                    }
+                    if (best) return best->second;
+                }
+        }
+        if (auto d = deny(*name, args, wide)) return *d;
+        if (!wide && (nr == 102 || nr == 117)) {
+            if (auto d = deny(*name, args, wide, nr)) return *d;
+        }
+        if (*name == "clone3") return SECCOMP_RET_ERRNO | ENOSYS;
+        for (const auto& r : spec.allow)
+            if (r.name == *name && rule_holds(r, args, wide)) return SECCOMP_RET_ALLOW;
+        for (const auto& r : baseline)
+            if (r.name == *name && rule_holds(r, args, wide)) {
+                uint16_t e = r.errno_value ? r.errno_value : fallback_errno();
+                return ret_of(r.action, e);
+            }
+        if (!wide && (nr == 102 || nr == 117)) {
+            // libseccomp also allows the multiplexed form of an allowed call
+            // (without its argument conditions: they sit behind a pointer).
+            for (const auto* list : {&spec.allow, &baseline})
+                for (const auto& r : *list)
+                    for (const auto& m : kI386Mux)
+                        if (r.name == m.name && m.mux_nr == nr && r.action == SeccompAction::Allow &&
+                            (nr == 117 ? (args[0] & 0xffffffffu) == m.call
+                                       : (args[0] & 0xffffffffu) == m.call))
+                            return SECCOMP_RET_ALLOW;
+        }
+        return violation();
+    }
+};
+
+// Argument values worth trying for a syscall: every boundary of every
+// condition on it (value-1, value, value+1, mask bits flipped), plus 0 and ~0.
+inline std::vector<std::vector<uint64_t>> arg_samples(const std::string& name,
+                                                      const std::vector<const std::vector<SyscallRule>*>& lists) {
+    std::vector<std::set<uint64_t>> per_arg(6);
+    for (auto& s : per_arg) s = {0};
+    for (const auto* list : lists)
+        for (const auto& r : *list) {
+            if (r.name != name) continue;
+            for (const auto& c : r.args) {
+                auto& s = per_arg[c.index];
+                s.insert(c.value);
+                s.insert(c.value - 1);
+                s.insert(c.value + 1);
+                s.insert(~uint64_t{0});
+                if (c.op == SyscallArgCond::Op::MaskedEq) {
+                    s.insert(c.value | ~c.mask);
+                    for (int b = 0; b < 64; ++b)
+                        if (c.mask & (uint64_t{1} << b)) s.insert(c.value ^ (uint64_t{1} << b));
+                }
+            }
+        }
+    // Cartesian product over the arguments that have conditions, capped.
+    std::vector<std::vector<uint64_t>> out{{0, 0, 0, 0, 0, 0}};
+    for (int i = 0; i < 6; ++i) {
+        if (per_arg[i].size() == 1) continue;
+        std::vector<std::vector<uint64_t>> next;
+        for (const auto& base : out)
+            for (uint64_t v : per_arg[i]) {
+                auto x = base;
+                x[i] = v;
+                next.push_back(std::move(x));
+                if (next.size() > 20000) break;
+            }
+        out = std::move(next);
+    }
+    return out;
+}
+
+}  // namespace bulwark::test
