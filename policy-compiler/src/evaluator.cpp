@@ -170,7 +170,7 @@ Decision decide_file(const Bundle& b, const Operation& op, const FileView& v,
 
 Decision eval_file(const Bundle& b, const Operation& op, bool tables) {
     uint32_t right = required_right(op);
-    auto path = normalise_path(op.path);
+    auto path = resolve_operation_path(op.path);
     bool audit = tables ? b.bpf.header.mode == BW_MODE_AUDIT : b.mode == Mode::Audit;
     if (!path)
         return apply_mode(audit, make(Verdict::Deny, BW_LAYER_BPF_LSM, BW_NO_RULE,

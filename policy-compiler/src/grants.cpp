@@ -70,8 +70,8 @@ std::vector<NetRule> parent_net_rules(const Bundle& p) {
         for (const char* c : {"127.0.0.0/8", "::1/128"}) {
             auto cidr = parse_cidr(c);
             NetRule r;
-            r.addr = cidr->first;
-            r.prefix = cidr->second;
+            r.addr = cidr->addr;
+            r.prefix = cidr->prefix;
             r.op_mask = BW_NET_CONNECT | BW_NET_BIND | BW_NET_SEND;
             r.rule_id = BW_NO_RULE;
             out.push_back(r);
@@ -185,6 +185,7 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
         for (const auto& g : *grant.files) {
             auto path = normalise_path(g.path);
             uint32_t l = line++;
+            if (path && !path->starts_with("/")) path = std::unexpected(std::string("not an absolute path"));
             if (!path) {
                 reasons.push_back("files " + g.path + ": " + path.error());
                 continue;

@@ -2,12 +2,11 @@
 
 #include <arpa/inet.h>
 
-#include <charconv>
 #include <vector>
 
 namespace bulwark::policy {
 
-std::expected<std::string, std::string> normalise_path(std::string_view path) {
+std::expected<std::string, std::string> resolve_operation_path(std::string_view path) {
     if (path.empty()) return std::unexpected(std::string("empty path"));
     if (path.front() != '/')
         return std::unexpected("'" + std::string(path) + "' is not an absolute path");
@@ -35,12 +34,6 @@ std::expected<std::string, std::string> normalise_path(std::string_view path) {
         out += p;
     }
     return out;
-}
-
-bool path_covers(std::string_view rule, std::string_view path) {
-    if (rule == "/") return !path.empty() && path.front() == '/';
-    if (!path.starts_with(rule)) return false;
-    return path.size() == rule.size() || path[rule.size()] == '/';
 }
 
 size_t path_depth(std::string_view p) {
@@ -85,28 +78,6 @@ bool prefix_contains(const Addr16& net, uint8_t prefix, const Addr16& addr) {
     return (net[full] & mask) == (addr[full] & mask);
 }
 
-std::expected<std::pair<Addr16, uint8_t>, std::string> parse_cidr(std::string_view text) {
-    auto slash = text.find('/');
-    auto addr_text = text.substr(0, slash);
-    auto addr = parse_ip(addr_text);
-    if (!addr) return std::unexpected("'" + std::string(addr_text) + "' is not an IP address");
-    bool v4 = addr_text.find(':') == std::string_view::npos;
-    unsigned width = v4 ? 32 : 128;
-    unsigned len = width;
-    if (slash != std::string_view::npos) {
-        auto p = text.substr(slash + 1);
-        auto [ptr, ec] = std::from_chars(p.data(), p.data() + p.size(), len);
-        if (ec != std::errc{} || ptr != p.data() + p.size() || p.empty() || len > width)
-            return std::unexpected("'" + std::string(text) + "' has an invalid prefix length");
-    }
-    uint8_t prefix = static_cast<uint8_t>(v4 ? 96 + len : len);
-    // host bits must be zero
-    for (unsigned bit = prefix; bit < 128; ++bit)
-        if ((*addr)[bit / 8] & (0x80 >> (bit % 8)))
-            return std::unexpected("'" + std::string(text) + "' has host bits set below the prefix");
-    return std::pair{*addr, prefix};
-}
-
 std::string format_addr(const Addr16& a) {
     char buf[INET6_ADDRSTRLEN] = {};
     if (is_v4_mapped(a)) {
@@ -115,13 +86,6 @@ std::string format_addr(const Addr16& a) {
         inet_ntop(AF_INET6, a.data(), buf, sizeof buf);
     }
     return buf;
-}
-
-std::string format_cidr(const Addr16& a, uint8_t prefix) {
-    if (is_v4_mapped(a) && prefix >= 96) return format_addr(a) + "/" + std::to_string(prefix - 96);
-    char buf[INET6_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET6, a.data(), buf, sizeof buf);
-    return std::string(buf) + "/" + std::to_string(prefix);
 }
 
 bool is_loopback(const Addr16& a) {

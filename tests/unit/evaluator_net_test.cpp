@@ -7,16 +7,16 @@ using namespace bulwark::test;
 TEST_CASE("addresses and prefixes live in the v6 space", "[match]") {
     auto c = parse_cidr("10.0.0.0/8");
     REQUIRE(c);
-    CHECK(c->second == 104);
-    CHECK(prefix_contains(c->first, c->second, *parse_ip("10.200.1.1")));
-    CHECK_FALSE(prefix_contains(c->first, c->second, *parse_ip("11.0.0.1")));
+    CHECK(c->prefix == 104);
+    CHECK(prefix_contains(c->addr, c->prefix, *parse_ip("10.200.1.1")));
+    CHECK_FALSE(prefix_contains(c->addr, c->prefix, *parse_ip("11.0.0.1")));
     CHECK_FALSE(parse_cidr("10.0.0.1/8"));  // host bits set
     CHECK_FALSE(parse_cidr("10.0.0.0/33"));
     CHECK_FALSE(parse_cidr("nonsense"));
-    CHECK(format_cidr(c->first, c->second) == "10.0.0.0/8");
+    CHECK(format_cidr(c->addr, c->prefix) == "10.0.0.0/8");
     auto any6 = parse_cidr("::/0");
     REQUIRE(any6);
-    CHECK(prefix_contains(any6->first, any6->second, *parse_ip("1.2.3.4")));  // v4-mapped
+    CHECK(prefix_contains(any6->addr, any6->prefix, *parse_ip("1.2.3.4")));  // v4-mapped
 }
 
 TEST_CASE("network rules: deny wins over allow over all matching prefixes", "[evaluator]") {

@@ -29,8 +29,8 @@ Bundle tool() {
 NetGrant connect_to(std::string cidr, uint16_t port) {
     NetGrant g;
     auto c = parse_cidr(cidr);
-    g.addr = c->first;
-    g.prefix = c->second;
+    g.addr = c->addr;
+    g.prefix = c->prefix;
     g.port_lo = g.port_hi = port;
     g.proto_mask = BW_PROTO_TCP;
     return g;

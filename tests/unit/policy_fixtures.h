@@ -54,8 +54,8 @@ struct BundleBuilder {
         NetRule r;
         auto c = parse_cidr(cidr);
         if (!c) throw std::runtime_error(c.error());
-        r.addr = c->first;
-        r.prefix = c->second;
+        r.addr = c->addr;
+        r.prefix = c->prefix;
         r.port_lo = lo;
         r.port_hi = hi;
         r.op_mask = ops;

@@ -87,6 +87,16 @@ struct SeccompPlan {
     std::vector<std::pair<std::string, uint32_t>> syscall_rules;
 };
 
+// The `syscalls:` section as written (after extends), for explanations and
+// diffs; the filter itself is SeccompPlan::program.
+struct SyscallSummary {
+    std::string baseline;                                  // default | none | import:<file>
+    std::vector<std::pair<std::string, uint32_t>> allow;   // syscall name -> rule
+    std::vector<std::pair<std::string, uint32_t>> deny;
+    SeccompAction violation = SeccompAction::Errno;
+    uint16_t violation_errno = 0;
+};
+
 struct LandlockPathRule {
     std::string path;      // may contain ${var}
     uint64_t access = 0;   // LANDLOCK_ACCESS_FS_*
@@ -172,6 +182,7 @@ struct Bundle {
     std::vector<FileRule> files;        // includes exec rights from `exec:`
     NetworkPolicy network;
     SeccompPlan seccomp;
+    SyscallSummary syscalls;
     LandlockPlan landlock;
     BpfTables bpf;
     Limits limits;

@@ -1,7 +1,8 @@
 #pragma once
 // The seccomp layer: a rule file's `syscalls:` section as a spec, compiled
 // with libseccomp into one filter (arch check first, binary-tree optimised,
-// x32 and foreign arches answered with the violation action).
+// x32 syscalls answered with the violation action, a foreign arch kills the
+// process, clone3 answered ENOSYS).
 #include <cerrno>
 #include <cstdint>
 #include <expected>
@@ -21,6 +22,8 @@ struct SyscallArgCond {
     uint64_t mask = 0;  // MaskedEq only
 };
 
+// action Errno with errno_value 0 means "the violation errno" (EPERM when the
+// violation action is not Errno): an errno of 0 would fake success.
 struct SyscallRule {
     std::string name;
     std::vector<SyscallArgCond> args;  // all must hold
@@ -39,6 +42,9 @@ struct SeccompSpec {
     SeccompAction violation = SeccompAction::Errno;
     uint16_t violation_errno = ENOSYS;
     uint32_t violation_rule_id = 0;
+    // What an import changed or left out of the profile (capability-gated
+    // rules, names this libseccomp does not know, ...), one sentence each.
+    std::vector<std::string> notes;
 };
 
 struct SeccompError {

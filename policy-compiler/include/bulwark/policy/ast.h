@@ -1,0 +1,128 @@
+#pragma once
+// The rule file as parsed: structure and raw scalar values, each with its
+// source span and the id of the rule (Bundle::rules) it belongs to. Meaning
+// (paths, addresses, sizes ...) is given by the passes, not the parser.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bulwark/policy/bundle.h"
+
+namespace bulwark::policy::ast {
+
+struct Span {
+    SourceLoc loc;
+    uint32_t length = 1;
+};
+
+struct Scalar {
+    std::string value;
+    Span span;
+    uint32_t rule_id = 0;
+};
+
+struct PathItem {
+    Scalar path;
+    uint32_t rights = BW_FS_ALL;   // deny entries: the rights denied
+    uint32_t rule_id = 0;
+    Span span;
+};
+
+struct BinaryItem {
+    Scalar path;
+    std::optional<Scalar> sha256;
+    uint32_t rule_id = 0;
+};
+
+struct NetItem {
+    std::optional<Scalar> host, cidr, proto;
+    std::vector<Scalar> ports;     // empty: every port
+    uint32_t rule_id = 0;
+    Span span;
+};
+
+struct ArgItem {
+    Scalar index, op, value;
+    std::optional<Scalar> mask;
+    Span span;
+};
+
+struct SyscallItem {
+    Scalar name;
+    std::vector<ArgItem> args;
+    std::optional<Scalar> action, errno_value;
+    uint32_t rule_id = 0;
+    Span span;
+};
+
+struct Files {
+    bool present = false;
+    Span span;
+    std::vector<PathItem> read, write, create, remove, exec, deny;
+};
+
+struct Exec {
+    bool present = false;
+    Span span;
+    std::vector<PathItem> allow;
+};
+
+struct Network {
+    bool present = false;
+    std::optional<Scalar> mode;    // "none" | "loopback"; absent with a mapping
+    bool mapping = false;
+    Span span;
+    uint32_t rule_id = 0;
+    std::vector<Scalar> families;
+    std::vector<NetItem> connect, bind, send, deny;
+    std::vector<Scalar> dns;
+};
+
+struct Violation {
+    Scalar action;
+    std::optional<Scalar> errno_value;
+    uint32_t rule_id = 0;
+};
+
+struct Syscalls {
+    bool present = false;
+    Span span;
+    std::optional<Scalar> baseline;   // "default" | "none"
+    std::optional<Scalar> import;     // baseline: { import: file.json }
+    std::vector<SyscallItem> allow, deny;
+    std::optional<Violation> on_violation;
+};
+
+struct Hardening {
+    bool present = false;
+    std::optional<Scalar> mte;
+    std::vector<Scalar> require, warn;
+    std::optional<Scalar> store_bypass, indirect_branch;
+    uint32_t rule_id = 0;
+};
+
+struct Environment {
+    bool present = false;
+    std::vector<Scalar> pass;
+    std::vector<std::pair<Scalar, Scalar>> set;
+    std::optional<Scalar> clear;
+};
+
+struct RuleFile {
+    std::string file;
+    std::optional<Scalar> tool, description, mode;
+    std::vector<Scalar> extends;
+    std::vector<Scalar> mandatory;
+    std::vector<BinaryItem> binaries;
+    Files files;
+    Exec exec;
+    Network network;
+    Syscalls syscalls;
+    std::vector<std::pair<std::string, Scalar>> limits;   // in source order
+    Hardening hardening;
+    Environment environment;
+};
+
+}  // namespace bulwark::policy::ast

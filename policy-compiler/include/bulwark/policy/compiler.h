@@ -1,0 +1,69 @@
+#pragma once
+// The policy compiler's public API: rule file -> Bundle, with diagnostics.
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bulwark/policy/bundle.h"
+#include "bulwark/policy/diagnostics.h"
+#include "bulwark/policy/seccomp.h"
+
+namespace bulwark::policy {
+
+// Input limits (the bad-input battery): all are checked before or while
+// parsing and fail the compile with a diagnostic.
+struct InputLimits {
+    size_t max_file_bytes = 4u << 20;   // 4 MiB
+    size_t max_string_bytes = 4096;     // any scalar except `description`
+    size_t max_description_bytes = 1024;
+    uint32_t max_nesting = 32;          // YAML block/flow nesting levels
+    size_t max_nodes = 2'000'000;       // YAML nodes visited (aliases count each time)
+    uint32_t max_extends_depth = 8;
+};
+
+using SeccompCompiler = std::function<std::expected<SeccompPlan, SeccompError>(const SeccompSpec&)>;
+
+struct CompileOptions {
+    // Directories searched for `extends:` names (<dir>/<name>.yaml) and
+    // `syscalls.baseline.import` files, in order. compile_file() appends the
+    // rule file's own directory when this is empty.
+    std::vector<std::string> rules_dirs;
+    InputLimits limits;
+    // The seccomp emitter; empty means compile_seccomp() from seccomp.h.
+    SeccompCompiler seccomp_compiler;
+    // Diagnostics with Severity::Warning count as errors.
+    bool warnings_as_errors = false;
+};
+
+struct CompileResult {
+    std::optional<Bundle> bundle;
+    std::vector<Diagnostic> diagnostics;
+    SourceMap sources;                   // every file read (the rule file and its bases)
+    std::optional<SeccompSpec> seccomp;  // the parsed `syscalls:` section
+    bool ok() const { return bundle.has_value(); }
+};
+
+CompileResult compile_file(const std::string& path, const CompileOptions& opts);
+CompileResult compile_string(std::string_view text, std::string file_name, const CompileOptions& opts);
+
+std::string render_diagnostics(const CompileResult& result);
+
+// Canonical JSON (sorted keys, ASCII only, no whitespace when dumped with
+// canonical_dump) and its content hash, "sha256:<hex>", computed with the
+// `hash` field emptied.
+nlohmann::json bundle_to_json(const Bundle& bundle);
+std::expected<Bundle, std::string> bundle_from_json(const nlohmann::json& json);
+std::string canonical_dump(const nlohmann::json& json);
+std::string bundle_hash(const Bundle& bundle);
+
+// The vocabulary the parser accepts: section -> keys ("" is the top level).
+// The JSON schema test checks the schema against it.
+const std::vector<std::pair<std::string, std::vector<std::string>>>& accepted_keys();
+
+}  // namespace bulwark::policy

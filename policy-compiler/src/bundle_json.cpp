@@ -1,0 +1,343 @@
+// Bundle <-> canonical JSON, and its content hash. Every struct has a
+// to_json/from_json pair; from_json rejects what the compiler could never
+// have produced (unknown enum names, over-full port range tables, rule ids
+// that name no rule, a hash that does not match the content).
+#include <openssl/evp.h>
+
+#include <stdexcept>
+
+#include "bulwark/policy/compiler.h"
+#include "bulwark/policy/values.h"
+
+namespace bulwark::policy {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
+
+template <class E, size_t N>
+std::string enum_name(E v, const std::array<const char*, N>& names) {
+    size_t i = size_t(v);
+    if (i >= N) fail("enum value out of range");
+    return names[i];
+}
+template <class E, size_t N>
+E enum_value(const json& j, const std::array<const char*, N>& names, const char* what) {
+    const auto& s = j.get_ref<const std::string&>();
+    for (size_t i = 0; i < N; ++i)
+        if (s == names[i]) return E(i);
+    fail(std::string("unknown ") + what + " \"" + s + "\"");
+}
+
+constexpr std::array<const char*, 2> kModes = {"enforce", "audit"};
+constexpr std::array<const char*, 3> kNetModes = {"none", "loopback", "rules"};
+constexpr std::array<const char*, 5> kActions = {"allow", "errno", "kill", "log", "trap"};
+constexpr std::array<const char*, 3> kMte = {"off", "async", "sync"};
+constexpr std::array<const char*, 2> kReq = {"require", "warn"};
+
+std::string hex(const uint8_t* p, size_t n) {
+    static const char* d = "0123456789abcdef";
+    std::string s;
+    for (size_t i = 0; i < n; ++i) {
+        s += d[p[i] >> 4];
+        s += d[p[i] & 15];
+    }
+    return s;
+}
+void unhex(const json& j, uint8_t* out, size_t n) {
+    const auto& s = j.get_ref<const std::string&>();
+    if (s.size() != n * 2) fail("address must be " + std::to_string(n * 2) + " hex digits");
+    auto v = [](char c) -> int {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        fail("bad hex digit");
+    };
+    for (size_t i = 0; i < n; ++i) out[i] = uint8_t(v(s[2 * i]) << 4 | v(s[2 * i + 1]));
+}
+
+template <class T>
+T num(const json& j, const char* key) {
+    return j.at(key).get<T>();
+}
+
+json loc_json(const SourceLoc& l) { return {{"file", l.file}, {"line", l.line}, {"col", l.col}}; }
+SourceLoc loc_from(const json& j) { return {j.at("file").get<std::string>(), num<uint32_t>(j, "line"), num<uint32_t>(j, "col")}; }
+
+json range_json(const bw_port_range& r) {
+    return {{"lo", r.lo}, {"hi", r.hi}, {"proto_mask", r.proto_mask}, {"op_mask", r.op_mask},
+            {"action", r.action}, {"rule_id", r.rule_id}};
+}
+bw_port_range range_from(const json& j) {
+    bw_port_range r{};
+    r.lo = num<uint16_t>(j, "lo");
+    r.hi = num<uint16_t>(j, "hi");
+    r.proto_mask = num<uint8_t>(j, "proto_mask");
+    r.op_mask = num<uint8_t>(j, "op_mask");
+    r.action = num<uint8_t>(j, "action");
+    r.rule_id = num<uint32_t>(j, "rule_id");
+    if (r.lo > r.hi) fail("port range reversed");
+    if (r.action > BW_NET_ACTION_DENY) fail("bad network action");
+    return r;
+}
+
+template <class A>
+json pairs_json(const std::vector<std::pair<std::string, A>>& v) {
+    json arr = json::array();
+    for (const auto& [k, x] : v) arr.push_back(json::array({k, x}));
+    return arr;
+}
+template <class A>
+std::vector<std::pair<std::string, A>> pairs_from(const json& j) {
+    std::vector<std::pair<std::string, A>> out;
+    for (const auto& e : j) {
+        if (!e.is_array() || e.size() != 2) fail("expected [name, value] pairs");
+        out.emplace_back(e[0].get<std::string>(), e[1].get<A>());
+    }
+    return out;
+}
+
+template <class T>
+json opt_json(const std::optional<T>& v) { return v ? json(*v) : json(nullptr); }
+template <class T>
+std::optional<T> opt_from(const json& j, const char* key) {
+    const auto& v = j.at(key);
+    if (v.is_null()) return std::nullopt;
+    return v.get<T>();
+}
+
+}  // namespace
+
+json bundle_to_json(const Bundle& b) {
+    json j;
+    j["format"] = b.format;
+    j["tool"] = b.tool;
+    j["description"] = b.description;
+    j["extends"] = b.extends;
+    j["hash"] = b.hash;
+    j["mode"] = enum_name(b.mode, kModes);
+    j["mandatory_layers"] = b.mandatory_layers;
+    json bins = json::array();
+    for (const auto& x : b.binaries) bins.push_back({{"path", x.path}, {"sha256", opt_json(x.sha256)}, {"rule_id", x.rule_id}});
+    j["binaries"] = bins;
+    json files = json::array();
+    for (const auto& f : b.files)
+        files.push_back({{"path", f.path}, {"allow", f.allow}, {"deny", f.deny}, {"rule_id", f.rule_id}});
+    j["files"] = files;
+    json rules = json::array();
+    for (const auto& r : b.network.rules)
+        rules.push_back({{"host", opt_json(r.host)}, {"addr", hex(r.addr.data(), 16)}, {"prefix", r.prefix},
+                         {"port_lo", r.port_lo}, {"port_hi", r.port_hi}, {"proto_mask", r.proto_mask},
+                         {"op_mask", r.op_mask}, {"action", r.action}, {"rule_id", r.rule_id}});
+    j["network"] = {{"mode", enum_name(b.network.mode, kNetModes)}, {"rules", rules},
+                    {"af_allow", b.network.af_allow}, {"sock_type_allow", b.network.sock_type_allow},
+                    {"dns", b.network.dns}};
+    json prog = json::array();
+    for (const auto& f : b.seccomp.program) prog.push_back(json::array({f.code, f.jt, f.jf, f.k}));
+    j["seccomp"] = {{"program", prog}, {"arches", b.seccomp.arches},
+                    {"default_action", enum_name(b.seccomp.default_action, kActions)},
+                    {"default_errno", b.seccomp.default_errno}, {"baseline", b.seccomp.baseline},
+                    {"syscall_rules", pairs_json(b.seccomp.syscall_rules)}};
+    j["syscalls"] = {{"baseline", b.syscalls.baseline}, {"allow", pairs_json(b.syscalls.allow)},
+                     {"deny", pairs_json(b.syscalls.deny)}, {"violation", enum_name(b.syscalls.violation, kActions)},
+                     {"violation_errno", b.syscalls.violation_errno}};
+    json llp = json::array(), llports = json::array();
+    for (const auto& p : b.landlock.paths) llp.push_back({{"path", p.path}, {"access", p.access}, {"rule_id", p.rule_id}});
+    for (const auto& p : b.landlock.ports) llports.push_back({{"port", p.port}, {"access", p.access}, {"rule_id", p.rule_id}});
+    j["landlock"] = {{"handled_fs", b.landlock.handled_fs}, {"handled_net", b.landlock.handled_net},
+                     {"scoped", b.landlock.scoped}, {"paths", llp}, {"ports", llports}, {"gaps", b.landlock.gaps}};
+    json bf = json::array(), bn = json::array();
+    for (const auto& f : b.bpf.files)
+        bf.push_back({{"path", f.path}, {"allow", f.value.allow}, {"deny", f.value.deny},
+                      {"allow_rule_id", f.value.allow_rule_id}, {"deny_rule_id", f.value.deny_rule_id}});
+    for (const auto& n : b.bpf.net) {
+        json ranges = json::array();
+        for (uint32_t i = 0; i < n.value.count && i < BW_PORT_RANGES_MAX; ++i) ranges.push_back(range_json(n.value.ranges[i]));
+        bn.push_back({{"prefixlen", n.key.prefixlen}, {"policy_id", n.key.policy_id}, {"addr", hex(n.key.addr, 16)},
+                      {"ranges", ranges}});
+    }
+    const auto& h = b.bpf.header;
+    j["bpf"] = {{"header", {{"version", h.version}, {"mode", h.mode}, {"flags", h.flags}, {"af_allow", h.af_allow},
+                            {"sock_type_allow", h.sock_type_allow}}},
+                {"files", bf}, {"net", bn}};
+    const auto& L = b.limits;
+    j["limits"] = {{"memory_bytes", opt_json(L.memory_bytes)}, {"pids", opt_json(L.pids)},
+                   {"cpu_percent", opt_json(L.cpu_percent)}, {"timeout_ms", opt_json(L.timeout_ms)},
+                   {"output_bytes", opt_json(L.output_bytes)}, {"file_size_bytes", opt_json(L.file_size_bytes)},
+                   {"open_files", opt_json(L.open_files)}, {"rule_ids", pairs_json(L.rule_ids)}};
+    json props = json::array();
+    for (const auto& [n, r] : b.hardening.properties) props.push_back(json::array({n, enum_name(r, kReq)}));
+    j["hardening"] = {{"mte", enum_name(b.hardening.mte, kMte)}, {"properties", props},
+                      {"disable_store_bypass", b.hardening.disable_store_bypass},
+                      {"disable_indirect_branch", b.hardening.disable_indirect_branch},
+                      {"rule_id", b.hardening.rule_id}};
+    j["env"] = {{"pass", b.env.pass}, {"set", pairs_json(b.env.set)}, {"clear_all", b.env.clear_all}};
+    json refs = json::array();
+    for (const auto& r : b.rules)
+        refs.push_back({{"id", r.id}, {"loc", loc_json(r.loc)}, {"text", r.text}, {"section", r.section}});
+    j["rules"] = refs;
+    return j;
+}
+
+namespace {
+
+Bundle from_json_unchecked(const json& j) {
+    Bundle b;
+    b.format = num<uint32_t>(j, "format");
+    if (b.format != kBundleFormat)
+        fail("bundle format " + std::to_string(b.format) + " (this build reads " + std::to_string(kBundleFormat) + ")");
+    b.tool = j.at("tool").get<std::string>();
+    b.description = j.at("description").get<std::string>();
+    b.extends = j.at("extends").get<std::vector<std::string>>();
+    b.hash = j.at("hash").get<std::string>();
+    b.mode = enum_value<Mode>(j.at("mode"), kModes, "mode");
+    b.mandatory_layers = j.at("mandatory_layers").get<std::vector<std::string>>();
+    for (const auto& x : j.at("binaries"))
+        b.binaries.push_back({x.at("path").get<std::string>(), opt_from<std::string>(x, "sha256"), num<uint32_t>(x, "rule_id")});
+    for (const auto& f : j.at("files"))
+        b.files.push_back({f.at("path").get<std::string>(), num<uint32_t>(f, "allow"), num<uint32_t>(f, "deny"),
+                           num<uint32_t>(f, "rule_id")});
+    const auto& n = j.at("network");
+    b.network.mode = enum_value<NetMode>(n.at("mode"), kNetModes, "network mode");
+    for (const auto& r : n.at("rules")) {
+        NetRule nr;
+        nr.host = opt_from<std::string>(r, "host");
+        unhex(r.at("addr"), nr.addr.data(), 16);
+        nr.prefix = num<uint8_t>(r, "prefix");
+        if (nr.prefix > 128) fail("prefix over 128");
+        nr.port_lo = num<uint16_t>(r, "port_lo");
+        nr.port_hi = num<uint16_t>(r, "port_hi");
+        nr.proto_mask = num<uint8_t>(r, "proto_mask");
+        nr.op_mask = num<uint8_t>(r, "op_mask");
+        nr.action = num<uint8_t>(r, "action");
+        nr.rule_id = num<uint32_t>(r, "rule_id");
+        b.network.rules.push_back(std::move(nr));
+    }
+    b.network.af_allow = num<uint64_t>(n, "af_allow");
+    b.network.sock_type_allow = num<uint32_t>(n, "sock_type_allow");
+    b.network.dns = n.at("dns").get<std::vector<std::string>>();
+    const auto& s = j.at("seccomp");
+    for (const auto& f : s.at("program")) {
+        if (!f.is_array() || f.size() != 4) fail("seccomp instructions are [code, jt, jf, k]");
+        b.seccomp.program.push_back(sock_filter{f[0].get<uint16_t>(), f[1].get<uint8_t>(), f[2].get<uint8_t>(), f[3].get<uint32_t>()});
+    }
+    b.seccomp.arches = s.at("arches").get<std::vector<uint32_t>>();
+    b.seccomp.default_action = enum_value<SeccompAction>(s.at("default_action"), kActions, "seccomp action");
+    b.seccomp.default_errno = num<uint16_t>(s, "default_errno");
+    b.seccomp.baseline = s.at("baseline").get<std::string>();
+    b.seccomp.syscall_rules = pairs_from<uint32_t>(s.at("syscall_rules"));
+    const auto& sc = j.at("syscalls");
+    b.syscalls.baseline = sc.at("baseline").get<std::string>();
+    b.syscalls.allow = pairs_from<uint32_t>(sc.at("allow"));
+    b.syscalls.deny = pairs_from<uint32_t>(sc.at("deny"));
+    b.syscalls.violation = enum_value<SeccompAction>(sc.at("violation"), kActions, "seccomp action");
+    b.syscalls.violation_errno = num<uint16_t>(sc, "violation_errno");
+    const auto& ll = j.at("landlock");
+    b.landlock.handled_fs = num<uint64_t>(ll, "handled_fs");
+    b.landlock.handled_net = num<uint64_t>(ll, "handled_net");
+    b.landlock.scoped = num<uint64_t>(ll, "scoped");
+    for (const auto& p : ll.at("paths"))
+        b.landlock.paths.push_back({p.at("path").get<std::string>(), num<uint64_t>(p, "access"), num<uint32_t>(p, "rule_id")});
+    for (const auto& p : ll.at("ports"))
+        b.landlock.ports.push_back({num<uint16_t>(p, "port"), num<uint64_t>(p, "access"), num<uint32_t>(p, "rule_id")});
+    b.landlock.gaps = ll.at("gaps").get<std::vector<std::string>>();
+    const auto& bpf = j.at("bpf");
+    const auto& h = bpf.at("header");
+    b.bpf.header.version = num<uint64_t>(h, "version");
+    b.bpf.header.mode = num<uint32_t>(h, "mode");
+    b.bpf.header.flags = num<uint32_t>(h, "flags");
+    b.bpf.header.af_allow = num<uint64_t>(h, "af_allow");
+    b.bpf.header.sock_type_allow = num<uint32_t>(h, "sock_type_allow");
+    for (const auto& f : bpf.at("files")) {
+        BpfFileEntry e;
+        e.path = f.at("path").get<std::string>();
+        e.value.allow = num<uint32_t>(f, "allow");
+        e.value.deny = num<uint32_t>(f, "deny");
+        e.value.allow_rule_id = num<uint32_t>(f, "allow_rule_id");
+        e.value.deny_rule_id = num<uint32_t>(f, "deny_rule_id");
+        b.bpf.files.push_back(std::move(e));
+    }
+    for (const auto& x : bpf.at("net")) {
+        BpfNetEntry e{};
+        e.key.prefixlen = num<uint32_t>(x, "prefixlen");
+        if (e.key.prefixlen > 32 + 128) fail("LPM prefix length over 160");
+        e.key.policy_id = num<uint32_t>(x, "policy_id");
+        unhex(x.at("addr"), e.key.addr, 16);
+        const auto& ranges = x.at("ranges");
+        if (ranges.size() > BW_PORT_RANGES_MAX) fail("more than BW_PORT_RANGES_MAX port ranges in one entry");
+        e.value.count = uint32_t(ranges.size());
+        for (size_t i = 0; i < ranges.size(); ++i) e.value.ranges[i] = range_from(ranges[i]);
+        b.bpf.net.push_back(e);
+    }
+    const auto& L = j.at("limits");
+    b.limits.memory_bytes = opt_from<uint64_t>(L, "memory_bytes");
+    b.limits.pids = opt_from<uint64_t>(L, "pids");
+    b.limits.cpu_percent = opt_from<uint32_t>(L, "cpu_percent");
+    b.limits.timeout_ms = opt_from<uint64_t>(L, "timeout_ms");
+    b.limits.output_bytes = opt_from<uint64_t>(L, "output_bytes");
+    b.limits.file_size_bytes = opt_from<uint64_t>(L, "file_size_bytes");
+    b.limits.open_files = opt_from<uint64_t>(L, "open_files");
+    b.limits.rule_ids = pairs_from<uint32_t>(L.at("rule_ids"));
+    const auto& hd = j.at("hardening");
+    b.hardening.mte = enum_value<MteMode>(hd.at("mte"), kMte, "mte mode");
+    for (const auto& p : hd.at("properties")) {
+        if (!p.is_array() || p.size() != 2) fail("hardening properties are [name, require|warn]");
+        b.hardening.properties.emplace_back(p[0].get<std::string>(), enum_value<Requirement>(p[1], kReq, "requirement"));
+    }
+    b.hardening.disable_store_bypass = hd.at("disable_store_bypass").get<bool>();
+    b.hardening.disable_indirect_branch = hd.at("disable_indirect_branch").get<bool>();
+    b.hardening.rule_id = num<uint32_t>(hd, "rule_id");
+    const auto& env = j.at("env");
+    b.env.pass = env.at("pass").get<std::vector<std::string>>();
+    b.env.set = pairs_from<std::string>(env.at("set"));
+    b.env.clear_all = env.at("clear_all").get<bool>();
+    for (const auto& r : j.at("rules")) {
+        RuleRef ref{num<uint32_t>(r, "id"), loc_from(r.at("loc")), r.at("text").get<std::string>(),
+                    r.at("section").get<std::string>()};
+        if (ref.id != b.rules.size()) fail("rule ids must be 0, 1, 2, ... in order");
+        b.rules.push_back(std::move(ref));
+    }
+    // Every rule id must name a rule.
+    auto check = [&](uint32_t id) {
+        if (id != BW_NO_RULE && id >= b.rules.size()) fail("rule id " + std::to_string(id) + " names no rule");
+    };
+    for (const auto& x : b.binaries) check(x.rule_id);
+    for (const auto& x : b.files) check(x.rule_id);
+    for (const auto& x : b.network.rules) check(x.rule_id);
+    for (const auto& x : b.bpf.files) check(x.value.allow_rule_id), check(x.value.deny_rule_id);
+    for (const auto& x : b.bpf.net)
+        for (uint32_t i = 0; i < x.value.count; ++i) check(x.value.ranges[i].rule_id);
+    for (const auto& x : b.landlock.paths) check(x.rule_id);
+    return b;
+}
+
+}  // namespace
+
+std::expected<Bundle, std::string> bundle_from_json(const json& j) {
+    try {
+        Bundle b = from_json_unchecked(j);
+        if (!b.hash.empty() && bundle_hash(b) != b.hash)
+            return std::unexpected("bundle hash mismatch: the content is not what was compiled");
+        return b;
+    } catch (const std::exception& e) {
+        return std::unexpected(std::string("malformed bundle: ") + e.what());
+    }
+}
+
+std::string canonical_dump(const json& j) {
+    return j.dump(-1, ' ', true, json::error_handler_t::strict);
+}
+
+std::string bundle_hash(const Bundle& b) {
+    json j = bundle_to_json(b);
+    j["hash"] = "";
+    std::string text = canonical_dump(j);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (EVP_Digest(text.data(), text.size(), md, &len, EVP_sha256(), nullptr) != 1 || len != 32)
+        return "sha256:unavailable";
+    return "sha256:" + hex(md, len);
+}
+
+}  // namespace bulwark::policy

@@ -1,0 +1,74 @@
+#pragma once
+// State shared by the parser and every pass of one compile.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bulwark/policy/ast.h"
+#include "bulwark/policy/compiler.h"
+#include "bulwark/policy/values.h"
+#include "bulwark/policy/seccomp.h"
+
+namespace bulwark::policy {
+
+struct CompileContext {
+    const CompileOptions& opts;
+    std::vector<Diagnostic> diags;
+    SourceMap sources;
+    std::string main_file;
+    std::string main_dir;          // directory of the main rule file ("" for strings)
+    ast::RuleFile ast;             // the main file, then (after extends) the merged tree
+    Bundle bundle;                 // filled by the passes and emitters
+    SeccompSpec seccomp;
+    bool seccomp_ready = false;
+
+    explicit CompileContext(const CompileOptions& o) : opts(o) {}
+
+    bool failed() const { return count_errors(diags) > 0; }
+
+    Diagnostic& report(Severity sev, const ast::Span& span, std::string code, std::string message,
+                       std::vector<std::string> hints = {}) {
+        diags.push_back(Diagnostic{sev, span.loc, span.length, std::move(message), std::move(hints),
+                                   std::move(code)});
+        return diags.back();
+    }
+    Diagnostic& error(const ast::Span& span, std::string code, std::string message,
+                      std::vector<std::string> hints = {}) {
+        return report(Severity::Error, span, std::move(code), std::move(message), std::move(hints));
+    }
+    Diagnostic& warning(const ast::Span& span, std::string code, std::string message,
+                        std::vector<std::string> hints = {}) {
+        return report(Severity::Warning, span, std::move(code), std::move(message), std::move(hints));
+    }
+    Diagnostic& note(const ast::Span& span, std::string code, std::string message,
+                     std::vector<std::string> hints = {}) {
+        return report(Severity::Note, span, std::move(code), std::move(message), std::move(hints));
+    }
+
+    // "rules/curl.yaml:12:7"
+    std::string where(uint32_t rule_id) const {
+        const RuleRef* r = bundle.rule(rule_id);
+        if (!r) return "?";
+        return r->loc.file + ":" + std::to_string(r->loc.line) + ":" + std::to_string(r->loc.col);
+    }
+    // "files.deny ${home}/.ssh (rules/curl.yaml:12:7)"
+    std::string describe(uint32_t rule_id) const {
+        const RuleRef* r = bundle.rule(rule_id);
+        if (!r) return "rule #" + std::to_string(rule_id);
+        return r->text + " (" + where(rule_id) + ")";
+    }
+    ast::Span span_of(uint32_t rule_id) const {
+        const RuleRef* r = bundle.rule(rule_id);
+        return r ? ast::Span{r->loc, 1} : ast::Span{};
+    }
+};
+
+// Parses one rule file into `out`, adding its rules to `rules` and its
+// problems to `diags`. Returns false when the file has errors.
+bool parse_rule_file(std::string_view text, const std::string& file, const InputLimits& limits,
+                     std::vector<RuleRef>& rules, std::vector<Diagnostic>& diags, ast::RuleFile& out);
+
+// Reads a file under the size cap; the error is a sentence.
+std::expected<std::string, std::string> read_text_file(const std::string& path, size_t max_bytes);
+
+}  // namespace bulwark::policy

@@ -1,0 +1,20 @@
+// Warnings as errors (when asked), then the content hash.
+#include "passes.h"
+
+namespace bulwark::policy {
+namespace {
+
+void run(CompileContext& ctx) {
+    if (ctx.opts.warnings_as_errors) {
+        for (auto& d : ctx.diags)
+            if (d.severity == Severity::Warning) d.severity = Severity::Error;
+        if (ctx.failed()) return;
+    }
+    ctx.bundle.hash = bundle_hash(ctx.bundle);
+}
+
+}  // namespace
+
+Pass finalize_pass() { return {"finalize", run, true}; }
+
+}  // namespace bulwark::policy

@@ -1,0 +1,183 @@
+// network: -> NetworkPolicy. CIDRs go to the v6 space (IPv4 as
+// ::ffff:0:0/96 + n), ports to ranges, proto/op to masks, family names to
+// AF numbers. Host names stay as NetRule::host (resolved at instantiate()).
+#include <sys/socket.h>
+
+#include "passes.h"
+
+namespace bulwark::policy {
+
+const std::vector<std::pair<std::string, int>>& socket_families() {
+    static const std::vector<std::pair<std::string, int>> fams = {
+        {"unix", AF_UNIX},        {"inet", AF_INET},         {"ax25", AF_AX25},         {"ipx", AF_IPX},
+        {"appletalk", AF_APPLETALK}, {"netrom", AF_NETROM}, {"bridge", AF_BRIDGE},     {"atmpvc", AF_ATMPVC},
+        {"x25", AF_X25},          {"inet6", AF_INET6},       {"rose", AF_ROSE},         {"decnet", AF_DECnet},
+        {"netbeui", AF_NETBEUI},  {"security", AF_SECURITY}, {"key", AF_KEY},           {"netlink", AF_NETLINK},
+        {"packet", AF_PACKET},    {"ash", AF_ASH},           {"econet", AF_ECONET},     {"atmsvc", AF_ATMSVC},
+        {"rds", AF_RDS},          {"sna", AF_SNA},           {"irda", AF_IRDA},         {"pppox", AF_PPPOX},
+        {"wanpipe", AF_WANPIPE},  {"llc", AF_LLC},           {"ib", AF_IB},             {"mpls", AF_MPLS},
+        {"can", AF_CAN},          {"tipc", AF_TIPC},         {"bluetooth", AF_BLUETOOTH}, {"iucv", AF_IUCV},
+        {"rxrpc", AF_RXRPC},      {"isdn", AF_ISDN},         {"phonet", AF_PHONET},     {"ieee802154", AF_IEEE802154},
+        {"caif", AF_CAIF},        {"alg", AF_ALG},           {"nfc", AF_NFC},           {"vsock", AF_VSOCK},
+        {"kcm", AF_KCM},          {"qipcrtr", AF_QIPCRTR},   {"smc", AF_SMC},           {"xdp", 44},
+        {"mctp", 45},
+    };
+    return fams;
+}
+
+namespace {
+
+constexpr uint64_t bit(int af) { return uint64_t(1) << af; }
+
+void add_items(CompileContext& ctx, const std::vector<ast::NetItem>& items, uint8_t ops, uint8_t action) {
+    auto& net = ctx.bundle.network;
+    for (const auto& item : items) {
+        uint8_t proto = BW_PROTO_TCP | BW_PROTO_UDP;
+        bool ok = true;
+        if (item.proto) {
+            const auto& p = item.proto->value;
+            if (p == "tcp") proto = BW_PROTO_TCP;
+            else if (p == "udp") proto = BW_PROTO_UDP;
+            else if (p != "any") {
+                std::vector<std::string> hints;
+                if (auto m = closest_match(p, {"tcp", "udp", "any"}); !m.empty()) hints.push_back("did you mean \"" + m + "\"?");
+                hints.push_back("proto is tcp, udp or any");
+                ctx.error(item.proto->span, "bad-proto", "unknown protocol \"" + p + "\"", std::move(hints));
+                ok = false;
+            }
+        }
+        std::vector<PortRange> ports;
+        for (const auto& p : item.ports) {
+            auto r = parse_port_range(p.value);
+            if (!r) {
+                ctx.error(p.span, "bad-port", r.error(), {"ports are numbers 0..65535 or \"lo-hi\" ranges"});
+                ok = false;
+                continue;
+            }
+            ports.push_back(*r);
+        }
+        if (item.ports.empty()) ports.push_back(PortRange{0, 65535});
+        NetRule base;
+        base.proto_mask = proto;
+        base.op_mask = ops;
+        base.action = action;
+        base.rule_id = item.rule_id;
+        if (item.host) {
+            auto h = validate_hostname(item.host->value);
+            if (!h) {
+                ctx.error(item.host->span, "bad-host", h.error());
+                ok = false;
+            } else {
+                base.host = *h;
+                base.prefix = 0;
+            }
+        } else if (item.cidr) {
+            auto c = parse_cidr(item.cidr->value);
+            if (!c) {
+                std::vector<std::string> hints;
+                if (c.error().find("host bits") != std::string::npos)
+                    hints.push_back("write the network address, or a /32 (/128) for one host");
+                ctx.error(item.cidr->span, "bad-cidr", c.error(), std::move(hints));
+                ok = false;
+            } else {
+                base.addr = c->addr;
+                base.prefix = c->prefix;
+            }
+        }
+        if (!ok) continue;
+        for (const auto& r : ports) {
+            NetRule nr = base;
+            nr.port_lo = r.lo;
+            nr.port_hi = r.hi;
+            net.rules.push_back(std::move(nr));
+        }
+    }
+}
+
+void run(CompileContext& ctx) {
+    auto& a = ctx.ast.network;
+    auto& net = ctx.bundle.network;
+    net.af_allow = bit(AF_UNIX);
+    net.sock_type_allow = (1u << SOCK_STREAM) | (1u << SOCK_DGRAM) | (1u << SOCK_SEQPACKET);
+    if (!a.present) {
+        net.mode = NetMode::None;
+        return;
+    }
+    if (!a.mapping) {
+        if (!a.mode) return;
+        if (a.mode->value == "none") net.mode = NetMode::None;
+        else if (a.mode->value == "loopback") {
+            net.mode = NetMode::Loopback;
+            net.af_allow |= bit(AF_INET) | bit(AF_INET6);
+        } else {
+            std::vector<std::string> hints;
+            if (auto m = closest_match(a.mode->value, {"none", "loopback"}); !m.empty())
+                hints.push_back("did you mean \"" + m + "\"?");
+            hints.push_back("network is none, loopback or a mapping of rules");
+            ctx.error(a.mode->span, "bad-network", "unknown network mode \"" + a.mode->value + "\"", std::move(hints));
+        }
+        return;
+    }
+    net.mode = NetMode::Rules;
+    add_items(ctx, a.connect, BW_NET_CONNECT, BW_NET_ACTION_ALLOW);
+    add_items(ctx, a.bind, BW_NET_BIND, BW_NET_ACTION_ALLOW);
+    add_items(ctx, a.send, BW_NET_SEND, BW_NET_ACTION_ALLOW);
+    add_items(ctx, a.deny, BW_NET_CONNECT | BW_NET_BIND | BW_NET_SEND, BW_NET_ACTION_DENY);
+    for (const auto& d : a.dns) {
+        auto addr = parse_address(d.value);
+        if (!addr) {
+            ctx.error(d.span, "bad-address", addr.error(), {"dns entries are resolver addresses, e.g. 127.0.0.53"});
+            continue;
+        }
+        std::string shown = format_cidr(addr->addr, addr->prefix);
+        shown = shown.substr(0, shown.rfind('/'));
+        if (std::find(net.dns.begin(), net.dns.end(), shown) == net.dns.end()) net.dns.push_back(shown);
+        NetRule nr;
+        nr.addr = addr->addr;
+        nr.prefix = 128;
+        nr.port_lo = nr.port_hi = 53;
+        nr.proto_mask = BW_PROTO_TCP | BW_PROTO_UDP;
+        nr.op_mask = BW_NET_CONNECT | BW_NET_SEND;
+        nr.rule_id = d.rule_id;
+        net.rules.push_back(nr);
+    }
+    if (a.families.empty()) {
+        net.af_allow = bit(AF_UNIX) | bit(AF_INET) | bit(AF_INET6);
+    } else {
+        net.af_allow = 0;
+        std::vector<std::string> names;
+        for (const auto& [n, _] : socket_families()) names.push_back(n);
+        for (const auto& f : a.families) {
+            auto it = std::find_if(socket_families().begin(), socket_families().end(),
+                                   [&](const auto& p) { return p.first == f.value; });
+            if (it == socket_families().end()) {
+                std::vector<std::string> hints;
+                if (auto m = closest_match(f.value, names); !m.empty()) hints.push_back("did you mean \"" + m + "\"?");
+                ctx.error(f.span, "unknown-family", "unknown socket family \"" + f.value + "\"", std::move(hints));
+                continue;
+            }
+            net.af_allow |= bit(it->second);
+        }
+    }
+    uint8_t protos = 0;
+    for (const auto& r : net.rules)
+        if (r.action == BW_NET_ACTION_ALLOW) protos |= r.proto_mask;
+    uint32_t types = 0;
+    if (net.af_allow & bit(AF_UNIX)) types |= (1u << SOCK_STREAM) | (1u << SOCK_DGRAM) | (1u << SOCK_SEQPACKET);
+    if (protos & BW_PROTO_TCP) types |= 1u << SOCK_STREAM;
+    if (protos & BW_PROTO_UDP) types |= 1u << SOCK_DGRAM;
+    if (net.af_allow & (bit(AF_NETLINK) | bit(AF_PACKET))) types |= (1u << SOCK_RAW) | (1u << SOCK_DGRAM);
+    net.sock_type_allow = types;
+    bool inet = net.af_allow & (bit(AF_INET) | bit(AF_INET6));
+    bool any_allow = std::any_of(net.rules.begin(), net.rules.end(),
+                                 [](const NetRule& r) { return r.action == BW_NET_ACTION_ALLOW; });
+    if (any_allow && !inet)
+        ctx.warning(a.span, "family-missing", "network rules allow addresses but families exclude inet and inet6",
+                    {"add inet and/or inet6 to network.families"});
+}
+
+}  // namespace
+
+Pass network_pass() { return {"network", run, false}; }
+
+}  // namespace bulwark::policy

@@ -1,0 +1,567 @@
+// compile_seccomp(): a `syscalls:` spec -> one classic-BPF program, built
+// with libseccomp.
+//
+// libseccomp resolves overlapping rules of one syscall silently in favour of
+// the less specific rule (a conditional deny added next to an unconditional
+// allow is dropped), and it cannot compare one argument twice in a rule. So
+// precedence is settled here, before libseccomp sees a rule: every entry is
+// narrowed by the negation of each higher-precedence entry with a different
+// action (deny > clone3 ENOSYS > allow > baseline), and the resulting rules of
+// different actions never overlap. What cannot be expressed that way is a
+// compile error naming both rules, never a silently wider filter.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include "seccomp_format.h"
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <variant>
+
+#include "bulwark/policy/cbpf.h"
+#include "bulwark/policy/seccomp.h"
+#include "seccomp_internal.h"
+
+namespace bulwark::policy {
+namespace {
+
+using Cond = SyscallArgCond;
+using Op = SyscallArgCond::Op;
+using Term = std::vector<Cond>;  // a conjunction, at most one condition per argument
+constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+constexpr size_t kMaxRulesPerSyscall = 512;
+
+struct True {};
+struct Unsat {};
+struct Inexpressible {};  // needs more than one condition
+using Norm = std::variant<Cond, True, Unsat>;
+
+Norm normalize(Cond c) {
+    switch (c.op) {
+        case Op::Lt: if (c.value == 0) return Unsat{}; break;
+        case Op::Gt: if (c.value == kMax) return Unsat{}; break;
+        case Op::Ge: if (c.value == 0) return True{}; break;
+        case Op::Le: if (c.value == kMax) return True{}; break;
+        case Op::MaskedEq:
+            if (c.value & ~c.mask) return Unsat{};
+            if (c.mask == 0) return True{};
+            if (c.mask == kMax) return Cond{c.index, Op::Eq, c.value, 0};
+            break;
+        default: break;
+    }
+    return c;
+}
+
+bool holds(const Cond& c, uint64_t v) {
+    switch (c.op) {
+        case Op::Eq: return v == c.value;
+        case Op::Ne: return v != c.value;
+        case Op::Lt: return v < c.value;
+        case Op::Le: return v <= c.value;
+        case Op::Gt: return v > c.value;
+        case Op::Ge: return v >= c.value;
+        case Op::MaskedEq: return (v & c.mask) == c.value;
+    }
+    return false;
+}
+
+struct Interval { uint64_t lo, hi; };
+
+std::optional<Interval> interval(const Cond& c) {
+    switch (c.op) {
+        case Op::Lt: return Interval{0, c.value - 1};
+        case Op::Le: return Interval{0, c.value};
+        case Op::Gt: return Interval{c.value + 1, kMax};
+        case Op::Ge: return Interval{c.value, kMax};
+        default: return std::nullopt;
+    }
+}
+
+using Merged = std::variant<Cond, True, Unsat, Inexpressible>;
+
+Merged from_interval(uint8_t index, uint64_t lo, uint64_t hi) {
+    if (lo > hi) return Unsat{};
+    if (lo == hi) return Cond{index, Op::Eq, lo, 0};
+    if (lo == 0 && hi == kMax) return True{};
+    if (lo == 0) return Cond{index, Op::Le, hi, 0};
+    if (hi == kMax) return Cond{index, Op::Ge, lo, 0};
+    return Inexpressible{};
+}
+
+// One condition equivalent to a && b (same argument), if there is one.
+Merged merge(const Cond& a, const Cond& b) {
+    if (a.op == Op::Eq) return holds(b, a.value) ? Merged{a} : Merged{Unsat{}};
+    if (b.op == Op::Eq) return holds(a, b.value) ? Merged{b} : Merged{Unsat{}};
+    if (a.op == Op::MaskedEq && b.op == Op::MaskedEq) {
+        if ((a.value ^ b.value) & a.mask & b.mask) return Unsat{};
+        return Cond{a.index, Op::MaskedEq, a.value | b.value, a.mask | b.mask};
+    }
+    if (a.op == Op::MaskedEq || b.op == Op::MaskedEq) return Inexpressible{};
+    auto ia = interval(a), ib = interval(b);
+    if (ia && ib)
+        return from_interval(a.index, std::max(ia->lo, ib->lo), std::min(ia->hi, ib->hi));
+    if (!ia && !ib)  // Ne, Ne
+        return a.value == b.value ? Merged{a} : Merged{Inexpressible{}};
+    const Cond& ne = ia ? b : a;
+    Interval r = ia ? *ia : *ib;
+    if (ne.value < r.lo || ne.value > r.hi) return ia ? Merged{a} : Merged{b};
+    if (ne.value == r.lo) return from_interval(a.index, r.lo + 1, r.hi);  // lo < kMax here
+    if (ne.value == r.hi) return from_interval(a.index, r.lo, r.hi - 1);
+    return Inexpressible{};
+}
+
+// The values an interval holds, as aligned power-of-two blocks
+// ((v & mask) == prefix), like a CIDR range split into prefixes.
+void interval_blocks(uint8_t index, uint64_t lo, uint64_t hi, std::vector<Cond>& out) {
+    while (lo <= hi) {
+        // Largest block starting at lo that is aligned and stays within hi.
+        int k = lo == 0 ? 64 : std::countr_zero(lo);
+        while (k > 0) {
+            const uint64_t size_m1 = k == 64 ? kMax : (uint64_t{1} << k) - 1;
+            if (size_m1 <= hi - lo) break;
+            --k;
+        }
+        const uint64_t size_m1 = k == 64 ? kMax : (uint64_t{1} << k) - 1;
+        out.push_back(Cond{index, Op::MaskedEq, lo, ~size_m1});
+        if (hi - lo == size_m1) break;  // reached hi (also avoids overflow)
+        lo += size_m1 + 1;
+    }
+}
+
+// A condition as disjoint blocks.
+std::vector<Cond> blocks(const Cond& c) {
+    std::vector<Cond> out;
+    switch (c.op) {
+        case Op::Eq: out.push_back(Cond{c.index, Op::MaskedEq, c.value, kMax}); break;
+        case Op::MaskedEq: out.push_back(c); break;
+        case Op::Ne:
+            if (c.value > 0) interval_blocks(c.index, 0, c.value - 1, out);
+            if (c.value < kMax) interval_blocks(c.index, c.value + 1, kMax, out);
+            break;
+        default: {
+            auto r = interval(c);
+            if (r && r->lo <= r->hi) interval_blocks(c.index, r->lo, r->hi, out);
+            break;
+        }
+    }
+    return out;
+}
+
+// a && b (same argument) as a disjunction of single conditions; empty: never.
+// nullopt: always.
+std::optional<std::vector<Cond>> merge_any(const Cond& a, const Cond& b) {
+    Merged m = merge(a, b);
+    if (std::holds_alternative<True>(m)) return std::nullopt;
+    if (std::holds_alternative<Unsat>(m)) return std::vector<Cond>{};
+    if (std::holds_alternative<Cond>(m)) return std::vector<Cond>{std::get<Cond>(m)};
+    std::vector<Cond> out;
+    if (a.op != Op::MaskedEq && b.op != Op::MaskedEq) {
+        // Both are unions of intervals: intersect them, and express each
+        // piece with one comparison where it touches 0 or the maximum.
+        auto pieces = [](const Cond& c) {
+            std::vector<Interval> v;
+            if (c.op == Op::Eq) v.push_back({c.value, c.value});
+            else if (c.op == Op::Ne) {
+                if (c.value > 0) v.push_back({0, c.value - 1});
+                if (c.value < kMax) v.push_back({c.value + 1, kMax});
+            } else if (auto r = interval(c)) v.push_back(*r);
+            return v;
+        };
+        for (const Interval& x : pieces(a))
+            for (const Interval& y : pieces(b)) {
+                const uint64_t lo = std::max(x.lo, y.lo), hi = std::min(x.hi, y.hi);
+                if (lo > hi) continue;
+                Merged one = from_interval(a.index, lo, hi);
+                if (std::holds_alternative<True>(one)) return std::nullopt;
+                if (std::holds_alternative<Cond>(one)) out.push_back(std::get<Cond>(one));
+                else if (std::holds_alternative<Inexpressible>(one)) interval_blocks(a.index, lo, hi, out);
+            }
+        return out;
+    }
+    for (const Cond& x : blocks(a))
+        for (const Cond& y : blocks(b)) {
+            Merged xy = merge(x, y);
+            if (std::holds_alternative<Cond>(xy)) {
+                Norm n = normalize(std::get<Cond>(xy));
+                if (std::holds_alternative<Cond>(n)) out.push_back(std::get<Cond>(n));
+            }
+        }
+    return out;
+}
+
+// t && c as a disjunction of terms (empty: unsatisfiable).
+std::vector<Term> conjoin(const Term& t, const Cond& c) {
+    Norm n = normalize(c);
+    if (std::holds_alternative<Unsat>(n)) return {};
+    if (std::holds_alternative<True>(n)) return {t};
+    const Cond& nc = std::get<Cond>(n);
+    auto same = std::ranges::find_if(t, [&](const Cond& x) { return x.index == nc.index; });
+    if (same == t.end()) {
+        Term out = t;
+        out.push_back(nc);
+        std::ranges::sort(out, {}, &Cond::index);
+        return {out};
+    }
+    auto alts = merge_any(*same, nc);
+    Term rest = t;
+    std::erase_if(rest, [&](const Cond& x) { return x.index == nc.index; });
+    if (!alts) return {rest};
+    std::vector<Term> out;
+    for (const Cond& alt : *alts) {
+        Term x = rest;
+        x.push_back(alt);
+        std::ranges::sort(x, {}, &Cond::index);
+        out.push_back(std::move(x));
+    }
+    return out;
+}
+
+// !c as a disjunction of conditions; nullopt means !c always holds.
+std::optional<std::vector<Cond>> negate(const Cond& c) {
+    Norm n = normalize(c);
+    if (std::holds_alternative<Unsat>(n)) return std::nullopt;
+    if (std::holds_alternative<True>(n)) return std::vector<Cond>{};
+    const Cond& x = std::get<Cond>(n);
+    auto one = [&](Op op) { return std::vector<Cond>{Cond{x.index, op, x.value, 0}}; };
+    switch (x.op) {
+        case Op::Eq: return one(Op::Ne);
+        case Op::Ne: return one(Op::Eq);
+        case Op::Lt: return one(Op::Ge);
+        case Op::Le: return one(Op::Gt);
+        case Op::Gt: return one(Op::Le);
+        case Op::Ge: return one(Op::Lt);
+        case Op::MaskedEq: {
+            // (v & m) != want  <=>  some bit of m differs from want.
+            std::vector<Cond> alts;
+            for (int b = 0; b < 64; ++b) {
+                const uint64_t bit = uint64_t{1} << b;
+                if (x.mask & bit) alts.push_back(Cond{x.index, Op::MaskedEq, ~x.value & bit, bit});
+            }
+            return alts;
+        }
+    }
+    return std::vector<Cond>{};
+}
+
+struct Entry {
+    std::string name;
+    std::vector<Term> terms;  // a disjunction; one empty term: unconditional
+    SeccompAction action = SeccompAction::Allow;
+    uint16_t errno_value = 0;
+    int64_t rank = 0;  // higher wins
+    uint32_t rule_id = 0;
+    std::string what;  // "deny rule 7", for messages
+};
+
+bool same_action(const Entry& a, const Entry& b) {
+    return a.action == b.action &&
+           (a.action != SeccompAction::Errno || a.errno_value == b.errno_value);
+}
+
+std::unexpected<SeccompError> error(uint32_t rule_id, std::string msg) {
+    return std::unexpected(SeccompError{rule_id, std::move(msg)});
+}
+
+
+bool same_term(const Term& a, const Term& b) {
+    return std::ranges::equal(a, b, [](const Cond& p, const Cond& q) {
+        return p.index == q.index && p.op == q.op && p.value == q.value && p.mask == q.mask;
+    });
+}
+
+void add_unique(std::vector<Term>& terms, Term t) {
+    if (std::ranges::none_of(terms, [&](const Term& x) { return same_term(x, t); }))
+        terms.push_back(std::move(t));
+}
+
+// Final, non-overlapping rules of one syscall: each entry minus every
+// higher-ranked entry with a different action.
+std::expected<std::vector<std::pair<Term, const Entry*>>, SeccompError> resolve(
+    const std::vector<Entry>& entries) {
+    std::vector<std::pair<Term, const Entry*>> out;
+    for (const Entry& e : entries) {
+        std::vector<Term> terms = e.terms;
+        for (const Entry& f : entries) {
+            if (f.rank <= e.rank || same_action(e, f)) continue;
+            // e && !(F1 || F2 ...) == e && !F1 && !F2 ...; !(c1 && c2) == !c1 || !c2.
+            for (const Term& ft : f.terms) {
+                std::vector<Cond> alts;
+                bool never = false;  // ft can never match: subtracts nothing
+                for (const Cond& c : ft) {
+                    auto neg = negate(c);
+                    if (!neg) { never = true; break; }
+                    alts.insert(alts.end(), neg->begin(), neg->end());
+                }
+                if (never) continue;
+                std::vector<Term> next;
+                for (const Term& t : terms)
+                    for (const Cond& alt : alts)
+                        for (Term& nt : conjoin(t, alt)) add_unique(next, std::move(nt));
+                terms = std::move(next);
+                if (terms.size() > kMaxRulesPerSyscall)
+                    return error(f.rule_id,
+                                 detail::format("{}: {} splits {} into more than {} libseccomp "
+                                                "rules; simplify the argument conditions",
+                                                e.name, f.what, e.what, kMaxRulesPerSyscall));
+                if (terms.empty()) break;
+            }
+            if (terms.empty()) break;
+        }
+        for (auto& t : terms) out.emplace_back(std::move(t), &e);
+    }
+    return out;
+}
+
+struct CtxDeleter {
+    void operator()(void* ctx) const { seccomp_release(ctx); }
+};
+using Ctx = std::unique_ptr<void, CtxDeleter>;
+
+scmp_compare to_scmp(Op op) {
+    switch (op) {
+        case Op::Eq: return SCMP_CMP_EQ;
+        case Op::Ne: return SCMP_CMP_NE;
+        case Op::Lt: return SCMP_CMP_LT;
+        case Op::Le: return SCMP_CMP_LE;
+        case Op::Gt: return SCMP_CMP_GT;
+        case Op::Ge: return SCMP_CMP_GE;
+        case Op::MaskedEq: return SCMP_CMP_MASKED_EQ;
+    }
+    return SCMP_CMP_EQ;
+}
+
+std::expected<Ctx, SeccompError> new_ctx(uint32_t default_action, uint32_t arch) {
+    Ctx ctx{seccomp_init(default_action)};
+    if (!ctx) return error(0, "seccomp_init failed");
+    if (arch != seccomp_arch_native()) {
+        if (int rc = seccomp_arch_add(ctx.get(), arch); rc != 0)
+            return error(0, detail::format("seccomp_arch_add({:#x}): {}", arch, std::strerror(-rc)));
+        if (int rc = seccomp_arch_remove(ctx.get(), SCMP_ARCH_NATIVE); rc != 0)
+            return error(0, detail::format("seccomp_arch_remove(native): {}", std::strerror(-rc)));
+    }
+    struct { scmp_filter_attr attr; uint32_t value; const char* name; } attrs[] = {
+        {SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS, "ACT_BADARCH"},
+        {SCMP_FLTATR_CTL_NNP, 0, "CTL_NNP"},  // the installer sets no_new_privs itself
+        {SCMP_FLTATR_CTL_OPTIMIZE, 2, "CTL_OPTIMIZE"},
+    };
+    for (const auto& a : attrs)
+        if (int rc = seccomp_attr_set(ctx.get(), a.attr, a.value); rc != 0)
+            return error(0, detail::format("seccomp_attr_set({}): {}", a.name, std::strerror(-rc)));
+    return ctx;
+}
+
+std::expected<std::vector<sock_filter>, SeccompError> export_program(void* ctx) {
+    int fd = memfd_create("bulwark-seccomp", MFD_CLOEXEC);
+    if (fd < 0) return error(0, detail::format("memfd_create: {}", std::strerror(errno)));
+    struct Closer { int fd; ~Closer() { ::close(fd); } } closer{fd};
+    if (int rc = seccomp_export_bpf(ctx, fd); rc != 0)
+        return error(0, detail::format("seccomp_export_bpf: {}", std::strerror(-rc)));
+    off_t size = lseek(fd, 0, SEEK_END);
+    if (size < 0) return error(0, detail::format("lseek(memfd): {}", std::strerror(errno)));
+    if (size == 0 || size % sizeof(sock_filter) != 0)
+        return error(0, detail::format("libseccomp exported {} bytes, not whole instructions", size));
+    std::vector<sock_filter> prog(static_cast<size_t>(size) / sizeof(sock_filter));
+    size_t done = 0;
+    auto* bytes = reinterpret_cast<char*>(prog.data());
+    while (done < static_cast<size_t>(size)) {
+        ssize_t n = pread(fd, bytes + done, static_cast<size_t>(size) - done,
+                          static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return error(0, detail::format("pread(memfd): {}", std::strerror(errno)));
+        done += static_cast<size_t>(n);
+    }
+    return prog;
+}
+
+std::expected<void, SeccompError> check_rule(const SyscallRule& r, bool deny) {
+    if (!is_known_syscall(r.name))
+        return error(r.rule_id, detail::format("unknown syscall '{}'", r.name));
+    if (r.args.size() > 6)
+        return error(r.rule_id, detail::format("{}: {} argument conditions (at most 6)", r.name,
+                                            r.args.size()));
+    for (const auto& a : r.args) {
+        if (a.index > 5)
+            return error(r.rule_id, detail::format("{}: argument index {} (must be 0..5)", r.name,
+                                                a.index));
+    }
+    if (deny && r.action == SeccompAction::Allow)
+        return error(r.rule_id, detail::format("deny rule for {} has action allow", r.name));
+    if (r.action == SeccompAction::Errno && r.errno_value > 4095)
+        return error(r.rule_id, detail::format("{}: errno {} out of range (1..4095)", r.name,
+                                            r.errno_value));
+    if (r.name == "clone3" && !deny && r.action == SeccompAction::Allow)
+        return error(r.rule_id, "clone3 cannot be allowed: seccomp cannot read the flags in its "
+                                "struct, so it is answered ENOSYS and libc falls back to clone");
+    return {};
+}
+
+}  // namespace
+
+std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec) {
+    if (spec.violation == SeccompAction::Allow)
+        return error(spec.violation_rule_id,
+                     "on_violation: allow would make the filter allow-all; use log to observe");
+    if (spec.violation == SeccompAction::Errno &&
+        (spec.violation_errno == 0 || spec.violation_errno > 4095))
+        return error(spec.violation_rule_id,
+                     detail::format("on_violation errno {} out of range (1..4095)",
+                                 spec.violation_errno));
+    const uint16_t fallback_errno =
+        spec.violation == SeccompAction::Errno ? spec.violation_errno : uint16_t{EPERM};
+    const uint32_t default_action = detail::scmp_action(spec.violation, spec.violation_errno);
+
+    SeccompPlan plan;
+    plan.default_action = spec.violation;
+    plan.default_errno = spec.violation == SeccompAction::Errno ? spec.violation_errno : 0;
+
+    // Entries by syscall, in precedence tiers.
+    std::map<std::string, std::vector<Entry>> by_name;
+    std::map<std::string, uint32_t> decided_by;  // syscall -> rule id, for explanations
+    auto add = [&](const SyscallRule& r, int tier, std::string what) -> std::expected<void, SeccompError> {
+        Entry e{r.name, {}, r.action, r.errno_value, 0, r.rule_id, std::move(what)};
+        if (e.action == SeccompAction::Errno && e.errno_value == 0) e.errno_value = fallback_errno;
+        if (e.action != SeccompAction::Errno) e.errno_value = 0;
+        e.terms = {Term{}};
+        for (const Cond& c : r.args) {
+            std::vector<Term> next;
+            for (const Term& t : e.terms)
+                for (Term& nt : conjoin(t, c)) add_unique(next, std::move(nt));
+            e.terms = std::move(next);
+        }
+        if (e.terms.empty()) return {};  // the conditions can never hold together
+        if (e.terms.size() > kMaxRulesPerSyscall)
+            return error(r.rule_id, detail::format("{}: the argument conditions need more than {} "
+                                                   "libseccomp rules",
+                                                   r.name, kMaxRulesPerSyscall));
+        e.rank = int64_t{tier} * 1'000'000 + detail::action_severity(e.action) * 10'000 +
+                 e.errno_value;
+        by_name[e.name].push_back(std::move(e));
+        return {};
+    };
+
+    std::vector<SyscallRule> baseline;
+    switch (spec.baseline) {
+        case SeccompSpec::Baseline::Default:
+            plan.baseline = "default";
+            baseline = docker_default_rules();
+            break;
+        case SeccompSpec::Baseline::None:
+            plan.baseline = "none";
+            break;
+        case SeccompSpec::Baseline::Imported:
+            plan.baseline = spec.import_name.empty() ? "imported" : spec.import_name;
+            baseline = spec.imported;
+            break;
+    }
+    for (const auto& r : baseline) {
+        if (auto ok = check_rule(r, r.action != SeccompAction::Allow); !ok) return std::unexpected(ok.error());
+        if (r.name == "clone3" && r.action == SeccompAction::Allow) continue;  // ENOSYS below
+        if (auto ok = add(r, 1, detail::format("baseline rule for {}", r.name)); !ok)
+            return std::unexpected(ok.error());
+        decided_by.try_emplace(r.name, r.rule_id);
+    }
+    for (const auto& r : spec.allow) {
+        if (auto ok = check_rule(r, false); !ok) return std::unexpected(ok.error());
+        SyscallRule a = r;
+        a.action = SeccompAction::Allow;
+        if (auto ok = add(a, 2, detail::format("allow rule {}", r.rule_id)); !ok)
+            return std::unexpected(ok.error());
+        decided_by[r.name] = r.rule_id;
+    }
+    {
+        SyscallRule clone3{"clone3", {}, SeccompAction::Errno, ENOSYS, 0};
+        if (auto ok = add(clone3, 3, "clone3 ENOSYS"); !ok) return std::unexpected(ok.error());
+    }
+    for (const auto& r : spec.deny) {
+        if (auto ok = check_rule(r, true); !ok) return std::unexpected(ok.error());
+        if (auto ok = add(r, 4, detail::format("deny rule {}", r.rule_id)); !ok)
+            return std::unexpected(ok.error());
+        decided_by[r.name] = r.rule_id;
+    }
+
+    // One context per arch (rules added only where the syscall exists), merged.
+    Ctx merged;
+    for (const auto& arch : detail::filter_arches()) {
+        auto ctx = new_ctx(default_action, arch.token);
+        if (!ctx) return std::unexpected(ctx.error());
+        plan.arches.push_back(arch.audit_arch);
+        if (arch.takes_rules) {
+            // On i386 a deny of a socket or IPC call also denies that call
+            // through its multiplexer (whatever its other arguments: they sit
+            // behind a pointer seccomp cannot follow).
+            auto arch_entries = by_name;
+            if (arch.token == SCMP_ARCH_X86) {
+                for (const auto& r : spec.deny) {
+                    auto mux = detail::i386_multiplexed(r.name);
+                    if (!mux) continue;
+                    SyscallRule d = r;
+                    d.name = std::string(mux->multiplexer);
+                    d.args = {mux->multiplexer == "ipc"
+                                  ? Cond{0, Op::MaskedEq, mux->call, 0xffff}
+                                  : Cond{0, Op::Eq, mux->call, 0}};
+                    Entry e{d.name, {d.args}, d.action, d.errno_value, 0, d.rule_id,
+                            detail::format("deny rule {} (via {})", r.rule_id, mux->multiplexer)};
+                    if (e.action == SeccompAction::Errno && e.errno_value == 0)
+                        e.errno_value = fallback_errno;
+                    e.rank = int64_t{4} * 1'000'000 +
+                             detail::action_severity(e.action) * 10'000 + e.errno_value;
+                    arch_entries[d.name].push_back(std::move(e));
+                }
+            }
+            for (const auto& [name, entries] : arch_entries) {
+                if (seccomp_syscall_resolve_name_arch(arch.token, name.c_str()) < 0) continue;
+                const int nr = seccomp_syscall_resolve_name(name.c_str());
+                auto rules = resolve(entries);
+                if (!rules) return std::unexpected(rules.error());
+                for (const auto& [term, entry] : *rules) {
+                    std::vector<scmp_arg_cmp> cmps;
+                    for (const Cond& c : term) {
+                        scmp_arg_cmp cmp{};
+                        cmp.arg = c.index;
+                        cmp.op = to_scmp(c.op);
+                        cmp.datum_a = c.op == Op::MaskedEq ? c.mask : c.value;
+                        cmp.datum_b = c.op == Op::MaskedEq ? c.value : 0;
+                        cmps.push_back(cmp);
+                    }
+                    const uint32_t act = detail::scmp_action(entry->action, entry->errno_value);
+                    if (act == default_action) continue;  // the default already says so
+                    int rc = seccomp_rule_add_array(ctx->get(), act, nr,
+                                                    static_cast<unsigned>(cmps.size()),
+                                                    cmps.empty() ? nullptr : cmps.data());
+                    if (rc != 0)
+                        return error(entry->rule_id,
+                                     detail::format("libseccomp refused the rule for {} on {}: {}",
+                                                 name, arch.name, std::strerror(-rc)));
+                }
+            }
+        }
+        if (!merged) {
+            merged = std::move(*ctx);
+        } else {
+            if (int rc = seccomp_merge(merged.get(), ctx->get()); rc != 0)
+                return error(0, detail::format("seccomp_merge({}): {}", arch.name, std::strerror(-rc)));
+            (void)ctx->release();  // seccomp_merge took ownership
+        }
+    }
+
+    auto prog = export_program(merged.get());
+    if (!prog) return std::unexpected(prog.error());
+    if (prog->size() > BPF_MAXINSNS)
+        return error(0, detail::format("the seccomp program has {} instructions; the kernel accepts "
+                                    "at most {}",
+                                    prog->size(), BPF_MAXINSNS));
+    if (auto ok = check_seccomp_filter(*prog); !ok)
+        return error(0, detail::format("libseccomp emitted a program the kernel would refuse: "
+                                    "instruction {}: {}",
+                                    ok.error().pc, ok.error().message));
+    plan.program = std::move(*prog);
+    for (auto& [name, id] : decided_by) plan.syscall_rules.emplace_back(name, id);
+    return plan;
+}
+
+}  // namespace bulwark::policy
