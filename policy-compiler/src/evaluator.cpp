@@ -118,14 +118,14 @@ void consider(FileView& v, long& allow_depth, long& deny_depth, uint32_t right,
 }
 
 std::string op_phrase(const Operation& op, uint32_t right) {
-    return rights_to_string(right) + " on " + op.path;
+    return format_rights(right) + " on " + op.path;
 }
 
 // Suggests what would make a default-denied file operation legal.
 std::string file_hint(const Bundle& b, const std::string& path, uint32_t right, const FileView& v) {
     std::string out;
     if (v.allow) {
-        out += "; rules covering it grant only " + rights_to_string(v.allow);
+        out += "; rules covering it grant only " + format_rights(v.allow);
         bool first = true;
         for (const auto& f : b.files) {
             if (!f.allow || !path_covers(f.path, path)) continue;
@@ -135,7 +135,7 @@ std::string file_hint(const Bundle& b, const std::string& path, uint32_t right, 
         }
         if (!first) out += ")";
     }
-    std::string section = right == BW_FS_EXEC ? "exec.allow" : "files." + rights_to_string(right);
+    std::string section = right == BW_FS_EXEC ? "exec.allow" : "files." + format_rights(right);
     out += "; a grant that would allow it: " + section + " on a path covering " + path;
     return out;
 }
@@ -429,7 +429,7 @@ std::expected<uint32_t, std::string> parse_sock_type(std::string_view s) {
     return std::unexpected("unknown socket type '" + std::string(s) + "'");
 }
 
-std::string rights_to_string(uint32_t rights) {
+std::string format_rights(uint32_t rights) {
     static constexpr std::pair<uint32_t, std::string_view> names[] = {
         {BW_FS_READ, "read"}, {BW_FS_WRITE, "write"}, {BW_FS_CREATE, "create"},
         {BW_FS_REMOVE, "remove"}, {BW_FS_EXEC, "exec"}};

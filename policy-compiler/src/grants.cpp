@@ -206,11 +206,11 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
                 op.path = *path;
                 Bundle enforcing = parent;
                 enforcing.mode = Mode::Enforce;  // the reason, not the audit wrapper
-                reasons.push_back("files." + rights_to_string(bit) + " " + *path +
+                reasons.push_back("files." + format_rights(bit) + " " + *path +
                                   " would widen the tool: " + evaluate(enforcing, op).explanation);
             }
             scoped |= g.rights;
-            uint32_t id = rb.add_rule("files", "grant files." + rights_to_string(g.rights) + ": " + *path, l);
+            uint32_t id = rb.add_rule("files", "grant files." + format_rights(g.rights) + ": " + *path, l);
             added.push_back({*path, g.rights & BW_FS_ALL, 0, id});
         }
         if (scoped) {
@@ -218,7 +218,7 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
             std::vector<FileRule> files;
             if (uint32_t keep = unrestricted & ~scoped) {
                 uint32_t id = rb.add_rule("files", "grant keeps the tool's unrestricted " +
-                                                       rights_to_string(keep) + " on /", line++);
+                                                       format_rights(keep) + " on /", line++);
                 files.push_back({"/", keep, 0, id});
             }
             for (auto f : parent.files) {

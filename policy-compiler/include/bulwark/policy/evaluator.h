@@ -56,7 +56,7 @@ uint32_t required_right(const Operation& op);
 
 std::string_view to_string(Verdict v);
 std::string_view to_string(OpKind k);
-std::string rights_to_string(uint32_t rights);  // "read|write"
+std::string format_rights(uint32_t rights);  // "read|write"
 
 // "open" -> OpKind::Open ...
 std::expected<OpKind, std::string> parse_op_kind(std::string_view s);
