@@ -4,16 +4,23 @@
 #include <iostream>
 
 #include "bulwark/version.h"
+#include "cmd_run.h"
+
+namespace bulwark {
+void register_serve(CLI::App& app);  // cmd_serve.cpp
+}
 
 int main(int argc, char** argv) {
     CLI::App app{"agentd: run AI agents' tools in Bulwark sandboxes"};
     bool show_version = false;
     app.add_flag("--version", show_version, "print the version and exit");
+    bulwark::register_run(app);
+    bulwark::register_serve(app);
     CLI11_PARSE(app, argc, argv);
     if (show_version) {
         std::cout << bulwark::version_string() << "\n";
         return 0;
     }
-    std::cout << app.help();
+    if (app.get_subcommands().empty()) std::cout << app.help();
     return 0;
 }

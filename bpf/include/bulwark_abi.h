@@ -15,7 +15,7 @@
 #include <linux/types.h>
 #endif
 
-#define BW_ABI_VERSION 1
+#define BW_ABI_VERSION 2
 
 /* ---- capacities (a compile that needs more fails; nothing is truncated) ---- */
 #define BW_MAX_SANDBOXES     4096   /* live sandbox cgroups */
@@ -27,7 +27,10 @@
 #define BW_PATH_WALK_MAX     64     /* dentry ancestors walked; deeper fails closed */
 #define BW_EVENT_PATH_MAX    128
 #define BW_RINGBUF_BYTES     (16u << 20)
+#define BW_RINGBUF_WAKEUP_BYTES (256u << 10) /* bulk (allow/observe) records wake the reader only
+                                                past this much unread data; denials wake it at once */
 #define BW_NO_RULE           0xffffffffu /* rule_id when no rule matched (default) */
+#define BW_CGROUP_NEST_MAX   8      /* cgroup levels below a sandbox leaf still judged as it */
 
 /* ---- enforcement layers (bw_event.layer, audit store "layer") ---- */
 #define BW_LAYER_NONE        0
@@ -102,6 +105,9 @@
 #define BW_POL_DENY_PTRACE    (1u << 5) /* ptrace/signals outside the sandbox denied */
 #define BW_POL_DENY_MOUNT     (1u << 6)
 #define BW_POL_DENY_BPF       (1u << 7)
+#define BW_POL_REPORT_ALLOW   (1u << 8) /* also emit events for allowed decisions */
+#define BW_POL_TRACE_PROC     (1u << 9) /* monitor: exec/fork/exit events */
+#define BW_POL_TRACE_SYSCALLS (1u << 10)/* monitor: one event per syscall entry */
 
 /* Map: bw_sandboxes, HASH, key = cgroup v2 id (__u64), value = bw_binding.
  * Switching a subtask's policy is one update of this value (policy_id and
@@ -114,7 +120,9 @@ struct bw_binding {
 	__u64 run_id;
 };
 
-/* Map: bw_policies, ARRAY[BW_MAX_POLICIES], key = policy_id (__u32). */
+/* Map: bw_policies, ARRAY[BW_MAX_POLICIES], key = policy_id (__u32).
+ * A binding is honoured only while bw_policy.version == bw_binding.policy_version:
+ * a freed or reloaded slot denies everything for stale bindings (fail closed). */
 struct bw_policy {
 	__u64 version;        /* 0 = slot unused: every operation is denied */
 	__u32 mode;           /* BW_MODE_* */

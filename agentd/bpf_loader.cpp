@@ -1,0 +1,544 @@
+#include "bpf_loader.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <netinet/in.h>
+#include <spdlog/spdlog.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "lsm.skel.h"
+#include "monitor.skel.h"
+#include "ringbuf_reader.h"
+#include "sock_addr.skel.h"
+
+namespace bulwark::bpf {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr unsigned long kBpffsMagic = 0xcafe4a11UL;
+
+struct LinkDeleter {
+    void operator()(bpf_link* l) const { bpf_link__destroy(l); }
+};
+using LinkPtr = std::unique_ptr<bpf_link, LinkDeleter>;
+
+struct LoadCtx {
+    const LoaderOptions& opts;
+    uint64_t root_id;
+    uint32_t root_level;
+    int parent_fd;
+    std::string links_dir;
+};
+
+std::expected<void, SysError> mkdir_p(const std::string& path) {
+    std::error_code ec;
+    fs::create_directories(path, ec);
+    if (ec) return std::unexpected(SysError{"mkdir -p " + path, ec.value()});
+    return {};
+}
+
+template <class Skel>
+Skel* open_skel(const LoadCtx& c, bool pinned) {
+    LIBBPF_OPTS(bpf_object_open_opts, o, .pin_root_path = pinned ? c.opts.pin_root.c_str() : nullptr);
+    Skel* s = Skel::open(&o);
+    if (!s) return nullptr;
+    s->rodata->bw_root_cgid = c.root_id;
+    s->rodata->bw_root_level = c.root_level;
+    if (!pinned) {  // throwaway probe object: private, small maps
+        bpf_map* m;
+        bpf_object__for_each_map(m, s->obj) {
+            if (bpf_map__is_internal(m)) continue;
+            bpf_map__set_pin_path(m, nullptr);
+            bpf_map__set_max_entries(m, bpf_map__type(m) == BPF_MAP_TYPE_RINGBUF ? 4096 : 1);
+        }
+    }
+    return s;
+}
+
+template <class Skel>
+struct SkelDeleter {
+    void operator()(Skel* s) const { Skel::destroy(s); }
+};
+
+// Loads one program alone; empty reason when it loads.
+template <class Skel>
+std::pair<std::string, std::string> probe_program(const LoadCtx& c, const std::string& prog) {
+    LibbpfCapture cap;
+    std::unique_ptr<Skel, SkelDeleter<Skel>> s(open_skel<Skel>(c, false));
+    if (!s) return {"cannot open object: " + errno_name(errno), {}};
+    bpf_program* p;
+    bpf_object__for_each_program(p, s->obj) bpf_program__set_autoload(p, prog == bpf_program__name(p));
+    int err = Skel::load(s.get());
+    if (err == 0) return {};
+    std::string log = cap.verifier_log();
+    return {load_failure_reason(err, log), log};
+}
+
+bool is_cgroup_prog(bpf_program* p) {
+    auto t = bpf_program__type(p);
+    return t == BPF_PROG_TYPE_CGROUP_SOCK_ADDR || t == BPF_PROG_TYPE_CGROUP_SOCK ||
+           t == BPF_PROG_TYPE_CGROUP_SKB || t == BPF_PROG_TYPE_CGROUP_SOCKOPT;
+}
+
+}  // namespace
+
+struct BpfLoader::Object {
+    std::string name;
+    std::shared_ptr<void> skel;  // destroyed after links (declared first)
+    std::vector<LinkPtr> links;
+    std::vector<Fd> adopted_links;
+    ~Object() {
+        // Pinned links stay in the kernel; only drop our handles without detaching.
+        for (auto& l : links) {
+            bpf_link__disconnect(l.get());
+            ::close(bpf_link__fd(l.get()));
+        }
+    }
+};
+
+namespace {
+
+template <class Skel>
+std::expected<std::unique_ptr<BpfLoader::Object>, SysError> load_object(const std::string& name, const LoadCtx& c,
+                                                                        std::vector<ProgramStatus>& out) {
+    auto obj = std::make_unique<BpfLoader::Object>();
+    obj->name = name;
+    std::unique_ptr<Skel, SkelDeleter<Skel>> s(open_skel<Skel>(c, true));
+    if (!s) return std::unexpected(SysError{"bpf_object__open(" + name + ")", errno});
+
+    std::vector<ProgramStatus> st;
+    bpf_program* p;
+    bpf_object__for_each_program(p, s->obj) {
+        ProgramStatus ps{name, bpf_program__name(p), bpf_program__section_name(p)};
+        std::string pin = c.links_dir + "/" + ps.name;
+        if (ps.name == "bw_sys_enter" && !c.opts.trace_syscalls) {
+            ps.reason = "not requested (LoaderOptions::trace_syscalls is off)";
+        } else if (int fd = bpf_obj_get(pin.c_str()); fd >= 0) {
+            obj->adopted_links.emplace_back(fd);
+            ps.adopted = true;
+            ps.state = ProgState::Attached;
+            ps.reason = "link re-adopted from " + pin;
+        }
+        st.push_back(std::move(ps));
+    }
+    auto set_autoload = [&](Skel* sk) {
+        size_t i = 0;
+        bpf_object__for_each_program(p, sk->obj) {
+            bpf_program__set_autoload(p, !st[i].adopted && st[i].reason.empty());
+            ++i;
+        }
+    };
+    set_autoload(s.get());
+    int err = Skel::load(s.get());
+    if (err) {
+        spdlog::info("bpf: {} did not load as a whole ({}); probing each program", name, errno_name(-err));
+        s.reset();
+        for (auto& ps : st) {
+            if (ps.adopted) continue;
+            auto [reason, log] = probe_program<Skel>(c, ps.name);
+            if (!reason.empty()) {
+                ps.state = ProgState::Unavailable;
+                ps.reason = reason;
+                ps.verifier_log = log;
+            }
+        }
+        s.reset(open_skel<Skel>(c, true));
+        if (!s) return std::unexpected(SysError{"bpf_object__open(" + name + ")", errno});
+        set_autoload(s.get());
+        err = Skel::load(s.get());
+        if (err) {
+            for (auto& ps : st)
+                if (!ps.adopted && ps.reason.empty()) {
+                    ps.state = ProgState::Unavailable;
+                    ps.reason = "object load failed with the rest: " + errno_name(-err);
+                }
+        }
+    }
+    if (!err) {
+        size_t i = 0;
+        bpf_object__for_each_program(p, s->obj) {
+            ProgramStatus& ps = st[i++];
+            if (!bpf_program__autoload(p)) continue;
+            bpf_link* l = is_cgroup_prog(p) ? bpf_program__attach_cgroup(p, c.parent_fd) : bpf_program__attach(p);
+            if (!l) {
+                ps.state = ProgState::Unavailable;
+                ps.reason = "attach failed: " + errno_name(errno);
+                continue;
+            }
+            std::string pin = c.links_dir + "/" + ps.name;
+            if (int perr = bpf_link__pin(l, pin.c_str()); perr) {
+                ps.reason = "attached but not pinned (" + errno_name(-perr) + "): ends with this process";
+                spdlog::warn("bpf: pin {}: {}", pin, errno_name(-perr));
+            }
+            ps.state = ProgState::Attached;
+            obj->links.emplace_back(l);
+        }
+    }
+    obj->skel = std::shared_ptr<void>(s.release(), [](void* v) { Skel::destroy(static_cast<Skel*>(v)); });
+    for (auto& ps : st) out.push_back(std::move(ps));
+    return obj;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- cgroups, bpffs
+
+std::expected<std::string, SysError> cgroup2_mount() {
+    std::ifstream in("/proc/self/mountinfo");
+    if (!in) return std::unexpected(SysError::last("open(/proc/self/mountinfo)"));
+    std::string line;
+    while (std::getline(in, line)) {
+        auto dash = line.find(" - ");
+        if (dash == std::string::npos) continue;
+        std::istringstream rest(line.substr(dash + 3));
+        std::string fstype;
+        rest >> fstype;
+        if (fstype != "cgroup2") continue;
+        std::istringstream f(line);
+        std::string id, parent, devno, root, mnt;
+        f >> id >> parent >> devno >> root >> mnt;
+        return mnt;
+    }
+    return std::unexpected(SysError{"find cgroup2 mount in /proc/self/mountinfo", ENOENT});
+}
+
+std::expected<std::string, SysError> own_cgroup2_path() {
+    std::ifstream in("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("0::", 0) == 0) return line.substr(3);
+    return std::unexpected(SysError{"find 0:: line in /proc/self/cgroup", ENOENT});
+}
+
+std::expected<uint64_t, SysError> cgroup_id(const std::string& dir) {
+    struct {
+        struct file_handle fh;
+        uint64_t id;
+    } h{};
+    h.fh.handle_bytes = sizeof(uint64_t);
+    int mount_id = 0;
+    if (name_to_handle_at(AT_FDCWD, dir.c_str(), &h.fh, &mount_id, 0) != 0)
+        return std::unexpected(SysError::last("name_to_handle_at(" + dir + ")"));
+    uint64_t id = 0;
+    std::memcpy(&id, h.fh.f_handle, sizeof id);
+    return id;
+}
+
+std::expected<void, SysError> ensure_bpffs() {
+    struct statfs s{};
+    if (statfs("/sys/fs/bpf", &s) == 0 && static_cast<unsigned long>(s.f_type) == kBpffsMagic) return {};
+    if (auto r = mkdir_p("/sys/fs/bpf"); !r) return r;
+    if (mount("bpf", "/sys/fs/bpf", "bpf", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700") != 0)
+        return std::unexpected(SysError::last("mount(bpf, /sys/fs/bpf, bpf)"));
+    spdlog::info("bpf: mounted bpffs at /sys/fs/bpf");
+    return {};
+}
+
+// ---------------------------------------------------------------- loader
+
+std::expected<std::unique_ptr<BpfLoader>, SysError> BpfLoader::start(LoaderOptions opts) {
+    route_libbpf_logs();
+    std::unique_ptr<BpfLoader> L(new BpfLoader());
+    L->opts_ = std::move(opts);
+    const LoaderOptions& o = L->opts_;
+
+    if (auto r = ensure_bpffs(); !r) return std::unexpected(r.error());
+    const std::string links_dir = o.pin_root + "/links";
+    if (auto r = mkdir_p(links_dir); !r) return std::unexpected(r.error());
+
+    auto mnt = cgroup2_mount();
+    if (!mnt) return std::unexpected(mnt.error());
+    std::string parent = o.cgroup_parent;
+    if (parent.empty()) {
+        auto own = own_cgroup2_path();
+        if (!own) return std::unexpected(own.error());
+        parent = *mnt + (*own == "/" ? "" : *own) + "/bulwark";
+    }
+    if (parent.rfind(*mnt + "/", 0) != 0)
+        return std::unexpected(SysError{"sandbox parent " + parent + " is not below the cgroup v2 mount " + *mnt, EINVAL});
+    if (auto r = mkdir_p(parent); !r) return std::unexpected(r.error());
+    L->parent_path_ = parent;
+    L->parent_fd_ = Fd(::open(parent.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+    if (!L->parent_fd_) return std::unexpected(SysError::last("open(" + parent + ", O_DIRECTORY)"));
+    auto id = cgroup_id(parent);
+    if (!id) return std::unexpected(id.error());
+    L->parent_id_ = *id;
+    for (const auto& part : fs::path(parent.substr(mnt->size())))
+        if (part != "/" && !part.empty()) ++L->parent_level_;
+
+    LoadCtx c{o, L->parent_id_, L->parent_level_, L->parent_fd_.get(), links_dir};
+    auto add = [&](auto r) -> std::expected<void, SysError> {
+        if (!r) return std::unexpected(r.error());
+        L->objects_.push_back(std::move(*r));
+        return {};
+    };
+    // sock_addr first: its load creates and pins the shared maps on this kernel.
+    if (o.sock)
+        if (auto r = add(load_object<sock_addr>("sock_addr", c, L->programs_)); !r) return std::unexpected(r.error());
+    if (o.monitor)
+        if (auto r = add(load_object<monitor>("monitor", c, L->programs_)); !r) return std::unexpected(r.error());
+    if (o.lsm)
+        if (auto r = add(load_object<lsm>("lsm", c, L->programs_)); !r) return std::unexpected(r.error());
+
+    auto maps = PolicyMaps::open_pinned(o.pin_root);
+    if (!maps) return std::unexpected(maps.error());
+    L->maps_ = std::move(*maps);
+
+    if (o.truth_check)
+        if (auto r = L->truth_check(); !r) return std::unexpected(r.error());
+    for (const auto& p : L->programs_) spdlog::info("bpf: {}", p.line());
+    return L;
+}
+
+BpfLoader::~BpfLoader() = default;
+
+const ProgramStatus* BpfLoader::program(const std::string& section) const {
+    for (const auto& p : programs_)
+        if (p.section == section || p.name == section) return &p;
+    return nullptr;
+}
+
+bool BpfLoader::object_proven(const std::string& object) const {
+    bool any = false;
+    for (const auto& p : programs_) {
+        if (p.object != object) continue;
+        any = true;
+        if (p.state != ProgState::Enforcing && p.state != ProgState::Observing) return false;
+    }
+    return any;
+}
+
+std::string BpfLoader::report() const {
+    std::string s;
+    for (const auto& p : programs_) s += p.line() + "\n";
+    return s;
+}
+
+std::expected<void, SysError> BpfLoader::unpin_all(const std::string& pin_root) {
+    std::error_code ec;
+    if (!fs::exists(pin_root, ec)) return {};
+    fs::remove_all(pin_root, ec);  // unlinking a pinned link detaches it once no fd holds it
+    if (ec) return std::unexpected(SysError{"rm -r " + pin_root, ec.value()});
+    return {};
+}
+
+// ---------------------------------------------------------------- truth check
+
+namespace {
+
+enum CanaryOp : int { kSockRaw, kConnect4, kConnect6, kSend4, kSend6, kBind4, kBind6, kOpen, kMkdir, kBpf, kKill,
+                      kFork, kExec, kOpCount };
+
+struct Expect {
+    const char* prog;
+    int op;           // CanaryOp, or -1: event only
+    uint16_t layer;
+    uint16_t bw_op;
+    uint16_t family;  // 0: any
+};
+
+constexpr Expect kExpect[] = {
+    {"bw_connect4", kConnect4, BW_LAYER_SOCK_ADDR, BW_OP_CONNECT, AF_INET},
+    {"bw_connect6", kConnect6, BW_LAYER_SOCK_ADDR, BW_OP_CONNECT, AF_INET6},
+    {"bw_sendmsg4", kSend4, BW_LAYER_SOCK_ADDR, BW_OP_SENDMSG, AF_INET},
+    {"bw_sendmsg6", kSend6, BW_LAYER_SOCK_ADDR, BW_OP_SENDMSG, AF_INET6},
+    {"bw_bind4", kBind4, BW_LAYER_SOCK_ADDR, BW_OP_BIND, AF_INET},
+    {"bw_bind6", kBind6, BW_LAYER_SOCK_ADDR, BW_OP_BIND, AF_INET6},
+    {"bw_sock_create", kSockRaw, BW_LAYER_SOCK_CREATE, BW_OP_SOCK_CREATE, AF_INET},
+    {"bw_file_open", kOpen, BW_LAYER_BPF_LSM, BW_OP_FILE_OPEN, 0},
+    {"bw_path_mkdir", kMkdir, BW_LAYER_BPF_LSM, BW_OP_MKDIR, 0},
+    {"bw_bpf", kBpf, BW_LAYER_BPF_LSM, BW_OP_BPF, 0},
+    {"bw_task_kill", kKill, BW_LAYER_BPF_LSM, BW_OP_SIGNAL, 0},
+    {"bw_bprm_check", kExec, BW_LAYER_BPF_LSM, BW_OP_EXEC, 0},
+    {"bw_socket_create", kSockRaw, BW_LAYER_BPF_LSM, BW_OP_SOCK_CREATE, AF_INET},
+    {"bw_socket_connect", kConnect4, BW_LAYER_BPF_LSM, BW_OP_CONNECT, AF_INET},
+    {"bw_socket_bind", kBind4, BW_LAYER_BPF_LSM, BW_OP_BIND, AF_INET},
+    {"bw_socket_sendmsg", kSend4, BW_LAYER_BPF_LSM, BW_OP_SENDMSG, AF_INET},
+    {"bw_proc_exit", -1, BW_LAYER_MONITOR, BW_OP_PROC_EXIT, 0},
+    {"bw_proc_fork", -1, BW_LAYER_MONITOR, BW_OP_PROC_FORK, 0},
+    {"bw_sys_enter", -1, BW_LAYER_MONITOR, BW_OP_SYSCALL, 0},
+    {"bw_proc_exec", -1, BW_LAYER_MONITOR, BW_OP_PROC_EXEC, 0},
+};
+
+int errno_of(long rc) { return rc < 0 ? errno : 0; }
+
+// Runs in the forked canary child: joins the canary cgroup, tries one
+// operation per program, reports errnos, then tries to exec.
+[[noreturn]] void canary_child(int procs_fd, int out_fd, const std::string& scratch) {
+    int res[kOpCount] = {};
+    if (write(procs_fd, "0", 1) != 1) _exit(90);
+    int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+    res[kSockRaw] = errno_of(fd);
+    if (fd >= 0) close(fd);
+
+    sockaddr_in a4{};
+    a4.sin_family = AF_INET;
+    a4.sin_port = htons(9);
+    a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_in6 a6{};
+    a6.sin6_family = AF_INET6;
+    a6.sin6_port = htons(9);
+    a6.sin6_addr = in6addr_loopback;
+    auto try_sock = [](int family, auto fn) {
+        int s = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0) return errno;
+        int r = fn(s);
+        close(s);
+        return r;
+    };
+    res[kConnect4] = try_sock(AF_INET, [&](int s) { return errno_of(connect(s, (sockaddr*)&a4, sizeof a4)); });
+    res[kConnect6] = try_sock(AF_INET6, [&](int s) { return errno_of(connect(s, (sockaddr*)&a6, sizeof a6)); });
+    res[kSend4] = try_sock(AF_INET, [&](int s) { return errno_of(sendto(s, "x", 1, 0, (sockaddr*)&a4, sizeof a4)); });
+    res[kSend6] = try_sock(AF_INET6, [&](int s) { return errno_of(sendto(s, "x", 1, 0, (sockaddr*)&a6, sizeof a6)); });
+    sockaddr_in b4 = a4;
+    b4.sin_port = 0;
+    sockaddr_in6 b6 = a6;
+    b6.sin6_port = 0;
+    res[kBind4] = try_sock(AF_INET, [&](int s) { return errno_of(bind(s, (sockaddr*)&b4, sizeof b4)); });
+    res[kBind6] = try_sock(AF_INET6, [&](int s) { return errno_of(bind(s, (sockaddr*)&b6, sizeof b6)); });
+    fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    res[kOpen] = errno_of(fd);
+    if (fd >= 0) close(fd);
+    res[kMkdir] = errno_of(mkdir((scratch + "/d").c_str(), 0700));
+    union bpf_attr attr;
+    std::memset(&attr, 0, sizeof attr);
+    attr.map_type = BPF_MAP_TYPE_ARRAY;
+    attr.key_size = 4;
+    attr.value_size = 4;
+    attr.max_entries = 1;
+    long m = syscall(SYS_bpf, BPF_MAP_CREATE, &attr, sizeof attr);
+    res[kBpf] = errno_of(m);
+    if (m >= 0) close(static_cast<int>(m));
+    res[kKill] = errno_of(kill(1, 0));
+    pid_t g = fork();
+    if (g == 0) _exit(0);
+    res[kFork] = errno_of(g);
+    if (g > 0) waitpid(g, nullptr, 0);
+    if (write(out_fd, res, sizeof res) != sizeof res) _exit(91);
+    char arg0[] = "true";
+    char* argv[] = {arg0, nullptr};
+    char* envp[] = {nullptr};
+    execve("/bin/true", argv, envp);
+    int e = errno;
+    if (write(out_fd, &e, sizeof e) != sizeof e) _exit(92);
+    _exit(0);
+}
+
+}  // namespace
+
+std::expected<void, SysError> BpfLoader::truth_check() {
+    const std::string canary = parent_path_ + "/canary-" + std::to_string(getpid());
+    ::rmdir(canary.c_str());
+    if (::mkdir(canary.c_str(), 0700) != 0) return std::unexpected(SysError::last("mkdir(" + canary + ")"));
+    auto cleanup_cg = [&] { ::rmdir(canary.c_str()); };
+    auto cg = cgroup_id(canary);
+    if (!cg) return cleanup_cg(), std::unexpected(cg.error());
+    char scratch_tmpl[] = "/tmp/bulwark-canary-XXXXXX";
+    const char* scratch = mkdtemp(scratch_tmpl);
+    if (!scratch) return cleanup_cg(), std::unexpected(SysError::last("mkdtemp(/tmp/bulwark-canary-XXXXXX)"));
+    const std::string scratch_dir = scratch;
+
+    policy::BpfTables deny_all;
+    deny_all.header.mode = BW_MODE_ENFORCE;
+    deny_all.header.flags = BW_POL_NET_NONE | BW_POL_FILES_ENFORCED | BW_POL_EXEC_ENFORCED | BW_POL_DENY_PTRACE |
+                            BW_POL_DENY_MOUNT | BW_POL_DENY_BPF | BW_POL_TRACE_PROC | BW_POL_TRACE_SYSCALLS;
+    deny_all.header.af_allow = (1ull << AF_INET) | (1ull << AF_INET6);
+    deny_all.header.sock_type_allow = (1u << SOCK_STREAM) | (1u << SOCK_DGRAM);
+    auto loaded = maps_.load(deny_all);
+    if (!loaded) return cleanup_cg(), std::unexpected(loaded.error());
+    const PolicyHandle h = loaded->handle;
+    auto finish = [&] {
+        (void)maps_.unbind(*cg);
+        (void)maps_.free(h.slot);
+        cleanup_cg();
+        std::error_code ec;
+        fs::remove_all(scratch_dir, ec);
+    };
+    if (auto r = maps_.bind(*cg, h); !r) return finish(), std::unexpected(r.error());
+
+    Fd procs(::open((canary + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (!procs) return finish(), std::unexpected(SysError::last("open(" + canary + "/cgroup.procs)"));
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return finish(), std::unexpected(SysError::last("pipe2"));
+    Fd rd(p[0]), wr(p[1]);
+    pid_t child = fork();
+    if (child < 0) return finish(), std::unexpected(SysError::last("fork (canary)"));
+    if (child == 0) canary_child(procs.get(), wr.get(), scratch_dir);
+    wr.reset();
+    int res[kOpCount];
+    for (int& r : res) r = -1;
+    int exec_err = 0;
+    ssize_t n = read(rd.get(), res, sizeof res);
+    if (n == sizeof res) {
+        if (read(rd.get(), &exec_err, sizeof exec_err) != sizeof exec_err) exec_err = 0;  // exec succeeded
+        res[kExec] = exec_err;
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+
+    std::vector<bw_event> seen;
+    auto reader = RingbufReader::create(maps_.events_fd(), [&](const bw_event& e) {
+        if (e.cgroup_id == *cg)
+            seen.push_back(e);
+        else if (opts_.foreign_event_sink)
+            opts_.foreign_event_sink(e);
+    });
+    if (!reader) return finish(), std::unexpected(reader.error());
+    (void)(*reader)->consume();
+    finish();
+    if (n != sizeof res)
+        return std::unexpected(SysError{"canary child (exit status " + std::to_string(status) + ")", EIO});
+
+    for (auto& ps : programs_) {
+        if (ps.state != ProgState::Attached) continue;
+        const Expect* ex = nullptr;
+        for (const auto& e : kExpect)
+            if (ps.name == e.prog) ex = &e;
+        if (!ex) {
+            ps.reason = "no canary for this hook";
+            continue;
+        }
+        bool event = false;
+        for (const auto& e : seen)
+            if (e.layer == ex->layer && e.op == ex->bw_op && (ex->family == 0 || e.obj.net.family == ex->family) &&
+                (ex->op < 0 ? e.decision == BW_DECISION_OBSERVE : e.decision == BW_DECISION_DENY))
+                event = true;
+        if (ex->op < 0) {
+            if (event) {
+                ps.state = ProgState::Observing;
+                ps.reason.clear();
+            } else {
+                ps.reason = "canary event not seen";
+            }
+            continue;
+        }
+        int err = res[ex->op];
+        if (err == EPERM && event) {
+            ps.state = ProgState::Enforcing;
+            ps.reason.clear();
+        } else if (err == EPERM) {
+            ps.reason = "canary denied before this program ran (an earlier hook)";
+        } else {
+            ps.reason = "canary not denied: " + (err == 0 ? std::string("operation succeeded") : errno_name(err));
+        }
+    }
+    return {};
+}
+
+}  // namespace bulwark::bpf

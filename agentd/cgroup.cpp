@@ -1,0 +1,247 @@
+#include "cgroup.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace bulwark {
+namespace {
+
+bool write_file(const std::string& path, const std::string& value) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t n = ::write(fd, value.data(), value.size());
+    int saved = errno;
+    ::close(fd);
+    errno = saved;
+    return n == static_cast<ssize_t>(value.size());
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// "key value" lines -> value of key (0 if absent).
+uint64_t keyed(const std::string& text, const std::string& key) {
+    std::istringstream in(text);
+    std::string k;
+    uint64_t v = 0;
+    while (in >> k >> v)
+        if (k == key) return v;
+    return 0;
+}
+
+uint64_t number(const std::string& path) {
+    std::string t = read_file(path);
+    return t.empty() ? 0 : std::strtoull(t.c_str(), nullptr, 10);
+}
+
+bool is_fs(const std::string& path, long magic) {
+    struct statfs st{};
+    return ::statfs(path.c_str(), &st) == 0 && st.f_type == magic;
+}
+
+std::expected<std::string, SysError> make_leaf(const std::string& controller,
+                                               const std::string& name) {
+    std::string mnt = cgroup_mount(controller);
+    std::string own = own_cgroup(controller);
+    if (mnt.empty() || own.empty())
+        return std::unexpected(SysError{"cgroup " + (controller.empty() ? "v2" : controller) +
+                                            ": hierarchy not mounted",
+                                        ENOENT});
+    std::string dir = mnt + (own == "/" ? "" : own) + "/" + name;
+    if (::mkdir(dir.c_str(), 0755) != 0) return std::unexpected(SysError::last("mkdir(" + dir + ")"));
+    return dir;
+}
+
+void rmdir_retry(const std::string& dir) {
+    if (dir.empty()) return;
+    for (int i = 0; i < 200; ++i) {
+        if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return;
+        if (errno != EBUSY) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+}
+
+}  // namespace
+
+std::string own_cgroup(const std::string& controller) {
+    std::ifstream in("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(in, line)) {
+        auto a = line.find(':');
+        auto b = line.find(':', a + 1);
+        if (a == std::string::npos || b == std::string::npos) continue;
+        std::string ctrls = line.substr(a + 1, b - a - 1);
+        std::string path = line.substr(b + 1);
+        if (controller.empty()) {
+            if (line.compare(0, a, "0") == 0 && ctrls.empty()) return path;
+            continue;
+        }
+        std::istringstream cs(ctrls);
+        std::string c;
+        while (std::getline(cs, c, ','))
+            if (c == controller) return path;
+    }
+    return "";
+}
+
+std::string cgroup_mount(const std::string& controller) {
+    if (controller.empty()) {
+        if (is_fs("/sys/fs/cgroup/unified", CGROUP2_SUPER_MAGIC)) return "/sys/fs/cgroup/unified";
+        if (is_fs("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)) return "/sys/fs/cgroup";
+        return "";
+    }
+    std::string p = "/sys/fs/cgroup/" + controller;
+    return is_fs(p, CGROUP_SUPER_MAGIC) ? p : "";
+}
+
+SandboxCgroup& SandboxCgroup::operator=(SandboxCgroup&& o) noexcept {
+    if (this != &o) {
+        remove();
+        v2_path_ = std::move(o.v2_path_);
+        v2_fd_ = std::move(o.v2_fd_);
+        mem_ = std::move(o.mem_);
+        pids_ = std::move(o.pids_);
+        cpu_ = std::move(o.cpu_);
+        cpuacct_ = std::move(o.cpuacct_);
+        o.v2_path_.clear();
+    }
+    return *this;
+}
+
+SandboxCgroup::~SandboxCgroup() { remove(); }
+
+std::expected<SandboxCgroup, SysError> SandboxCgroup::create(const std::string& name,
+                                                             const CgroupLimits& limits) {
+    SandboxCgroup cg;
+    auto v2 = make_leaf("", name);
+    if (!v2) return std::unexpected(v2.error());
+    cg.v2_path_ = *v2;
+    int fd = ::open(cg.v2_path_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return std::unexpected(SysError::last("open(" + cg.v2_path_ + ", O_PATH)"));
+    cg.v2_fd_.reset(fd);
+
+    // Memory: always created (peak usage and OOM detection), limited if asked.
+    if (auto m = make_leaf("memory", name)) {
+        cg.mem_ = *m;
+        // Never let an earlier OOM elsewhere disable the killer here.
+        write_file(cg.mem_ + "/memory.oom_control", "0");
+        if (limits.memory_bytes) {
+            std::string v = std::to_string(*limits.memory_bytes);
+            if (!write_file(cg.mem_ + "/memory.limit_in_bytes", v))
+                return std::unexpected(SysError::last("write(" + cg.mem_ + "/memory.limit_in_bytes, " + v + ")"));
+            // With swap accounting, memory+swap gets the same limit: no escape to swap.
+            if (::access((cg.mem_ + "/memory.memsw.limit_in_bytes").c_str(), F_OK) == 0 &&
+                !write_file(cg.mem_ + "/memory.memsw.limit_in_bytes", v))
+                return std::unexpected(SysError::last("write(" + cg.mem_ + "/memory.memsw.limit_in_bytes, " + v + ")"));
+        }
+    } else if (limits.memory_bytes) {
+        return std::unexpected(m.error());
+    }
+    if (limits.pids) {
+        auto p = make_leaf("pids", name);
+        if (!p) return std::unexpected(p.error());
+        cg.pids_ = *p;
+        std::string v = std::to_string(*limits.pids);
+        if (!write_file(cg.pids_ + "/pids.max", v))
+            return std::unexpected(SysError::last("write(" + cg.pids_ + "/pids.max, " + v + ")"));
+    }
+    if (limits.cpu_percent) {
+        auto c = make_leaf("cpu", name);
+        if (!c) return std::unexpected(c.error());
+        cg.cpu_ = *c;
+        std::string quota = std::to_string(uint64_t{*limits.cpu_percent} * 1000);
+        if (!write_file(cg.cpu_ + "/cpu.cfs_period_us", "100000") ||
+            !write_file(cg.cpu_ + "/cpu.cfs_quota_us", quota))
+            return std::unexpected(SysError::last("write(" + cg.cpu_ + "/cpu.cfs_quota_us, " + quota + ")"));
+    }
+    if (auto a = make_leaf("cpuacct", name)) cg.cpuacct_ = *a;
+    return cg;
+}
+
+std::vector<std::string> SandboxCgroup::v1_paths() const {
+    std::vector<std::string> v;
+    for (const auto* p : {&mem_, &pids_, &cpu_, &cpuacct_})
+        if (!p->empty()) v.push_back(*p);
+    return v;
+}
+
+std::expected<void, SysError> SandboxCgroup::add_v1(pid_t pid) const {
+    std::string v = std::to_string(pid);
+    for (const auto& dir : v1_paths())
+        if (!write_file(dir + "/cgroup.procs", v))
+            return std::unexpected(SysError::last("write(" + dir + "/cgroup.procs, " + v + ")"));
+    return {};
+}
+
+bool SandboxCgroup::kill_all() const {
+    return !v2_path_.empty() && write_file(v2_path_ + "/cgroup.kill", "1");
+}
+
+size_t SandboxCgroup::population() const {
+    if (v2_path_.empty()) return 0;
+    std::istringstream in(read_file(v2_path_ + "/cgroup.procs"));
+    size_t n = 0;
+    std::string l;
+    while (std::getline(in, l))
+        if (!l.empty()) ++n;
+    return n;
+}
+
+bool SandboxCgroup::wait_empty(int timeout_ms) const {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (true) {
+        if (v2_path_.empty() || keyed(read_file(v2_path_ + "/cgroup.events"), "populated") == 0)
+            return true;
+        if (std::chrono::steady_clock::now() > end) return false;
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+}
+
+uint64_t SandboxCgroup::oom_kills() const {
+    return mem_.empty() ? 0 : keyed(read_file(mem_ + "/memory.oom_control"), "oom_kill");
+}
+
+uint64_t SandboxCgroup::peak_memory() const {
+    return mem_.empty() ? 0 : number(mem_ + "/memory.max_usage_in_bytes");
+}
+
+uint64_t SandboxCgroup::pids_max_hits() const {
+    return pids_.empty() ? 0 : keyed(read_file(pids_ + "/pids.events"), "max");
+}
+
+bool SandboxCgroup::cpu_usage(uint64_t& user_us, uint64_t& system_us) const {
+    if (cpuacct_.empty()) return false;
+    user_us = number(cpuacct_ + "/cpuacct.usage_user") / 1000;
+    system_us = number(cpuacct_ + "/cpuacct.usage_sys") / 1000;
+    return true;
+}
+
+void SandboxCgroup::remove() {
+    if (!v2_path_.empty()) {
+        if (!wait_empty(0)) {
+            kill_all();
+            wait_empty(5000);
+        }
+        v2_fd_.reset();
+        rmdir_retry(v2_path_);
+        v2_path_.clear();
+    }
+    for (auto* p : {&mem_, &pids_, &cpu_, &cpuacct_}) {
+        rmdir_retry(*p);
+        p->clear();
+    }
+}
+
+}  // namespace bulwark

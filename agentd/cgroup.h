@@ -1,0 +1,71 @@
+#pragma once
+// Per-run cgroups on the hybrid layout: a cgroup v2 leaf (the tool is cloned
+// straight into it with CLONE_INTO_CGROUP; cgroup.kill ends everything in it)
+// and v1 memory/pids/cpu/cpuacct leaves that carry the limits. Every leaf is
+// created below the cgroup agentd itself runs in (/proc/self/cgroup), never
+// at a hierarchy's root, and removed by remove() / the destructor.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <expected>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fd.h"
+#include "sys_error.h"
+
+namespace bulwark {
+
+struct CgroupLimits {
+    std::optional<uint64_t> memory_bytes;
+    std::optional<uint64_t> pids;
+    std::optional<uint32_t> cpu_percent;  // of one CPU
+};
+
+class SandboxCgroup {
+public:
+    // Creates the leaves named `name` and applies the limits. Fails (typed) if
+    // a requested limit has no controller to carry it: never runs unlimited.
+    static std::expected<SandboxCgroup, SysError> create(const std::string& name,
+                                                         const CgroupLimits& limits);
+    SandboxCgroup(SandboxCgroup&&) noexcept = default;
+    SandboxCgroup& operator=(SandboxCgroup&&) noexcept;
+    ~SandboxCgroup();
+
+    int v2_fd() const { return v2_fd_.get(); }          // for CLONE_INTO_CGROUP
+    const std::string& v2_path() const { return v2_path_; }
+    std::vector<std::string> v1_paths() const;
+
+    // Moves pid into every v1 leaf (parent side, before the child proceeds).
+    std::expected<void, SysError> add_v1(pid_t pid) const;
+    // cgroup.kill: SIGKILL to every process of the v2 leaf, also those that
+    // double-forked, setsid()'d and ignore SIGTERM.
+    bool kill_all() const;
+    // Waits until no process is left in the leaf (cgroup.events populated 0).
+    bool wait_empty(int timeout_ms) const;
+    // Number of processes still in the v2 leaf.
+    size_t population() const;
+
+    uint64_t oom_kills() const;          // memory.oom_control oom_kill
+    uint64_t peak_memory() const;        // memory.max_usage_in_bytes
+    uint64_t pids_max_hits() const;      // pids.events max
+    bool cpu_usage(uint64_t& user_us, uint64_t& system_us) const;  // cpuacct
+    bool has_memory() const { return !mem_.empty(); }
+
+    // Kills what is left, waits, removes every leaf. Idempotent.
+    void remove();
+
+private:
+    SandboxCgroup() = default;
+    std::string v2_path_;
+    Fd v2_fd_;
+    std::string mem_, pids_, cpu_, cpuacct_;
+};
+
+// Where this process sits: "" on error. `controller` "" = cgroup v2 line.
+std::string own_cgroup(const std::string& controller);
+// Mount point of a v1 controller or of the v2 hierarchy ("" if none).
+std::string cgroup_mount(const std::string& controller);
+
+}  // namespace bulwark

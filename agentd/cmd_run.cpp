@@ -1,0 +1,67 @@
+// agentd run --rules DIR --tool NAME [--workdir DIR] [--json] -- CMD ARGS...
+//
+// Exit status: the tool's own; 128+N when it died of signal N; 124 when the
+// wall-clock limit killed it; 125 when the policy refused the launch; 126
+// when the sandbox could not be built (nothing ran); 127 when exec of the
+// verified binary failed. The report (layers in force, hardening, usage,
+// denials) goes to stderr, or as one JSON document to stdout with --json
+// (the tool's output is then inside the document).
+#include "cmd_run.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <memory>
+
+#include "run_report.h"
+#include "spawner.h"
+
+namespace bulwark {
+
+std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& rules_dir,
+                                                           const std::string& tool) {
+    // Connect policy::compile_file(rules_dir + "/" + tool + ".yaml") here
+    // once the compiler is merged. Until then no bundle exists: refuse.
+    return std::unexpected("cannot compile " + rules_dir + "/" + tool +
+                           ".yaml: the policy compiler is not linked into agentd yet");
+}
+
+void register_run(CLI::App& app) {
+    struct Opts {
+        std::string rules, tool, workdir;
+        bool json = false;
+        std::vector<std::string> cmd;
+    };
+    auto o = std::make_shared<Opts>();
+    auto* run = app.add_subcommand("run", "run one tool in its sandbox and report");
+    run->add_option("--rules", o->rules, "directory of rule files")->required();
+    run->add_option("--tool", o->tool, "tool name (rules/<tool>.yaml)")->required();
+    run->add_option("--workdir", o->workdir, "directory bound read-write as the tool's cwd");
+    run->add_flag("--json", o->json, "print the run report as JSON on stdout");
+    run->add_option("cmd", o->cmd, "command and arguments (after --)")->required();
+    run->callback([o] {
+        auto bundle = load_tool_bundle(o->rules, o->tool);
+        RunReport rep;
+        if (!bundle) {
+            rep.tool = o->tool;
+            rep.argv = o->cmd;
+            rep.outcome = RunOutcome::Refused;
+            rep.error = bundle.error();
+        } else {
+            RunRequest req;
+            req.argv = o->cmd;
+            req.workdir = o->workdir;
+            rep = run_tool(*bundle, req);
+        }
+        if (o->json) {
+            std::cout << to_json(rep).dump(2) << std::endl;
+        } else {
+            std::cout << rep.stdout_data << std::flush;
+            std::cerr << rep.stderr_data << summary(rep) << std::flush;
+        }
+        throw CLI::RuntimeError(rep.exit_status());
+    });
+}
+
+}  // namespace bulwark

@@ -1,0 +1,140 @@
+// `agentd serve`: the daemon. Opens the audit store, starts the API server
+// (unix socket, optional loopback HTTP) and runs until SIGTERM/SIGINT.
+// `agentd token-hash`: prints the SHA-256 of a token read from stdin, for
+// api.tokens_sha256 in the config file.
+#include <CLI/CLI.hpp>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "audit_db.h"
+#include "config.h"
+#include "event_bus.h"
+#include "http_api.h"
+#include "http_server.h"
+#include "metrics.h"
+
+namespace bulwark {
+namespace {
+
+struct ServeArgs {
+    std::string config;
+    std::string state_dir;
+    std::string socket;
+    std::string http;
+    std::string log_level;
+};
+
+bool ensure_dir(const std::filesystem::path& p, mode_t mode) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) return true;
+    std::filesystem::create_directories(p, ec);
+    if (ec) {
+        spdlog::critical("mkdir {}: {}", p.string(), ec.message());
+        return false;
+    }
+    ::chmod(p.c_str(), mode);
+    return true;
+}
+
+int run_serve(const ServeArgs& a) {
+    // Signals are taken by sigwait below: block them before any thread starts.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+
+    auto cfg = a.config.empty() ? std::expected<DaemonConfig, std::string>(default_config()) : load_config(a.config);
+    if (!cfg) {
+        std::cerr << cfg.error() << "\n";
+        return 2;
+    }
+    if (!a.state_dir.empty()) cfg->state_dir = a.state_dir;
+    if (!a.socket.empty()) cfg->api.unix_path = a.socket;
+    if (!a.http.empty()) {
+        auto l = parse_listen(a.http);
+        if (!l) {
+            std::cerr << "--http: " << l.error() << "\n";
+            return 2;
+        }
+        cfg->api.tcp_host = l->first;
+        cfg->api.tcp_port = l->second;
+    }
+    if (!a.log_level.empty()) cfg->log_level = a.log_level;
+    spdlog::set_level(spdlog::level::from_str(cfg->log_level));
+
+    if (!ensure_dir(cfg->state_dir, 0700)) return 1;
+    if (cfg->api.unix_path && !ensure_dir(std::filesystem::path(*cfg->api.unix_path).parent_path(), 0755)) return 1;
+    if (cfg->audit.path.empty()) cfg->audit.path = cfg->state_dir / "audit.db";
+
+    Metrics metrics;
+    audit::EventBus bus(&metrics);
+    auto store = audit::AuditStore::open(cfg->audit, &metrics, &bus);
+    if (!store) {
+        spdlog::critical("audit store: {}", store.error().message);
+        return 1;
+    }
+    if (!(*store)->accepting_runs())
+        spdlog::error("audit store refuses new runs: {}", (*store)->status().reason);
+
+    http::Router router;
+    http::ApiContext ctx;
+    ctx.store = store->get();
+    ctx.bus = &bus;
+    ctx.metrics = &metrics;
+    ctx.openapi_json = std::string(http::openapi_document());
+    http::register_v1_routes(router, ctx);
+
+    auto server = http::HttpServer::start(cfg->api, router, &metrics);
+    if (!server) {
+        spdlog::critical("API server: {}", server.error());
+        return 1;
+    }
+    (*store)->enqueue(audit::host_status_record(
+        {{"event", "daemon_start"}, {"pid", getpid()}, {"audit_state", (*store)->status().to_json()}}));
+    spdlog::info("agentd serving: socket {}{}; audit store {}", cfg->api.unix_path.value_or("(none)"),
+                 cfg->api.tcp_host ? ", http " + *cfg->api.tcp_host + ":" + std::to_string((*server)->tcp_port()) : "",
+                 cfg->audit.path.string());
+
+    int sig = 0;
+    while (sigwait(&set, &sig) == 0 && sig == SIGHUP) spdlog::info("SIGHUP: nothing to reload yet");
+    spdlog::info("signal {}: shutting down", sig);
+    server->reset();
+    (*store)->enqueue(audit::host_status_record({{"event", "daemon_stop"}, {"signal", sig}}));
+    (*store)->flush(std::chrono::seconds(10));
+    return 0;
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+    auto args = std::make_shared<ServeArgs>();
+    auto* serve = app.add_subcommand("serve", "run the daemon: audit store and API server");
+    serve->add_option("--config", args->config, "YAML configuration file")->check(CLI::ExistingFile);
+    serve->add_option("--state-dir", args->state_dir, "state directory (default /var/lib/bulwark)");
+    serve->add_option("--socket", args->socket, "unix socket path (default /run/bulwark/agentd.sock)");
+    serve->add_option("--http", args->http, "also listen on HTTP, loopback only, e.g. 127.0.0.1:7878");
+    serve->add_option("--log-level", args->log_level, "trace, debug, info, warn, error");
+    serve->callback([args] { throw CLI::RuntimeError(run_serve(*args)); });
+
+    auto* th = app.add_subcommand("token-hash", "print the SHA-256 of a token read from stdin (for api.tokens_sha256)");
+    th->callback([] {
+        std::string token;
+        std::getline(std::cin, token);
+        if (token.size() < 16) {
+            std::cerr << "token-hash: use a token of at least 16 characters\n";
+            throw CLI::RuntimeError(2);
+        }
+        std::cout << http::to_hex(http::sha256(token)) << "\n";
+        throw CLI::RuntimeError(0);
+    });
+}
+
+}  // namespace bulwark

@@ -1,0 +1,53 @@
+#pragma once
+// agentd serve configuration: defaults, the YAML file (yaml-cpp), and errors
+// that name the file, line and column ("agentd.yaml:4:3: unknown key ...").
+//
+//   state_dir: /var/lib/bulwark        # audit.db lives here
+//   log_level: info                    # trace debug info warn error
+//   api:
+//     unix_socket: /run/bulwark/agentd.sock
+//     socket_mode: "0660"              # octal
+//     socket_group: bulwark            # group name or gid (optional)
+//     allowed_uids: [0]                # default: root and agentd's own uid
+//     allowed_gids: []
+//     http: 127.0.0.1:7878             # optional; loopback only
+//     tokens_sha256: [<64 hex>]        # `agentd token-hash` prints one
+//     max_connections: 512
+//     header_limit_bytes: 16384
+//     body_limit_bytes: 1048576
+//     uri_limit_bytes: 8192
+//     read_timeout_ms: 10000
+//     write_timeout_ms: 10000
+//   audit:
+//     queue_capacity: 65536
+//     batch_rows: 8192
+//     batch_linger_us: 1000
+//     durability: normal               # normal (sync points) | full
+//     min_free_bytes: 67108864
+//     query_timeout_ms: 2000
+//     retention_days: 30               # 0 = keep forever
+#include <expected>
+#include <filesystem>
+#include <string>
+
+#include "audit_db.h"
+#include "http_server.h"
+
+namespace bulwark {
+
+struct DaemonConfig {
+    std::filesystem::path state_dir = "/var/lib/bulwark";
+    std::string log_level = "info";
+    http::ServerConfig api;
+    audit::StoreOptions audit;  // path is state_dir/audit.db unless set
+};
+
+DaemonConfig default_config();
+// Reads file over the defaults. Unknown keys, wrong types and bad values are
+// errors, never ignored.
+std::expected<DaemonConfig, std::string> load_config(const std::filesystem::path& file);
+std::expected<DaemonConfig, std::string> parse_config(const std::string& text, const std::string& name);
+// Parses "127.0.0.1:7878", "[::1]:7878", "localhost:7878".
+std::expected<std::pair<std::string, uint16_t>, std::string> parse_listen(const std::string& s);
+
+}  // namespace bulwark

@@ -1,0 +1,48 @@
+#pragma once
+// ELF hardening properties of a tool and of the shared libraries it loads.
+// Self-contained reader (ELF64 and ELF32, either byte order) so the same code
+// inspects x86_64 and aarch64 binaries on any host.
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <vector>
+
+namespace bulwark {
+
+struct ElfProps {
+    std::string path;
+    uint16_t machine = 0;        // EM_*
+    bool is_elf64 = false;
+    bool dynamic = false;        // has PT_DYNAMIC
+    bool pie = false;            // ET_DYN executable (or DF_1_PIE)
+    bool relro = false;          // PT_GNU_RELRO
+    bool bind_now = false;       // DT_BIND_NOW / DF_BIND_NOW / DF_1_NOW
+    bool nx_stack = false;       // PT_GNU_STACK without PF_X
+    bool stack_protector = false;// imports __stack_chk_fail / __stack_chk_guard
+    bool fortify = false;        // imports some __*_chk
+    bool cet_ibt = false, cet_shstk = false;   // GNU_PROPERTY_X86_FEATURE_1_AND
+    bool bti = false, pac = false;             // GNU_PROPERTY_AARCH64_FEATURE_1_AND
+    std::string interp;
+    std::vector<std::string> needed;           // DT_NEEDED
+    std::vector<std::string> runpath;          // DT_RUNPATH / DT_RPATH entries
+};
+
+std::expected<ElfProps, std::string> read_elf_props(const std::string& path);
+std::expected<ElfProps, std::string> read_elf_props_fd(int fd, const std::string& name);
+
+// Resolves DT_NEEDED names the way ld.so does for the standard case: RUNPATH,
+// /etc/ld.so.cache-listed directories, then the standard multiarch dirs;
+// sysroot prefixes every directory (qemu-user -L). Unresolved names are
+// returned in `missing`.
+std::vector<ElfProps> read_needed_closure(const ElfProps& exe, const std::string& sysroot,
+                                          std::vector<std::string>& missing);
+
+// Value of one named property ("pie", "relro", "bind-now", "nx",
+// "stack-protector", "fortify", "cet-ibt", "cet-shstk", "bti", "pac") for
+// one object; the bool says whether the name is known.
+std::pair<bool, bool> elf_property(const ElfProps& p, const std::string& name);
+// Whether the property applies to shared libraries as well as the executable
+// (pie, stack-protector and fortify are judged on the executable only).
+bool property_covers_libraries(const std::string& name);
+
+}  // namespace bulwark

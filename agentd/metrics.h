@@ -1,0 +1,63 @@
+#pragma once
+// Process-wide counters for the audit pipeline and the API, rendered as
+// Prometheus text (GET /metrics). Every counter is a relaxed atomic: writers
+// (the audit writer thread, API sessions) never take a lock to count.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include <bulwark_abi.h>
+
+namespace bulwark {
+
+// Fixed-bucket histogram of durations in seconds (Prometheus "le" buckets).
+class LatencyHistogram {
+public:
+    static constexpr std::array<double, 14> kBounds = {
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+        0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   5.0};
+    void observe(double seconds) noexcept;
+    void render(std::string& out, const char* name, const char* help) const;
+
+private:
+    std::array<std::atomic<uint64_t>, kBounds.size() + 1> buckets_{};  // last = +Inf
+    std::atomic<uint64_t> count_{0};
+    std::atomic<uint64_t> sum_ns_{0};
+};
+
+inline constexpr int kLayers = 10;    // BW_LAYER_NONE..BW_LAYER_CGROUP
+inline constexpr int kDecisions = 4;  // BW_DECISION_*
+
+struct Metrics {
+    // audit store
+    std::array<std::array<std::atomic<uint64_t>, kDecisions>, kLayers> decisions{};
+    std::atomic<uint64_t> rows_committed{0};
+    std::atomic<uint64_t> batches_committed{0};
+    std::atomic<uint64_t> records_dropped{0};     // queue full: counted, then a gap record
+    std::atomic<uint64_t> source_drops{0};        // reported by sources (ring buffer reserve failures)
+    std::atomic<uint64_t> gap_records{0};
+    std::atomic<uint64_t> commit_failures{0};
+    std::atomic<uint64_t> queue_depth{0};         // gauge
+    std::atomic<uint64_t> store_refusing{0};      // gauge: 1 = refusing new runs
+    std::atomic<uint64_t> retention_deleted{0};
+    std::atomic<uint64_t> queries_interrupted{0};
+    LatencyHistogram commit_latency;              // one batch: BEGIN..COMMIT
+    LatencyHistogram event_to_commit_latency;     // enqueue -> committed, per row
+    // event bus
+    std::atomic<uint64_t> subscribers{0};         // gauge
+    std::atomic<uint64_t> subscriber_drops{0};
+    // API
+    std::array<std::atomic<uint64_t>, 6> http_responses{};  // by status class 1xx..5xx (index 1..5)
+    std::atomic<uint64_t> http_connections{0};               // gauge
+    std::atomic<uint64_t> http_connections_refused{0};       // over max_connections
+    std::atomic<uint64_t> http_timeouts{0};
+
+    void count_decision(unsigned layer, unsigned decision) noexcept {
+        if (layer < kLayers && decision < kDecisions)
+            decisions[layer][decision].fetch_add(1, std::memory_order_relaxed);
+    }
+    std::string render_prometheus() const;
+};
+
+}  // namespace bulwark

@@ -1,0 +1,69 @@
+#pragma once
+// What one sandboxed run did and under which protections: the result of
+// run_tool() and the document `agentd run --json` prints.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace bulwark {
+
+// Exit statuses of `agentd run` besides the tool's own (documented in
+// docs/agentd-run.md). A tool killed by signal N yields 128 + N.
+inline constexpr int kExitTimeout = 124;       // wall-clock limit hit; tool killed
+inline constexpr int kExitRefused = 125;       // policy refused the launch (nothing ran)
+inline constexpr int kExitSetupFailed = 126;   // sandbox could not be built (nothing ran)
+inline constexpr int kExitExecFailed = 127;    // execveat of the verified binary failed
+
+enum class LayerState : uint8_t { Enforcing, Unavailable, NotRequested };
+
+struct LayerStatus {
+    std::string name;                  // "seccomp", "landlock", "namespaces", ...
+    LayerState state = LayerState::NotRequested;
+    std::string detail;                // what is in force, or why it is not
+    std::vector<std::string> dropped;  // rights/features asked for but not in force
+};
+
+enum class RunOutcome : uint8_t { Exited, Signaled, Refused, SetupFailed, ExecFailed };
+
+struct RunUsage {
+    uint64_t wall_us = 0;
+    uint64_t cpu_user_us = 0;
+    uint64_t cpu_system_us = 0;
+    uint64_t peak_memory_bytes = 0;  // memory cgroup high-water mark (or ru_maxrss)
+    std::string source;              // where the figures come from
+};
+
+struct RunReport {
+    std::string tool;
+    std::vector<std::string> argv;
+    RunOutcome outcome = RunOutcome::SetupFailed;
+    int exit_code = -1;  // Exited
+    int signal = 0;      // Signaled
+    bool timed_out = false;
+    bool oom_killed = false;
+    bool stdout_truncated = false;
+    bool stderr_truncated = false;
+    std::string stdout_data;
+    std::string stderr_data;
+    RunUsage usage;
+    std::vector<LayerStatus> layers;
+    std::vector<std::string> hardening;  // "pie: yes", "mte: unsupported on x86_64", ...
+    std::vector<std::string> warnings;
+    std::vector<std::string> denials;    // supervisor-observed denials (limits, posture, ...)
+    std::string network;                 // network design in force for this run
+    std::string error;                   // why the launch was refused / failed
+
+    // The status `agentd run` exits with.
+    int exit_status() const;
+    const LayerStatus* layer(const std::string& name) const;
+};
+
+const char* to_string(LayerState s);
+const char* to_string(RunOutcome o);
+nlohmann::json to_json(const RunReport& r);
+// Human-readable summary (stderr of `agentd run` without --json).
+std::string summary(const RunReport& r);
+
+}  // namespace bulwark

@@ -1,0 +1,54 @@
+#pragma once
+// agentd run: one tool, one sandbox, one report. run_tool() is the single
+// function that orders every isolation step (see the numbered steps in
+// spawner.cpp); each concern lives in its own file (ns_*, cgroup, mounts,
+// landlock, seccomp_install, caps, hardening, elf_props).
+#include <sys/types.h>
+
+#include <expected>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bulwark/policy/bundle.h"
+#include "run_report.h"
+
+namespace bulwark {
+
+struct RunRequest {
+    // argv[0]: absolute path of the tool, or a name matching the basename of
+    // one of the policy's binaries. It must resolve to a policy binary.
+    std::vector<std::string> argv;
+    // Host directory bound read-write at the same path and made the cwd.
+    std::string workdir;
+    // Unprivileged ids the tool runs as (mapped 1:1 in its user namespace).
+    // Default: the workdir's owner when that is not root, else 65534.
+    std::optional<uid_t> uid;
+    std::optional<gid_t> gid;
+    // Caller environment the policy's `environment.pass` copies from
+    // (default: this process's environ).
+    std::optional<std::vector<std::pair<std::string, std::string>>> caller_env;
+    // Descriptors (already open in the caller) the tool inherits at the same
+    // numbers; everything else >= 3 is closed at exec.
+    std::vector<int> keep_fds;
+    // Binds the BPF policy to the run's cgroup v2 leaf before the tool's
+    // first instruction (cgroup sock_addr programs, BPF LSM policy slot).
+    // Required for `network:` rules: such tools stay in the host netns.
+    std::function<std::expected<std::string, std::string>(int cgroup_v2_fd, const std::string& cgroup_path)>
+        attach_bpf;
+    std::string hostname = "bulwark";
+};
+
+RunReport run_tool(const policy::Bundle& bundle, const RunRequest& request);
+
+// sha256 of a file's contents (lowercase hex), via OpenSSL EVP.
+std::expected<std::string, std::string> sha256_fd(int fd);
+
+// Reads /proc/<pid>/status and checks Seccomp 2 (with >= 1 filter),
+// NoNewPrivs 1, every capability set 0 and no uid/gid 0. "" when sound,
+// else what is wrong.
+std::string check_posture(pid_t pid);
+
+}  // namespace bulwark

@@ -1,0 +1,71 @@
+// agentd serve's YAML configuration: defaults, values, precise errors.
+#include <catch2/catch.hpp>
+
+#include "config.h"
+
+using namespace bulwark;
+
+TEST_CASE("defaults without a config file", "[config]") {
+    auto c = default_config();
+    CHECK(c.state_dir == "/var/lib/bulwark");
+    CHECK(c.api.unix_path == "/run/bulwark/agentd.sock");
+    CHECK(c.api.unix_mode == 0660);
+    CHECK_FALSE(c.api.tcp_host);
+    CHECK(c.audit.retention);
+}
+
+TEST_CASE("a full config file is read", "[config]") {
+    auto c = parse_config(R"(
+state_dir: /srv/bulwark
+api:
+  unix_socket: /tmp/a.sock
+  socket_mode: "0640"
+  allowed_uids: [0, 1000]
+  allowed_gids: [100]
+  http: 127.0.0.1:9999
+  tokens_sha256: [61bce49262c04c5a1ccbf3fd60452d6afa8dcf531a4face33a218d4050b764f4]
+  max_connections: 64
+audit:
+  durability: full
+  retention_days: 0
+  batch_rows: 100
+)",
+                          "t.yaml");
+    REQUIRE(c);
+    CHECK(c->state_dir == "/srv/bulwark");
+    CHECK(c->api.unix_mode == 0640);
+    CHECK(c->api.allowed_uids == std::vector<uid_t>{0, 1000});
+    CHECK(c->api.tcp_port == 9999);
+    CHECK(c->api.token_sha256.size() == 1);
+    CHECK(c->audit.durability == audit::Durability::Full);
+    CHECK_FALSE(c->audit.retention);
+    CHECK(c->audit.batch_rows == 100);
+}
+
+TEST_CASE("config errors name file, line and column", "[config]") {
+    auto e = parse_config("api:\n  unix_socket: /a\n  colour: red\n", "agentd.yaml");
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.error(), Catch::StartsWith("agentd.yaml:3:3: error: unknown key 'colour' in 'api'"));
+    e = parse_config("stat_dir: /x\n", "a.yaml");
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.error(), Catch::StartsWith("a.yaml:1:1: error: unknown key 'stat_dir'"));
+    e = parse_config("api:\n  http: 0.0.0.0:80\n", "a.yaml");
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.error(), Catch::Contains("loopback"));
+    e = parse_config("api:\n  socket_mode: \"0666\"\n", "a.yaml");
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.error(), Catch::Contains("others"));
+    e = parse_config("audit:\n  batch_rows: -1\n", "a.yaml");
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.error(), Catch::Contains("a.yaml:2:15"));
+    e = parse_config("audit:\n  durability: sometimes\n", "a.yaml");
+    REQUIRE_FALSE(e);
+    e = parse_config("api:\n  tokens_sha256: [abc]\n", "a.yaml");
+    REQUIRE_FALSE(e);
+    e = parse_config("api: [1, 2]\n", "a.yaml");
+    REQUIRE_FALSE(e);
+    e = parse_config("api: {\n", "a.yaml");
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.error(), Catch::StartsWith("a.yaml:"));
+    CHECK(parse_config("", "empty.yaml"));
+}

@@ -1,0 +1,37 @@
+#pragma once
+// A typical tool policy built in code (the compiler is not merged yet): a
+// default-deny seccomp allow-list answering ENOSYS (built with libseccomp),
+// Landlock over every fs right (read+exec /usr, read /etc, all rights in the
+// workdir), abstract-unix and signal scoping, network none.
+#include <string>
+#include <vector>
+
+#include "bulwark/policy/bundle.h"
+
+namespace bulwark::test {
+
+struct BundleOptions {
+    std::vector<std::string> binaries;
+    std::string workdir;              // "" = none
+    bool seccomp = true;
+    bool landlock = true;
+    std::vector<std::string> extra_denied_syscalls;  // removed from the allow-list
+};
+
+policy::Bundle make_bundle(const BundleOptions& o);
+
+// The allow-list the fixture uses (names), for reports.
+const std::vector<std::string>& fixture_allowed_syscalls();
+
+// Makes a fresh directory under /tmp owned by uid/gid 65534 (the sandbox's
+// default ids when the workdir belongs to root are 65534; chown keeps the
+// tests close to real use).
+std::string make_workdir(const char* tag);
+void remove_tree(const std::string& dir);
+
+// Number of cgroup leaves this process left behind (bulwark-<pid>-*).
+int leftover_cgroups();
+// Number of open descriptors of this process.
+int open_fds();
+
+}  // namespace bulwark::test

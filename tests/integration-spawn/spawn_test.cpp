@@ -1,0 +1,280 @@
+// Integration tier of `agentd run`: real tools spawned into real sandboxes.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <csignal>
+#include <cstdio>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "fixture.h"
+#include "run_report.h"
+#include "spawner.h"
+
+using namespace bulwark;
+using bulwark::test::BundleOptions;
+using bulwark::test::make_bundle;
+
+namespace {
+
+RunReport run(const policy::Bundle& b, std::vector<std::string> argv, const std::string& workdir = "") {
+    RunRequest r;
+    r.argv = std::move(argv);
+    r.workdir = workdir;
+    return run_tool(b, r);
+}
+
+std::string field(const std::string& status, const std::string& key) {
+    std::istringstream in(status);
+    std::string line;
+    while (std::getline(in, line))
+        if (line.starts_with(key + ":")) {
+            std::string v = line.substr(key.size() + 1);
+            v.erase(0, v.find_first_not_of(" \t"));
+            return v;
+        }
+    return "<absent>";
+}
+
+struct Workdir {
+    std::string path;
+    explicit Workdir(const char* tag) : path(test::make_workdir(tag)) {}
+    ~Workdir() { test::remove_tree(path); }
+};
+
+}  // namespace
+
+TEST_CASE("a tool runs, its output and exit status come back") {
+    auto b = make_bundle({.binaries = {"/usr/bin/echo"}});
+    auto r = run(b, {"/usr/bin/echo", "hello", "sandbox"});
+    INFO(summary(r));
+    REQUIRE(r.outcome == RunOutcome::Exited);
+    CHECK(r.exit_code == 0);
+    CHECK(r.stdout_data == "hello sandbox\n");
+    CHECK(r.exit_status() == 0);
+    for (const char* l : {"namespaces", "cgroup", "landlock", "seccomp", "supervisor"}) {
+        INFO(l);
+        REQUIRE(r.layer(l));
+        CHECK(r.layer(l)->state == LayerState::Enforcing);
+    }
+    auto b2 = make_bundle({.binaries = {SPAWN_HELPER}});
+    auto r2 = run(b2, {SPAWN_HELPER, "exit", "42"});
+    CHECK(r2.outcome == RunOutcome::Exited);
+    CHECK(r2.exit_code == 42);
+    CHECK(r2.exit_status() == 42);
+}
+
+TEST_CASE("the tool's own view of its posture: seccomp 2, no_new_privs, no capabilities, unprivileged ids") {
+    auto b = make_bundle({.binaries = {"/usr/bin/cat"}});
+    auto r = run(b, {"/usr/bin/cat", "/proc/self/status"});
+    INFO(summary(r) << r.stdout_data);
+    REQUIRE(r.exit_code == 0);
+    CHECK(field(r.stdout_data, "Seccomp") == "2");
+    CHECK(field(r.stdout_data, "NoNewPrivs") == "1");
+    for (const char* c : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) CHECK(field(r.stdout_data, c) == "0000000000000000");
+    CHECK(field(r.stdout_data, "Uid").starts_with("65534"));
+    CHECK(field(r.stdout_data, "Gid").starts_with("65534"));
+    CHECK(field(r.stdout_data, "Groups") == "");
+    CHECK(field(r.stdout_data, "NSpid") == "1");  // pid 1 of its own pid namespace
+}
+
+TEST_CASE("launches are refused without a seccomp program and for binaries outside the policy") {
+    auto nosec = make_bundle({.binaries = {"/usr/bin/true"}, .seccomp = false});
+    auto r = run(nosec, {"/usr/bin/true"});
+    CHECK(r.outcome == RunOutcome::Refused);
+    CHECK(r.exit_status() == kExitRefused);
+
+    auto b = make_bundle({.binaries = {"/usr/bin/true"}});
+    auto r2 = run(b, {"/usr/bin/false"});
+    CHECK(r2.outcome == RunOutcome::Refused);
+    CHECK(r2.error.find("not one of the policy's binaries") != std::string::npos);
+    // Resolution by basename goes to the policy's path.
+    CHECK(run(b, {"true"}).exit_code == 0);
+}
+
+TEST_CASE("sha256 pinning: the exact content runs, any other is refused") {
+    auto b = make_bundle({.binaries = {"/usr/bin/true"}});
+    int fd = ::open("/usr/bin/true", O_RDONLY | O_CLOEXEC);
+    auto h = sha256_fd(fd);
+    ::close(fd);
+    REQUIRE(h);
+    CHECK(h->size() == 64);
+    b.binaries[0].sha256 = *h;
+    CHECK(run(b, {"/usr/bin/true"}).outcome == RunOutcome::Exited);
+    b.binaries[0].sha256 = std::string(64, '0');
+    auto r = run(b, {"/usr/bin/true"});
+    CHECK(r.outcome == RunOutcome::Refused);
+    CHECK(r.error.find("differs from the pinned") != std::string::npos);
+}
+
+TEST_CASE("filesystem view: read-only system, no host secrets, writable workdir owned by the tool's uid") {
+    Workdir wd("fs");
+    auto b = make_bundle({.binaries = {"/usr/bin/sh"}, .workdir = wd.path});
+    auto r = run(b,
+                 {"/usr/bin/sh", "-c",
+                  "ls / | tr '\\n' ' '; echo; "
+                  "test -e /sys && echo SYS; test -e /root && echo ROOT; test -e /etc/shadow && echo SHADOW; "
+                  "test -e /sys/fs/bpf && echo BPF; touch /usr/x 2>/dev/null && echo USRW; "
+                  "touch /newfile 2>/dev/null && echo ROOTW; "
+                  "echo data > out.txt && echo WROTE; pwd; echo t > /tmp/t && echo TMP"},
+                 wd.path);
+    INFO(summary(r) << r.stdout_data << r.stderr_data);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.stdout_data.find("SYS") == std::string::npos);
+    CHECK(r.stdout_data.find("ROOT\n") == std::string::npos);
+    CHECK(r.stdout_data.find("SHADOW") == std::string::npos);
+    CHECK(r.stdout_data.find("BPF") == std::string::npos);
+    CHECK(r.stdout_data.find("USRW") == std::string::npos);
+    CHECK(r.stdout_data.find("ROOTW") == std::string::npos);
+    CHECK(r.stdout_data.find("WROTE") != std::string::npos);
+    CHECK(r.stdout_data.find(wd.path + "\n") != std::string::npos);
+    CHECK(r.stdout_data.find("TMP") != std::string::npos);
+    struct stat st{};
+    REQUIRE(::stat((wd.path + "/out.txt").c_str(), &st) == 0);
+    CHECK(st.st_uid == 65534);
+}
+
+TEST_CASE("only stdio reaches the tool; the launcher leaks no descriptor") {
+    int before = test::open_fds();
+    auto b = make_bundle({.binaries = {SPAWN_HELPER}});
+    auto r = run(b, {SPAWN_HELPER, "fds"});
+    INFO(summary(r) << r.stdout_data);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.stdout_data == "0\n1\n2\n");
+    CHECK(test::open_fds() == before);
+}
+
+TEST_CASE("memory limit: only the tool is OOM-killed and the report says so") {
+    auto b = make_bundle({.binaries = {SPAWN_HELPER}});
+    b.limits.memory_bytes = 64ull << 20;
+    auto r = run(b, {SPAWN_HELPER, "hog", "256"});
+    INFO(summary(r) << r.stdout_data);
+    CHECK(r.outcome == RunOutcome::Signaled);
+    CHECK(r.signal == SIGKILL);
+    CHECK(r.oom_killed);
+    CHECK(r.usage.peak_memory_bytes > (32ull << 20));
+    CHECK(r.usage.peak_memory_bytes <= (64ull << 20));
+    // Control: under the limit it survives.
+    auto ok = run(b, {SPAWN_HELPER, "hog", "16"});
+    CHECK(ok.exit_code == 0);
+    CHECK_FALSE(ok.oom_killed);
+}
+
+TEST_CASE("pids limit bounds a fork bomb") {
+    auto b = make_bundle({.binaries = {SPAWN_HELPER}});
+    b.limits.pids = 8;
+    b.limits.timeout_ms = 3000;
+    auto r = run(b, {SPAWN_HELPER, "forkcount", "50"});
+    INFO(summary(r) << r.stdout_data);
+    int forked = -1;
+    std::sscanf(r.stdout_data.c_str(), "forked %d", &forked);
+    CHECK(forked >= 0);
+    CHECK(forked < 8);
+}
+
+TEST_CASE("timeout: a double-forked, setsid'd, SIGTERM-ignoring orphan dies with the tool") {
+    Workdir wd("orphan");
+    auto b = make_bundle({.binaries = {SPAWN_HELPER}, .workdir = wd.path});
+    b.limits.timeout_ms = 400;
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = run(b, {SPAWN_HELPER, "orphan", wd.path + "/beat"}, wd.path);
+    auto took = std::chrono::steady_clock::now() - t0;
+    INFO(summary(r));
+    CHECK(r.timed_out);
+    CHECK(r.exit_status() == kExitTimeout);
+    CHECK(took < std::chrono::seconds(3));
+    struct stat a{}, c{};
+    REQUIRE(::stat((wd.path + "/beat").c_str(), &a) == 0);
+    CHECK(a.st_size > 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE(::stat((wd.path + "/beat").c_str(), &c) == 0);
+    CHECK(c.st_size == a.st_size);  // nobody is writing any more
+}
+
+TEST_CASE("output is captured up to the limit and truncation is flagged") {
+    auto b = make_bundle({.binaries = {"/usr/bin/head"}});
+    b.limits.output_bytes = 1000;
+    auto r = run(b, {"/usr/bin/head", "-c", "200000", "/dev/zero"});
+    INFO(summary(r));
+    CHECK(r.exit_code == 0);
+    CHECK(r.stdout_data.size() == 1000);
+    CHECK(r.stdout_truncated);
+    auto small = run(b, {"/usr/bin/head", "-c", "10", "/dev/zero"});
+    CHECK(small.stdout_data.size() == 10);
+    CHECK_FALSE(small.stdout_truncated);
+}
+
+TEST_CASE("file size rlimit and core dumps") {
+    Workdir wd("fsize");
+    auto b = make_bundle({.binaries = {SPAWN_HELPER}, .workdir = wd.path});
+    b.limits.file_size_bytes = 100000;
+    auto r = run(b, {SPAWN_HELPER, "bigfile", wd.path + "/big"}, wd.path);
+    INFO(summary(r) << r.stderr_data);
+    // The tool is pid 1 of its namespace, where the kernel drops SIGXFSZ's
+    // default action: the write fails with EFBIG instead.
+    CHECK(r.exit_code == 1);
+    CHECK(r.stderr_data.find("File too large") != std::string::npos);
+    struct stat st{};
+    REQUIRE(::stat((wd.path + "/big").c_str(), &st) == 0);
+    CHECK(st.st_size <= 100000);
+}
+
+TEST_CASE("mandatory layers and network rules without a BPF binding are refused") {
+    auto b = make_bundle({.binaries = {"/usr/bin/true"}});
+    b.mandatory_layers = {"bpf"};
+    auto r = run(b, {"/usr/bin/true"});
+    CHECK(r.outcome == RunOutcome::Refused);
+    CHECK(r.error.find("mandatory layer bpf") != std::string::npos);
+
+    auto n = make_bundle({.binaries = {"/usr/bin/true"}});
+    n.network.mode = policy::NetMode::Rules;
+    CHECK(run(n, {"/usr/bin/true"}).outcome == RunOutcome::Refused);
+
+    auto nl = make_bundle({.binaries = {"/usr/bin/true"}, .landlock = false});
+    nl.mandatory_layers = {"landlock"};
+    CHECK(run(nl, {"/usr/bin/true"}).outcome == RunOutcome::Refused);
+}
+
+TEST_CASE("a filter that forbids what the launcher needs before exec fails setup, never runs weaker") {
+    auto b = make_bundle({.binaries = {"/usr/bin/true"}, .extra_denied_syscalls = {"execveat"}});
+    auto r = run(b, {"/usr/bin/true"});
+    INFO(summary(r));
+    CHECK(r.outcome == RunOutcome::ExecFailed);
+    CHECK(r.exit_status() == kExitExecFailed);
+}
+
+TEST_CASE("Landlock rights the kernel cannot handle are dropped and reported") {
+    auto b = make_bundle({.binaries = {"/usr/bin/true"}});
+    b.landlock.handled_fs |= 1ull << 16;  // beyond ABI 7
+    auto r = run(b, {"/usr/bin/true"});
+    REQUIRE(r.outcome == RunOutcome::Exited);
+    const auto* l = r.layer("landlock");
+    REQUIRE(l);
+    REQUIRE(l->dropped.size() == 1);
+    CHECK(l->dropped[0].find("fs_bit_16") != std::string::npos);
+}
+
+TEST_CASE("network none: own namespace with only lo, which is up") {
+    auto b = make_bundle({.binaries = {"/usr/bin/cat"}});
+    auto r = run(b, {"/usr/bin/cat", "/proc/net/dev"});
+    INFO(r.stdout_data);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.stdout_data.find("lo:") != std::string::npos);
+    CHECK(r.stdout_data.find("eth") == std::string::npos);
+    CHECK(r.network.starts_with("none"));
+}
+
+TEST_CASE("nothing is left behind: no cgroup leaves") {
+    auto b = make_bundle({.binaries = {"/usr/bin/true"}});
+    b.limits.memory_bytes = 64ull << 20;
+    b.limits.pids = 16;
+    b.limits.cpu_percent = 50;
+    CHECK(run(b, {"/usr/bin/true"}).exit_code == 0);
+    CHECK(test::leftover_cgroups() == 0);
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Boots Debian's stock kernel under qemu TCG with an initramfs holding busybox
+# and vm_runner, and maps vm_runner's "VMTEST <case> PASS|FAIL" lines to an
+# exit code: 0 all passed, 1 a case failed or the guest gave no summary,
+# 77 (skip) only when qemu or the kernel package cannot be obtained.
+#   usage: run_vm.sh <vm_runner> <cache_dir>
+set -uo pipefail
+runner=$(realpath -m "$1")
+cache=$(realpath -m "$2")
+mkdir -p "$cache"
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+have_tools() { command -v qemu-system-x86_64 >/dev/null && command -v cpio >/dev/null && [ -x /bin/busybox ] &&
+               ! ldd /bin/busybox >/dev/null 2>&1; }
+if ! have_tools; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 busybox-static cpio \
+    >"$cache/apt-install.log" 2>&1
+fi
+command -v qemu-system-x86_64 >/dev/null || skip "no qemu-system-x86_64 (apt-get install qemu-system-x86 failed)"
+command -v cpio >/dev/null || skip "no cpio"
+{ [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || skip "no static /bin/busybox (busybox-static)"
+[ -x "$runner" ] || fail "no vm_runner at $runner"
+
+# The stock kernel: linux-image-amd64 depends on linux-image-6.1.0-<N>-amd64.
+if [ ! -s "$cache/vmlinuz" ]; then
+  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+  [ -n "$pkg" ] || skip "cannot resolve the kernel package behind linux-image-amd64 (apt-cache depends)"
+  (cd "$cache" && apt-get download "$pkg" >"$cache/apt-download.log" 2>&1) ||
+    skip "apt-get download $pkg failed (see $cache/apt-download.log)"
+  deb=$(ls "$cache"/"${pkg}"_*.deb 2>/dev/null | head -1)
+  [ -n "$deb" ] || skip "apt-get download $pkg produced no .deb"
+  rm -rf "$cache/x" && dpkg -x "$deb" "$cache/x" || fail "dpkg -x $deb"
+  cp "$cache"/x/boot/vmlinuz-* "$cache/vmlinuz" && rm -rf "$cache/x" || fail "no boot/vmlinuz-* in $deb"
+  echo "$pkg" >"$cache/kernel-package"
+fi
+
+# initramfs: busybox, vm_runner, /init
+root="$cache/initramfs"
+rm -rf "$root"
+mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,data,etc}
+cp /bin/busybox "$root/bin/busybox"
+cp "$runner" "$root/vm_runner"
+cat >"$root/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t securityfs securityfs /sys/kernel/security
+mount -t bpf bpf /sys/fs/bpf
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mount -t tmpfs tmp /tmp
+ip link set lo up
+echo "VMTEST-INFO kernel $(uname -r) lsm=$(cat /sys/kernel/security/lsm)"
+/vm_runner
+echo "VMTEST-EXIT $?"
+poweroff -f
+INIT
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$cache/initramfs.cpio.gz" || fail "cpio"
+
+log="$cache/serial.log"
+timeout 600 qemu-system-x86_64 -accel tcg -m 1024 -smp 2 -nographic -no-reboot \
+  -kernel "$cache/vmlinuz" -initrd "$cache/initramfs.cpio.gz" \
+  -append "console=ttyS0 quiet panic=-1" </dev/null >"$log" 2>&1
+qrc=$?
+tr -d '\r' <"$log" >"$log.txt"
+grep -E '^VMTEST' "$log.txt"
+summary=$(grep -E '^VMTEST-SUMMARY ' "$log.txt" | tail -1)
+[ -n "$summary" ] || { tail -40 "$log.txt"; fail "guest printed no VMTEST-SUMMARY (qemu exit $qrc)"; }
+fails=$(grep -cE '^VMTEST [^ ]+ FAIL' "$log.txt")
+passes=$(grep -cE '^VMTEST [^ ]+ PASS' "$log.txt")
+echo "vm: $passes passed, $fails failed ($(cat "$cache/kernel-package" 2>/dev/null))"
+[ "$fails" -eq 0 ] && [ "$passes" -gt 0 ] || exit 1
+exit 0

@@ -1,0 +1,418 @@
+// Runs inside a qemu guest booted with Debian's stock 6.1 kernel (BPF LSM on):
+// loads Bulwark's real programs with the real loader and drives the LSM cases
+// with real syscalls. Prints one line per case,
+//   VMTEST <case> PASS|FAIL <detail>
+// and a final "VMTEST-SUMMARY pass=<n> fail=<m>". run_vm.sh maps that to ctest.
+#include <arpa/inet.h>
+#include <linux/bpf.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "bpf_loader.h"
+#include "ringbuf_reader.h"
+
+using namespace bulwark::bpf;
+using bulwark::policy::BpfTables;
+
+namespace {
+
+int g_pass = 0, g_fail = 0;
+
+void result(const std::string& name, bool ok, const std::string& detail) {
+    std::printf("VMTEST %s %s %s\n", name.c_str(), ok ? "PASS" : "FAIL", detail.c_str());
+    std::fflush(stdout);
+    ++(ok ? g_pass : g_fail);
+}
+
+std::string ename(int e) {
+    if (e == 0) return "0";
+    const char* n = strerrorname_np(e);
+    return n ? n : std::to_string(e);
+}
+
+// Expect errno `want` from the operation: prints the case.
+void expect(const std::string& name, int got, int want, const std::string& extra = {}) {
+    result(name, got == want, "got=" + ename(got) + " want=" + ename(want) + (extra.empty() ? "" : " " + extra));
+}
+
+template <class T>
+T* shared(size_t n = 1) {
+    void* p = mmap(nullptr, sizeof(T) * n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return static_cast<T*>(p);
+}
+
+pid_t spawn_in(const std::string& cg, const std::function<int()>& fn) {
+    int procs = open((cg + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (procs < 0 || write(procs, "0", 1) != 1) _exit(120);
+        _exit(fn());
+    }
+    if (procs >= 0) close(procs);
+    return pid;
+}
+
+int wait_exit(pid_t pid) {
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// Runs fn in the cgroup; fn returns an errno (0 = success).
+int in(const std::string& cg, const std::function<int()>& fn) { return wait_exit(spawn_in(cg, fn)); }
+
+int err_of(long rc) { return rc < 0 ? errno : 0; }
+int open_err(const char* p, int flags) {
+    int fd = open(p, flags | O_CLOEXEC, 0600);
+    if (fd < 0) return errno;
+    close(fd);
+    return 0;
+}
+
+void write_file(const std::string& p, const std::string& s) {
+    int fd = open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+    if (fd >= 0) {
+        (void)!write(fd, s.data(), s.size());
+        close(fd);
+    }
+}
+
+void copy_file(const char* from, const char* to) {
+    int in_fd = open(from, O_RDONLY | O_CLOEXEC);
+    int out_fd = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in_fd, buf, sizeof buf)) > 0) (void)!write(out_fd, buf, static_cast<size_t>(n));
+    close(in_fd);
+    close(out_fd);
+}
+
+struct Leaf {
+    std::string path;
+    uint64_t id = 0;
+    Leaf(const std::string& parent, const std::string& name) : path(parent + "/" + name) {
+        mkdir(path.c_str(), 0700);
+        id = cgroup_id(path).value_or(0);
+    }
+};
+
+bulwark::policy::BpfFileEntry rule(const std::string& path, uint32_t allow, uint32_t deny, uint32_t id) {
+    bulwark::policy::BpfFileEntry e;
+    e.path = path;
+    e.value.allow = allow;
+    e.value.deny = deny;
+    e.value.allow_rule_id = allow ? id : 0;
+    e.value.deny_rule_id = deny ? id : 0;
+    return e;
+}
+
+BpfTables files_policy(bool with_secret, uint32_t mode = BW_MODE_ENFORCE) {
+    BpfTables t;
+    t.header.mode = mode;
+    t.header.flags = BW_POL_FILES_ENFORCED | BW_POL_EXEC_ENFORCED | BW_POL_NET_NONE | BW_POL_DENY_PTRACE |
+                     BW_POL_DENY_MOUNT | BW_POL_DENY_BPF;
+    t.header.af_allow = (1ull << AF_INET) | (1ull << AF_INET6) | (1ull << AF_UNIX);
+    t.header.sock_type_allow = (1u << SOCK_STREAM) | (1u << SOCK_DGRAM);
+    t.files.push_back(rule("/data/ro", BW_FS_READ, 0, 1));
+    t.files.push_back(rule("/data/ro/deny", 0, BW_FS_READ, 2));
+    t.files.push_back(rule("/data/rw", BW_FS_READ | BW_FS_WRITE | BW_FS_CREATE | BW_FS_REMOVE, 0, 3));
+    t.files.push_back(rule("/data/mv", BW_FS_READ | BW_FS_REMOVE | BW_FS_CREATE, 0, 4));
+    t.files.push_back(rule("/bin", BW_FS_READ | BW_FS_EXEC, 0, 5));
+    t.files.push_back(rule("/data/bin", BW_FS_READ, 0, 6));
+    if (with_secret) t.files.push_back(rule("/data/secret", BW_FS_READ, 0, 7));
+    return t;
+}
+
+struct Events {
+    std::vector<bw_event> all;
+    std::unique_ptr<RingbufReader> reader;
+    std::vector<bw_event> of(uint64_t cg) {
+        (void)reader->consume();
+        std::vector<bw_event> mine, rest;
+        for (auto& e : all) (e.cgroup_id == cg ? mine : rest).push_back(e);
+        all = std::move(rest);
+        return mine;
+    }
+};
+
+bool has_event(const std::vector<bw_event>& ev, uint16_t layer, uint16_t op, uint8_t decision, uint32_t rule = 0xfffffffe) {
+    for (const auto& e : ev)
+        if (e.layer == layer && e.op == op && e.decision == decision && (rule == 0xfffffffe || e.rule_id == rule))
+            return true;
+    return false;
+}
+
+void setup_files() {
+    for (const char* d : {"/data", "/data/ro", "/data/ro/deny", "/data/rw", "/data/mv", "/data/secret", "/data/bin",
+                          "/data/rw/alias"})
+        mkdir(d, 0755);
+    write_file("/data/ro/f", "ro");
+    write_file("/data/ro/g", "ro");
+    write_file("/data/ro/deny/f", "no");
+    write_file("/data/rw/a", "rw");
+    write_file("/data/mv/f", "mv");
+    write_file("/data/mv/g", "mv");
+    write_file("/data/secret/f", "secret");
+    copy_file("/bin/busybox", "/data/bin/prog");
+    mount("/data/secret", "/data/rw/alias", nullptr, MS_BIND, nullptr);
+}
+
+int exec_err(const char* path) {
+    pid_t p = fork();
+    if (p == 0) {
+        char a0[] = "true";
+        char* argv[] = {a0, nullptr};
+        char* envp[] = {nullptr};
+        execve(path, argv, envp);
+        _exit(200 + (errno & 0x3f));
+    }
+    int rc = wait_exit(p);
+    return rc >= 200 ? rc - 200 : (rc == 0 ? 0 : -rc);
+}
+
+int memfd_exec_err() {
+    int fd = static_cast<int>(syscall(SYS_memfd_create, "payload", 0));
+    if (fd < 0) return errno;
+    int src = open("/bin/busybox", O_RDONLY | O_CLOEXEC);  // allowed: /bin READ
+    if (src < 0) return 1000 + errno;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(src, buf, sizeof buf)) > 0) (void)!write(fd, buf, static_cast<size_t>(n));
+    close(src);
+    pid_t p = fork();
+    if (p == 0) {
+        char a0[] = "true";
+        char* argv[] = {a0, nullptr};
+        char* envp[] = {nullptr};
+        syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
+        _exit(200 + (errno & 0x3f));
+    }
+    int rc = wait_exit(p);
+    return rc >= 200 ? rc - 200 : (rc == 0 ? 0 : -rc);
+}
+
+}  // namespace
+
+int main() {
+    spdlog::set_level(spdlog::level::warn);
+    setup_files();
+    std::printf("VMTEST-INFO kernel facts: lsm=%s\n", probe_host().lsm_list.c_str());
+    LoaderOptions o;
+    o.cgroup_parent = "/sys/fs/cgroup/bulwark";
+    auto started = BpfLoader::start(o);
+    if (!started) {
+        result("loader_start", false, started.error().message());
+        std::printf("VMTEST-SUMMARY pass=%d fail=%d\n", g_pass, g_fail);
+        return 1;
+    }
+    BpfLoader& L = **started;
+    for (const auto& p : L.programs()) std::printf("VMTEST-INFO %s\n", p.line().c_str());
+    for (const char* s : {"lsm/file_open", "lsm/path_mkdir", "lsm/bpf", "lsm/task_kill", "lsm/socket_create",
+                          "lsm/socket_connect", "lsm/socket_bind", "lsm/socket_sendmsg"}) {
+        auto* p = L.program(s);
+        result(std::string("truth_") + s, p && p->state == ProgState::Enforcing, p ? p->line() : "missing");
+    }
+    size_t lsm_loaded = 0, lsm_total = 0;
+    for (const auto& p : L.programs())
+        if (p.object == "lsm") {
+            ++lsm_total;
+            lsm_loaded += p.state != ProgState::Unavailable;
+        }
+    result("lsm_all_loaded", lsm_loaded == lsm_total,
+           std::to_string(lsm_loaded) + "/" + std::to_string(lsm_total) + " attached");
+
+    Events ev;
+    ev.reader = std::move(RingbufReader::create(L.maps().events_fd(), [&](const bw_event& e) { ev.all.push_back(e); }).value());
+    auto& M = L.maps();
+    const std::string parent = L.parent_cgroup();
+
+    auto pol = M.load(files_policy(false));
+    auto pol_secret = M.load(files_policy(true));
+    if (!pol || !pol_secret) {
+        result("policy_load", false, (!pol ? pol.error() : pol_secret.error()).message());
+        std::printf("VMTEST-SUMMARY pass=%d fail=%d\n", g_pass, g_fail);
+        return 1;
+    }
+    Leaf leaf(parent, "files");
+    (void)M.bind(leaf.id, pol->handle);
+
+    // ---- files
+    expect("allowed_read", in(leaf.path, [] { return open_err("/data/ro/f", O_RDONLY); }), 0);
+    expect("denied_read_unlisted", in(leaf.path, [] { return open_err("/data/secret/f", O_RDONLY); }), EPERM);
+    ev.of(leaf.id);
+    expect("denied_read_nested_deny", in(leaf.path, [] { return open_err("/data/ro/deny/f", O_RDONLY); }), EPERM);
+    {
+        auto e = ev.of(leaf.id);
+        result("denied_read_event", e.size() == 1 && e[0].layer == BW_LAYER_BPF_LSM && e[0].op == BW_OP_FILE_OPEN &&
+                                        e[0].rule_id == 2 && e[0].decision == BW_DECISION_DENY &&
+                                        std::string(e[0].obj.file.path) == "f" && e[0].obj.file.rights == BW_FS_READ,
+               "events=" + std::to_string(e.size()) + (e.empty() ? "" : " rule=" + std::to_string(e[0].rule_id)));
+    }
+    expect("denied_write_ro_subtree", in(leaf.path, [] { return open_err("/data/ro/f", O_WRONLY); }), EPERM);
+    expect("denied_truncate_ro", in(leaf.path, [] { return err_of(truncate("/data/ro/f", 0)); }), EPERM);
+    expect("denied_create_ro", in(leaf.path, [] { return open_err("/data/ro/new", O_WRONLY | O_CREAT); }), EPERM);
+    expect("denied_mkdir_ro", in(leaf.path, [] { return err_of(mkdir("/data/ro/d", 0700)); }), EPERM);
+    expect("allowed_create_rw", in(leaf.path, [] { return open_err("/data/rw/new", O_WRONLY | O_CREAT); }), 0);
+    expect("denied_unlink_ro", in(leaf.path, [] { return err_of(unlink("/data/ro/g")); }), EPERM);
+    expect("dotdot_same_verdict_allow", in(leaf.path, [] { return open_err("/data/rw/../ro/./f", O_RDONLY); }), 0);
+    expect("dotdot_same_verdict_deny", in(leaf.path, [] { return open_err("/data/ro/../secret//f", O_RDONLY); }), EPERM);
+    expect("bind_alias_denied", in(leaf.path, [] { return open_err("/data/rw/alias/f", O_RDONLY); }), EPERM);
+    expect("rename_out_of_subtree", in(leaf.path, [] { return err_of(rename("/data/ro/f", "/data/rw/f")); }), EPERM);
+    expect("rename_gains_write", in(leaf.path, [] { return err_of(rename("/data/mv/f", "/data/rw/f2")); }), EPERM);
+    expect("rename_within_rw", in(leaf.path, [] { return err_of(rename("/data/rw/a", "/data/rw/b")); }), 0);
+    expect("hardlink_across_boundary", in(leaf.path, [] { return err_of(link("/data/mv/g", "/data/rw/lnk")); }), EPERM);
+    expect("hardlink_within_rw", in(leaf.path, [] { return err_of(link("/data/rw/b", "/data/rw/c")); }), 0);
+    expect("rename_exchange_across", in(leaf.path, [] {
+               return err_of(syscall(SYS_renameat2, AT_FDCWD, "/data/rw/c", AT_FDCWD, "/data/mv/g", 2 /* RENAME_EXCHANGE */));
+           }), EPERM);
+
+    // ---- code execution
+    expect("exec_allowed", in(leaf.path, [] { return exec_err("/bin/busybox"); }), 0);
+    expect("exec_denied", in(leaf.path, [] { return exec_err("/data/bin/prog"); }), EPERM);
+    expect("exec_memfd_denied", in(leaf.path, [] { return memfd_exec_err(); }), EPERM);
+    expect("mmap_exec_denied", in(leaf.path, [] {
+               int fd = open("/data/ro/f", O_RDONLY | O_CLOEXEC);
+               if (fd < 0) return 1000 + errno;
+               void* p = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+               return p == MAP_FAILED ? errno : 0;
+           }), EPERM);
+    expect("mprotect_exec_denied", in(leaf.path, [] {
+               int fd = open("/data/ro/f", O_RDONLY | O_CLOEXEC);
+               if (fd < 0) return 1000 + errno;
+               void* p = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+               if (p == MAP_FAILED) return 2000 + errno;
+               return err_of(mprotect(p, 4096, PROT_READ | PROT_EXEC));
+           }), EPERM);
+
+    // ---- other processes, mounts, bpf(), sockets
+    expect("kill_outside_denied", in(leaf.path, [] { return err_of(kill(1, 0)); }), EPERM);
+    expect("kill_own_sandbox_allowed", in(leaf.path, [] { return err_of(kill(getpid(), 0)); }), 0);
+    expect("mount_denied", in(leaf.path, [] { return err_of(mount("none", "/data/rw", "tmpfs", 0, nullptr)); }), EPERM);
+    expect("bpf_denied", in(leaf.path, [] {
+               union bpf_attr a;
+               std::memset(&a, 0, sizeof a);
+               a.map_type = BPF_MAP_TYPE_ARRAY;
+               a.key_size = a.value_size = 4;
+               a.max_entries = 1;
+               return err_of(syscall(SYS_bpf, BPF_MAP_CREATE, &a, sizeof a));
+           }), EPERM);
+    expect("af_packet_denied", in(leaf.path, [] { return err_of(socket(AF_PACKET, SOCK_RAW, 0)); }), EPERM);
+    ev.of(leaf.id);
+    expect("connect_denied_lsm", in(leaf.path, [] {
+               int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+               sockaddr_in a{};
+               a.sin_family = AF_INET;
+               a.sin_port = htons(9);
+               a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+               return err_of(connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a));
+           }), EPERM);
+    {
+        auto e = ev.of(leaf.id);
+        result("connect_denied_lsm_event", has_event(e, BW_LAYER_BPF_LSM, BW_OP_CONNECT, BW_DECISION_DENY),
+               "events=" + std::to_string(e.size()));
+    }
+
+    // ---- audit mode
+    {
+        auto audit = M.load(files_policy(false, BW_MODE_AUDIT));
+        Leaf al(parent, "audit");
+        (void)M.bind(al.id, audit->handle);
+        expect("audit_allows", in(al.path, [] { return open_err("/data/secret/f", O_RDONLY); }), 0);
+        auto e = ev.of(al.id);
+        result("audit_reports_audit", has_event(e, BW_LAYER_BPF_LSM, BW_OP_FILE_OPEN, BW_DECISION_AUDIT),
+               "events=" + std::to_string(e.size()));
+        (void)M.unbind(al.id);
+        (void)M.free(audit->handle.slot);
+    }
+
+    // ---- subtask switch: takes effect on the next operation
+    {
+        Leaf sl(parent, "switch");
+        (void)M.bind(sl.id, pol_secret->handle);
+        int go[2], back[2];
+        (void)!pipe(go);
+        (void)!pipe(back);
+        pid_t c = spawn_in(sl.path, [&] {
+            char b;
+            for (int i = 0; i < 3; ++i) {
+                if (read(go[0], &b, 1) != 1) return 1;
+                int r = open_err("/data/secret/f", O_RDONLY);
+                if (write(back[1], &r, sizeof r) != sizeof r) return 2;
+            }
+            return 0;
+        });
+        int r[3];
+        for (int i = 0; i < 3; ++i) {
+            (void)M.bind(sl.id, i == 1 ? pol->handle : pol_secret->handle);  // one map write
+            (void)!write(go[1], "x", 1);
+            (void)!read(back[0], &r[i], sizeof r[i]);
+        }
+        wait_exit(c);
+        result("subtask_switch_next_op", r[0] == 0 && r[1] == EPERM && r[2] == 0,
+               "results=" + ename(r[0]) + "," + ename(r[1]) + "," + ename(r[2]));
+    }
+
+    // ---- pinned enforcement survives the loader exiting
+    {
+        const std::string pin = "/sys/fs/bpf/bulwark-pin", pparent = "/sys/fs/cgroup/bulwark-pin";
+        auto* leaf_id = shared<uint64_t>();
+        pid_t loader_proc = fork();
+        if (loader_proc == 0) {
+            LoaderOptions po;
+            po.pin_root = pin;
+            po.cgroup_parent = pparent;
+            po.sock = po.monitor = false;
+            po.truth_check = false;
+            auto l = BpfLoader::start(po);
+            if (!l) _exit(1);
+            BpfTables t;
+            t.header.flags = BW_POL_FILES_ENFORCED;
+            auto h = (*l)->maps().load(t);
+            Leaf pl(pparent, "leaf");
+            *leaf_id = pl.id;
+            if (!h || !(*l)->maps().bind(pl.id, h->handle)) _exit(2);
+            _exit(0);  // the loader process is gone
+        }
+        int lrc = wait_exit(loader_proc);
+        expect("pinned_loader_exited", lrc, 0);
+        expect("pinned_enforcement_survives", in(pparent + "/leaf", [] { return open_err("/data/ro/f", O_RDONLY); }), EPERM);
+        LoaderOptions po;
+        po.pin_root = pin;
+        po.cgroup_parent = pparent;
+        po.sock = po.monitor = false;
+        po.truth_check = false;
+        auto again = BpfLoader::start(po);
+        bool adopted = again.has_value();
+        if (again)
+            for (const auto& p : (*again)->programs()) adopted = adopted && p.adopted;
+        result("pinned_readopted", adopted, again ? "programs=" + std::to_string((*again)->programs().size()) : again.error().message());
+        again = std::unexpected(bulwark::SysError{});
+        (void)BpfLoader::unpin_all(pin);
+        expect("unpinned_released", in(pparent + "/leaf", [] { return open_err("/data/ro/f", O_RDONLY); }), 0);
+    }
+
+    auto st = M.stats();
+    if (st)
+        std::printf("VMTEST-INFO stats events=%llu reserve_failures=%llu deny=%llu walk_too_deep=%llu\n",
+                    (unsigned long long)st->events_emitted, (unsigned long long)st->ringbuf_reserve_failures,
+                    (unsigned long long)st->decisions[BW_DECISION_DENY], (unsigned long long)st->walk_too_deep);
+    std::printf("VMTEST-SUMMARY pass=%d fail=%d\n", g_pass, g_fail);
+    std::fflush(stdout);
+    return g_fail == 0 ? 0 : 1;
+}
