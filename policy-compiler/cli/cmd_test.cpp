@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 
+#include "bulwark/policy/compiler.h"
 #include "bulwark/policy/policy_test.h"
 
 namespace bulwark::cli {
@@ -23,12 +24,16 @@ struct TestOptions {
     bool json = false;
 };
 
-// The compiled bundle for rules/<tool>.yaml. policyc test needs the
-// compiler's compile_file(); until it is part of this build every file is
-// reported as not loadable (exit 2), never as passing.
-std::expected<Bundle, std::string> compile_tool(const fs::path& rule_file) {
-    return std::unexpected("cannot compile " + rule_file.string() +
-                           ": this policyc was built without the rule compiler (compile_file)");
+// The compiled bundle for <rules-dir>/<tool>.yaml; `extends:` names resolve
+// against the rules directory.
+std::expected<Bundle, std::string> compile_tool(const fs::path& rule_file, const fs::path& rules_dir) {
+    if (!fs::exists(rule_file)) return std::unexpected("no rule file " + rule_file.string() + " for this tool");
+    policy::CompileOptions opts;
+    opts.rules_dirs = {rules_dir.string()};
+    auto result = policy::compile_file(rule_file.string(), opts);
+    if (!result.ok()) return std::unexpected("cannot compile " + rule_file.string() + ":\n" +
+                                             policy::render_diagnostics(result));
+    return std::move(*result.bundle);
 }
 
 fs::path rules_dir_for(const TestOptions& o, const fs::path& test_file) {
@@ -48,8 +53,8 @@ int run(const TestOptions& o) {
             status = 2;
             continue;
         }
-        fs::path rule_file = rules_dir_for(o, file) / (parsed->tool + ".yaml");
-        auto bundle = compile_tool(rule_file);
+        fs::path rules_dir = rules_dir_for(o, file);
+        auto bundle = compile_tool(rules_dir / (parsed->tool + ".yaml"), rules_dir);
         if (!bundle) {
             std::cerr << file.string() << ":1:1: ERROR: " << bundle.error() << "\n";
             status = 2;

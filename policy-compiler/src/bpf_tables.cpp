@@ -22,12 +22,30 @@ Addr16 mask_addr(const Addr16& a, uint8_t prefix) {
 }
 
 uint32_t find_dns_rule(const Bundle& b) {
+    for (const auto& r : b.network.rules)
+        if (!r.host && r.prefix == 128 && r.port_lo == 53 && r.port_hi == 53 &&
+            r.op_mask == (BW_NET_CONNECT | BW_NET_SEND) && b.rule(r.rule_id) &&
+            b.rule(r.rule_id)->text.starts_with("network.dns"))
+            return r.rule_id;
     for (const auto& r : b.rules)
         if (r.section == "network" && r.text.starts_with("network.dns")) return r.id;
     return BW_NO_RULE;
 }
 
 }  // namespace
+
+bool range_before(const bw_port_range& a, const bw_port_range& b) {
+    if (a.action != b.action) return a.action > b.action;  // deny first
+    if (a.lo != b.lo) return a.lo < b.lo;
+    if (a.hi != b.hi) return a.hi < b.hi;
+    if (a.proto_mask != b.proto_mask) return a.proto_mask < b.proto_mask;
+    return a.op_mask < b.op_mask;
+}
+
+bool same_range(const bw_port_range& a, const bw_port_range& b) {
+    return a.action == b.action && a.lo == b.lo && a.hi == b.hi && a.proto_mask == b.proto_mask &&
+           a.op_mask == b.op_mask;
+}
 
 uint32_t unrestricted_file_rights(const Bundle& b) {
     bool files = false, exec = false;
@@ -142,26 +160,33 @@ std::expected<std::vector<BpfNetEntry>, std::string> build_net_entries(
         pr.rule_id = r.rule_id;
         it->own.push_back(pr);
     }
+    // Entries ordered by prefix length, then address.
+    std::stable_sort(prefixes.begin(), prefixes.end(), [](const Prefix& x, const Prefix& y) {
+        if (x.len != y.len) return x.len < y.len;
+        return x.addr < y.addr;
+    });
     std::vector<BpfNetEntry> out;
     for (const auto& p : prefixes) {
-        std::vector<bw_port_range> ranges = p.own;
-        std::vector<const Prefix*> parents;
+        // Every prefix containing this one (itself included), least specific first.
+        std::vector<bw_port_range> ranges;
         for (const auto& q : prefixes)
-            if (q.len < p.len && prefix_contains(q.addr, q.len, p.addr)) parents.push_back(&q);
-        std::stable_sort(parents.begin(), parents.end(),
-                         [](const Prefix* x, const Prefix* y) { return x->len > y->len; });
-        for (const Prefix* q : parents) ranges.insert(ranges.end(), q->own.begin(), q->own.end());
-        if (ranges.size() > BW_PORT_RANGES_MAX)
+            if (q.len <= p.len && prefix_contains(q.addr, q.len, p.addr))
+                ranges.insert(ranges.end(), q.own.begin(), q.own.end());
+        std::stable_sort(ranges.begin(), ranges.end(), range_before);
+        std::vector<bw_port_range> uniq;
+        for (const auto& r : ranges)
+            if (uniq.empty() || !same_range(uniq.back(), r)) uniq.push_back(r);
+        if (uniq.size() > BW_PORT_RANGES_MAX)
             return std::unexpected("network prefix " + format_cidr(p.addr, p.len) + " needs " +
-                                   std::to_string(ranges.size()) + " port ranges (with those of the " +
+                                   std::to_string(uniq.size()) + " port ranges (with those of the " +
                                    "prefixes containing it); the kernel table holds " +
                                    std::to_string(BW_PORT_RANGES_MAX));
         BpfNetEntry e;
         e.key.prefixlen = 32u + p.len;
         e.key.policy_id = 0;
         std::memcpy(e.key.addr, p.addr.data(), 16);
-        e.value.count = static_cast<uint32_t>(ranges.size());
-        for (size_t k = 0; k < ranges.size(); ++k) e.value.ranges[k] = ranges[k];
+        e.value.count = static_cast<uint32_t>(uniq.size());
+        for (size_t k = 0; k < uniq.size(); ++k) e.value.ranges[k] = uniq[k];
         out.push_back(e);
     }
     return out;

@@ -1,5 +1,6 @@
 #include "bulwark/policy/evaluator.h"
 
+#include <seccomp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <span>
 
 #include "bulwark/policy/bpf_tables.h"
+#include "bulwark/policy/cbpf.h"
 
 namespace bulwark::policy {
 
@@ -89,43 +91,46 @@ Decision apply_mode(bool audit, Decision d) {
 // ---------------------------------------------------------------- files
 
 // What covers the path, seen either from the rules or from the map entries.
+// rule ids are attributed as the kernel does: the deepest covering entry that
+// carries the bit decides, and reports its allow_rule_id / deny_rule_id (the
+// first rule on that exact path contributing allow / deny bits). The
+// *_exact ids name the rule that carries the bit itself, for explanations.
 struct FileView {
     uint32_t allow = 0, deny = 0;          // unions over covering entries
-    uint32_t allow_rule = BW_NO_RULE;      // deepest covering entry granting the right
-    uint32_t deny_rule = BW_NO_RULE;       // deepest covering entry denying it
+    uint32_t allow_rule = BW_NO_RULE, deny_rule = BW_NO_RULE;
+    uint32_t allow_exact = BW_NO_RULE, deny_exact = BW_NO_RULE;
     std::string allow_path, deny_path;
+    long allow_depth = -1, deny_depth = -1;
 };
 
-// Attribution: the deepest covering entry that carries the bit decides; on
-// a tie the first in source order (the LSM walks up from the dentry and stops
-// attributing at the first ancestor carrying the bit).
-void consider(FileView& v, long& allow_depth, long& deny_depth, uint32_t right,
-              const std::string& path, uint32_t allow, uint32_t deny, uint32_t allow_rule,
-              uint32_t deny_rule) {
+void consider(FileView& v, uint32_t right, const std::string& path, uint32_t allow, uint32_t deny,
+              uint32_t allow_rule, uint32_t deny_rule, uint32_t allow_exact, uint32_t deny_exact) {
     long d = static_cast<long>(path_depth(path));
     v.allow |= allow;
     v.deny |= deny;
-    if ((allow & right) && d > allow_depth) {
+    if ((allow & right) && d > v.allow_depth) {
         v.allow_rule = allow_rule;
+        v.allow_exact = allow_exact;
         v.allow_path = path;
-        allow_depth = d;
+        v.allow_depth = d;
     }
-    if ((deny & right) && d > deny_depth) {
+    if ((deny & right) && d > v.deny_depth) {
         v.deny_rule = deny_rule;
+        v.deny_exact = deny_exact;
         v.deny_path = path;
-        deny_depth = d;
+        v.deny_depth = d;
     }
 }
 
 std::string op_phrase(const Operation& op, uint32_t right) {
-    return rights_to_string(right) + " on " + op.path;
+    return format_rights(right) + " on " + op.path;
 }
 
 // Suggests what would make a default-denied file operation legal.
 std::string file_hint(const Bundle& b, const std::string& path, uint32_t right, const FileView& v) {
     std::string out;
     if (v.allow) {
-        out += "; rules covering it grant only " + rights_to_string(v.allow);
+        out += "; rules covering it grant only " + format_rights(v.allow);
         bool first = true;
         for (const auto& f : b.files) {
             if (!f.allow || !path_covers(f.path, path)) continue;
@@ -135,7 +140,7 @@ std::string file_hint(const Bundle& b, const std::string& path, uint32_t right, 
         }
         if (!first) out += ")";
     }
-    std::string section = right == BW_FS_EXEC ? "exec.allow" : "files." + rights_to_string(right);
+    std::string section = right == BW_FS_EXEC ? "exec.allow" : "files." + format_rights(right);
     out += "; a grant that would allow it: " + section + " on a path covering " + path;
     return out;
 }
@@ -146,12 +151,12 @@ Decision decide_file(const Bundle& b, const Operation& op, const FileView& v,
     if (v.deny & right) {
         return make(Verdict::Deny, L, v.deny_rule,
                     "denied: " + op_phrase(op, right) + " is denied by " +
-                        describe_rule(b, v.deny_rule) + " (covers " + v.deny_path +
+                        describe_rule(b, v.deny_exact) + " (covers " + v.deny_path +
                         "); deny rules override every allow and no grant can lift them");
     }
     if (v.allow & right) {
         return make(Verdict::Allow, L, v.allow_rule,
-                    "allowed: " + op_phrase(op, right) + " by " + describe_rule(b, v.allow_rule) +
+                    "allowed: " + op_phrase(op, right) + " by " + describe_rule(b, v.allow_exact) +
                         " (covers " + v.allow_path + ")");
     }
     if (!enforced) {
@@ -170,7 +175,7 @@ Decision decide_file(const Bundle& b, const Operation& op, const FileView& v,
 
 Decision eval_file(const Bundle& b, const Operation& op, bool tables) {
     uint32_t right = required_right(op);
-    auto path = fold_path(op.path);
+    auto path = resolve_operation_path(op.path);
     bool audit = tables ? b.bpf.header.mode == BW_MODE_AUDIT : b.mode == Mode::Audit;
     if (!path)
         return apply_mode(audit, make(Verdict::Deny, BW_LAYER_BPF_LSM, BW_NO_RULE,
@@ -178,18 +183,29 @@ Decision eval_file(const Bundle& b, const Operation& op, bool tables) {
     Operation shown = op;
     shown.path = *path;
     FileView v;
-    long ad = -1, dd = -1;
     bool enforced;
     if (!tables) {
-        for (const auto& f : b.files)
-            if (path_covers(f.path, *path))
-                consider(v, ad, dd, right, f.path, f.allow, f.deny, f.rule_id, f.rule_id);
+        // Rules on one path form one map entry: find the entry's attribution
+        // (first rule with allow / deny bits) and the exact rule for the right.
+        auto first_at = [&](const std::string& at, auto pred) {
+            for (const auto& g : b.files)
+                if (g.path == at && pred(g)) return g.rule_id;
+            return BW_NO_RULE;
+        };
+        for (const auto& f : b.files) {
+            if (!path_covers(f.path, *path)) continue;
+            uint32_t ar = first_at(f.path, [](const FileRule& g) { return g.allow != 0; });
+            uint32_t dr = first_at(f.path, [](const FileRule& g) { return g.deny != 0; });
+            uint32_t ae = first_at(f.path, [&](const FileRule& g) { return (g.allow & right) != 0; });
+            uint32_t de = first_at(f.path, [&](const FileRule& g) { return (g.deny & right) != 0; });
+            consider(v, right, f.path, f.allow, f.deny, ar, dr, ae, de);
+        }
         enforced = (unrestricted_file_rights(b) & right) == 0;
     } else {
         for (const auto& e : b.bpf.files)
             if (path_covers(e.path, *path))
-                consider(v, ad, dd, right, e.path, e.value.allow, e.value.deny,
-                         e.value.allow_rule_id, e.value.deny_rule_id);
+                consider(v, right, e.path, e.value.allow, e.value.deny, e.value.allow_rule_id,
+                         e.value.deny_rule_id, e.value.allow_rule_id, e.value.deny_rule_id);
         uint32_t flags = b.bpf.header.flags;
         enforced = right == BW_FS_EXEC
                        ? (flags & (BW_POL_FILES_ENFORCED | BW_POL_EXEC_ENFORCED)) != 0
@@ -252,18 +268,33 @@ Decision eval_net(const Bundle& b, const Operation& op, bool tables) {
     if (!tables) {
         bool audit = b.mode == Mode::Audit;
         if (b.network.mode != NetMode::Rules) return apply_mode(audit, decide_net_mode(op, b.network.mode));
+        // Attribution as the map entry orders its ranges (range_before, then
+        // least specific prefix, then source order): the first match decides.
         NetMatch deny, allow;
+        const NetRule* best_deny = nullptr;
+        const NetRule* best_allow = nullptr;
+        auto before = [](const NetRule& x, const NetRule& y) {
+            bw_port_range a{}, c{};
+            a.lo = x.port_lo, a.hi = x.port_hi, a.proto_mask = x.proto_mask, a.op_mask = x.op_mask;
+            c.lo = y.port_lo, c.hi = y.port_hi, c.proto_mask = y.proto_mask, c.op_mask = y.op_mask;
+            if (range_before(a, c)) return true;
+            if (range_before(c, a)) return false;
+            return x.prefix < y.prefix;
+        };
         std::string unresolved;
-        for (const auto& r : effective_net_rules(b)) {
+        std::vector<NetRule> rules = effective_net_rules(b);
+        for (const auto& r : rules) {
             if (r.host) {
                 unresolved += (unresolved.empty() ? "" : ", ") + *r.host;
                 continue;
             }
             if (!prefix_contains(r.addr, r.prefix, op.addr)) continue;
             if (!range_matches(r.port_lo, r.port_hi, r.proto_mask, r.op_mask, op)) continue;
-            NetMatch& m = r.action == BW_NET_ACTION_DENY ? deny : allow;
-            if (!m.found || r.prefix > m.prefix) m = {r.rule_id, r.prefix, true};
+            const NetRule*& best = r.action == BW_NET_ACTION_DENY ? best_deny : best_allow;
+            if (!best || before(r, *best)) best = &r;
         }
+        if (best_deny) deny = {best_deny->rule_id, best_deny->prefix, true};
+        if (best_allow) allow = {best_allow->rule_id, best_allow->prefix, true};
         return apply_mode(audit, decide_net_rules(b, op, deny, allow, unresolved));
     }
     const bw_policy& h = b.bpf.header;
@@ -320,26 +351,82 @@ Decision eval_socket(const Bundle& b, const Operation& op, bool tables) {
 
 // ---------------------------------------------------------------- syscalls
 
-// Decided from SeccompPlan::syscall_rules (name -> rule that allowed or denied
-// it) and the plan's default action. This is to be replaced by running
-// SeccompPlan::program through the classic-BPF interpreter (cbpf.h) once it
-// is on main; argument conditions are not evaluated here.
-Decision eval_syscall(const Bundle& b, const Operation& op) {
+std::string seccomp_action_text(uint32_t ret) {
+    switch (seccomp_ret_action(ret)) {
+        case SECCOMP_RET_KILL_PROCESS: return "kill (process)";
+        case SECCOMP_RET_KILL_THREAD: return "kill";
+        case SECCOMP_RET_TRAP: return "trap (SIGSYS)";
+        case SECCOMP_RET_ERRNO: return "errno " + std::to_string(seccomp_ret_data(ret));
+        case SECCOMP_RET_USER_NOTIF: return "user notification";
+        case SECCOMP_RET_TRACE: return "trace";
+        case SECCOMP_RET_LOG: return "log";
+        case SECCOMP_RET_ALLOW: return "allow";
+    }
+    return "action " + std::to_string(ret);
+}
+
+bool is_deny_rule(const Bundle& b, uint32_t id) {
+    const RuleRef* r = b.rule(id);
+    return r && (r->text.starts_with("syscalls.deny") || r->text.starts_with("syscalls.on_violation"));
+}
+
+uint32_t syscall_rule(const Bundle& b, const std::string& name) {
+    for (const auto& [n, id] : b.seccomp.syscall_rules)
+        if (n == name) return id;
+    return BW_NO_RULE;
+}
+
+// A bundle whose seccomp plan carries a program is decided by running it
+// through the classic-BPF interpreter, as the kernel would.
+Decision eval_syscall_program(const Bundle& b, const Operation& op) {
     bool audit = b.mode == Mode::Audit;
     const uint16_t L = BW_LAYER_SECCOMP;
-    for (const auto& [name, id] : b.seccomp.syscall_rules) {
-        if (name != op.syscall) continue;
-        const RuleRef* r = b.rule(id);
-        bool denies = r && (r->text.starts_with("syscalls.deny") ||
-                            r->text.starts_with("syscalls.on_violation"));
-        if (denies)
-            return apply_mode(audit, make(Verdict::Deny, L, id,
-                                          "denied: syscall " + op.syscall + " is denied by " +
-                                              describe_rule(b, id) +
-                                              "; syscall deny rules override allows and the baseline"));
+    uint32_t arch = op.arch ? op.arch : seccomp_arch_native();
+    int nr = seccomp_syscall_resolve_name_arch(arch, op.syscall.c_str());
+    if (nr == __NR_SCMP_ERROR || nr < 0)
+        return apply_mode(audit, make(Verdict::Deny, L, BW_NO_RULE,
+                                      "denied: '" + op.syscall + "' is not a system call of this architecture"));
+    seccomp_data d{};
+    d.nr = nr;
+    d.arch = arch;
+    for (size_t i = 0; i < 6; ++i) d.args[i] = op.args[i];
+    uint32_t ret = run_seccomp_filter(b.seccomp.program, d);
+    uint32_t action = seccomp_ret_action(ret);
+    uint32_t id = syscall_rule(b, op.syscall);
+    if (action == SECCOMP_RET_ALLOW || action == SECCOMP_RET_LOG) {
+        if (is_deny_rule(b, id)) id = BW_NO_RULE;
         return make(Verdict::Allow, L, id,
-                    "allowed: syscall " + op.syscall + " by " + describe_rule(b, id));
+                    "allowed: syscall " + op.syscall + " by " +
+                        (id == BW_NO_RULE ? "the seccomp filter (baseline " + b.seccomp.baseline + ")"
+                                          : describe_rule(b, id)));
     }
+    if (is_deny_rule(b, id))
+        return apply_mode(audit, make(Verdict::Deny, L, id,
+                                      "denied: syscall " + op.syscall + " is denied by " + describe_rule(b, id) +
+                                          ", the filter answers " + seccomp_action_text(ret) +
+                                          "; syscall deny rules override allows and the baseline"));
+    std::string why = id != BW_NO_RULE ? " (" + describe_rule(b, id) + " allows it only with other arguments)"
+                                       : " (not in baseline " + b.seccomp.baseline + " or syscalls.allow)";
+    return apply_mode(audit, make(Verdict::Deny, L, BW_NO_RULE,
+                                  "denied: syscall " + op.syscall + " is not allowed" + why +
+                                      ", the filter answers " + seccomp_action_text(ret) +
+                                      "; a grant that would allow it: syscalls.allow: [" + op.syscall + "]"));
+}
+
+// A bundle without a compiled program (built by hand) is decided from
+// SeccompPlan::syscall_rules and the default action; argument conditions
+// cannot be evaluated that way.
+Decision eval_syscall(const Bundle& b, const Operation& op) {
+    if (!b.seccomp.program.empty()) return eval_syscall_program(b, op);
+    bool audit = b.mode == Mode::Audit;
+    const uint16_t L = BW_LAYER_SECCOMP;
+    uint32_t id = syscall_rule(b, op.syscall);
+    if (id != BW_NO_RULE && is_deny_rule(b, id))
+        return apply_mode(audit, make(Verdict::Deny, L, id,
+                                      "denied: syscall " + op.syscall + " is denied by " + describe_rule(b, id) +
+                                          "; syscall deny rules override allows and the baseline"));
+    if (id != BW_NO_RULE)
+        return make(Verdict::Allow, L, id, "allowed: syscall " + op.syscall + " by " + describe_rule(b, id));
     SeccompAction d = b.seccomp.default_action;
     if (d == SeccompAction::Allow || d == SeccompAction::Log)
         return make(Verdict::Allow, L, BW_NO_RULE,
@@ -351,8 +438,7 @@ Decision eval_syscall(const Bundle& b, const Operation& op) {
                                   "denied: syscall " + op.syscall + " is not allowed (baseline " +
                                       (b.seccomp.baseline.empty() ? "none" : b.seccomp.baseline) +
                                       "), the filter answers " + action +
-                                      "; a grant that would allow it: syscalls.allow: [" +
-                                      op.syscall + "]"));
+                                      "; a grant that would allow it: syscalls.allow: [" + op.syscall + "]"));
 }
 
 Decision eval(const Bundle& b, const Operation& op, bool tables) {
@@ -429,7 +515,7 @@ std::expected<uint32_t, std::string> parse_sock_type(std::string_view s) {
     return std::unexpected("unknown socket type '" + std::string(s) + "'");
 }
 
-std::string rights_to_string(uint32_t rights) {
+std::string format_rights(uint32_t rights) {
     static constexpr std::pair<uint32_t, std::string_view> names[] = {
         {BW_FS_READ, "read"}, {BW_FS_WRITE, "write"}, {BW_FS_CREATE, "create"},
         {BW_FS_REMOVE, "remove"}, {BW_FS_EXEC, "exec"}};

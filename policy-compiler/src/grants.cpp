@@ -11,17 +11,18 @@ namespace bulwark::policy {
 
 namespace {
 
-// BW_FS_* -> LANDLOCK_ACCESS_FS_* (bit 14 is LANDLOCK_ACCESS_FS_TRUNCATE,
-// newer than Debian 12's uapi headers).
+// BW_FS_* -> LANDLOCK_ACCESS_FS_*, the mapping of the compiler's Landlock
+// emitter (emit_landlock.cpp; bit 14 is LANDLOCK_ACCESS_FS_TRUNCATE, newer
+// than Debian 12's uapi headers).
 uint64_t landlock_bits(uint32_t rights) {
     uint64_t out = 0;
     if (rights & BW_FS_READ) out |= LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
     if (rights & BW_FS_WRITE) out |= LANDLOCK_ACCESS_FS_WRITE_FILE | (1ull << 14);
     if (rights & BW_FS_CREATE)
-        out |= LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
-               LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |
-               LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM | LANDLOCK_ACCESS_FS_REFER;
-    if (rights & BW_FS_REMOVE) out |= LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE;
+        out |= LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_SYM |
+               LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_REFER;
+    if (rights & BW_FS_REMOVE)
+        out |= LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REFER;
     if (rights & BW_FS_EXEC) out |= LANDLOCK_ACCESS_FS_EXECUTE;
     return out;
 }
@@ -185,6 +186,7 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
         for (const auto& g : *grant.files) {
             auto path = normalise_path(g.path);
             uint32_t l = line++;
+            if (path && !path->starts_with("/")) path = std::unexpected(std::string("not an absolute path"));
             if (!path) {
                 reasons.push_back("files " + g.path + ": " + path.error());
                 continue;
@@ -205,11 +207,11 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
                 op.path = *path;
                 Bundle enforcing = parent;
                 enforcing.mode = Mode::Enforce;  // the reason, not the audit wrapper
-                reasons.push_back("files." + rights_to_string(bit) + " " + *path +
+                reasons.push_back("files." + format_rights(bit) + " " + *path +
                                   " would widen the tool: " + evaluate(enforcing, op).explanation);
             }
             scoped |= g.rights;
-            uint32_t id = rb.add_rule("files", "grant files." + rights_to_string(g.rights) + ": " + *path, l);
+            uint32_t id = rb.add_rule("files", "grant files." + format_rights(g.rights) + ": " + *path, l);
             added.push_back({*path, g.rights & BW_FS_ALL, 0, id});
         }
         if (scoped) {
@@ -217,7 +219,7 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
             std::vector<FileRule> files;
             if (uint32_t keep = unrestricted & ~scoped) {
                 uint32_t id = rb.add_rule("files", "grant keeps the tool's unrestricted " +
-                                                       rights_to_string(keep) + " on /", line++);
+                                                       format_rights(keep) + " on /", line++);
                 files.push_back({"/", keep, 0, id});
             }
             for (auto f : parent.files) {
@@ -226,16 +228,17 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
             }
             files.insert(files.end(), added.begin(), added.end());
             n.files = std::move(files);
-            // Landlock: the scoped rights' bits leave the tool's paths and
-            // come back on the grant's paths only.
-            uint64_t strip = landlock_bits(scoped);
+            // Landlock: bits only the scoped rights produce leave the tool's
+            // paths and come back on the grant's paths only (a bit shared
+            // with a right the grant does not name, REFER, stays).
+            uint64_t strip = landlock_bits(scoped) & ~landlock_bits(BW_FS_ALL & ~scoped);
             std::vector<LandlockPathRule> ll;
             for (auto p : parent.landlock.paths) {
                 p.access &= ~strip;
                 if (p.access) ll.push_back(p);
             }
             for (const auto& f : added)
-                if (uint64_t acc = landlock_bits(f.allow) & n.landlock.handled_fs & strip)
+                if (uint64_t acc = landlock_bits(f.allow) & n.landlock.handled_fs)
                     ll.push_back({f.path, acc, f.rule_id});
             n.landlock.paths = std::move(ll);
         }

@@ -34,8 +34,10 @@ std::expected<void, std::string> check_task_variable(std::string_view name, std:
             return std::unexpected("task_id '" + std::string(value) + "' would name a directory link");
         return {};
     }
-    auto n = fold_path(value);
-    if (!n) return std::unexpected("${" + std::string(name) + "}: " + n.error());
+    if (!value.starts_with("/"))
+        return std::unexpected("${" + std::string(name) + "}: '" + std::string(value) + "' is not an absolute path");
+    auto n = normalise_path(value);
+    if (!n) return std::unexpected("${" + std::string(name) + "} = '" + std::string(value) + "': " + n.error());
     if (*n != value || value.find("/../") != std::string_view::npos || value.ends_with("/.."))
         return std::unexpected("${" + std::string(name) + "} = '" + std::string(value) +
                                "' is not a normalised path (it would be '" + *n + "')");
@@ -76,8 +78,10 @@ std::expected<std::string, std::string> substitute_path(std::string_view path, c
     if (!s) return s;
     // Variables were validated as normalised; a ".." in the rule text itself
     // was rejected by the compiler. Refuse rather than resolve one here.
-    auto n = fold_path(*s);
-    if (!n) return std::unexpected("'" + std::string(path) + "' -> " + n.error());
+    if (!s->starts_with("/"))
+        return std::unexpected("'" + std::string(path) + "' becomes '" + *s + "', which is not an absolute path");
+    auto n = normalise_path(*s);
+    if (!n) return std::unexpected("'" + std::string(path) + "' becomes '" + *s + "': " + n.error());
     for (size_t i = 0; i < s->size();) {
         size_t j = s->find('/', i);
         if (j == std::string::npos) j = s->size();

@@ -2,12 +2,11 @@
 
 #include <arpa/inet.h>
 
-#include <charconv>
 #include <vector>
 
 namespace bulwark::policy {
 
-std::expected<std::string, std::string> fold_path(std::string_view path) {
+std::expected<std::string, std::string> resolve_operation_path(std::string_view path) {
     if (path.empty()) return std::unexpected(std::string("empty path"));
     if (path.front() != '/')
         return std::unexpected("'" + std::string(path) + "' is not an absolute path");

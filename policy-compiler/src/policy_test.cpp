@@ -123,7 +123,7 @@ struct Parser {
             case OpKind::Exec: {
                 if (auto p = need("path")) {
                     if (auto s = scalar(p, "path")) {
-                        if (auto n = fold_path(*s); !n) error(p, "path: " + n.error());
+                        if (auto n = resolve_operation_path(*s); !n) error(p, "path: " + n.error());
                         t.op.path = *s;
                         text += " " + *s;
                     }

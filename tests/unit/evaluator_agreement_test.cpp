@@ -7,8 +7,7 @@
 using namespace bulwark::test;
 
 namespace {
-// Attribution from a merged map entry names the entry's first rule; it equals
-// the rules path's exact rule whenever no two rules share a path.
+// Bundles where no two rules share a path (each map entry has one rule).
 bool unique_paths(const Bundle& b) {
     for (size_t i = 0; i < b.files.size(); ++i)
         for (size_t j = i + 1; j < b.files.size(); ++j)
@@ -37,11 +36,8 @@ TEST_CASE("rules path and map-entry path agree on random bundles", "[evaluator][
                            << r.explanation << "\ntables: " << t.explanation);
             REQUIRE(r.verdict == t.verdict);
             REQUIRE(r.layer == t.layer);
-            bool file = required_right(op) != 0;
-            if (!file || exact_ids || r.rule_id == BW_NO_RULE) {
-                REQUIRE(r.rule_id == t.rule_id);
-                ++rule_checks;
-            }
+            REQUIRE(r.rule_id == t.rule_id);
+            rule_checks += exact_ids;
             ++cases;
             denies += r.verdict != Verdict::Allow;
         }
@@ -49,5 +45,5 @@ TEST_CASE("rules path and map-entry path agree on random bundles", "[evaluator][
     CHECK(cases > 10000);
     CHECK(denies > cases / 5);         // the generator exercises both outcomes
     CHECK(denies < cases * 9 / 10);
-    CHECK(rule_checks > cases / 2);
+    CHECK(rule_checks > cases / 10);  // also bundles without shared paths
 }

@@ -4,13 +4,13 @@
 
 using namespace bulwark::test;
 
-TEST_CASE("normalise_path folds separators, dots and parent links", "[match]") {
-    CHECK(*normalise_path("/") == "/");
-    CHECK(*normalise_path("//etc//ssl/./certs/") == "/etc/ssl/certs");
-    CHECK(*normalise_path("/a/b/../c") == "/a/c");
-    CHECK(*normalise_path("/../../etc") == "/etc");
-    CHECK_FALSE(normalise_path("etc/passwd"));
-    CHECK_FALSE(normalise_path(""));
+TEST_CASE("operation paths fold separators, dots and parent links", "[match]") {
+    CHECK(*resolve_operation_path("/") == "/");
+    CHECK(*resolve_operation_path("//etc//ssl/./certs/") == "/etc/ssl/certs");
+    CHECK(*resolve_operation_path("/a/b/../c") == "/a/c");
+    CHECK(*resolve_operation_path("/../../etc") == "/etc");
+    CHECK_FALSE(resolve_operation_path("etc/passwd"));
+    CHECK_FALSE(resolve_operation_path(""));
 }
 
 TEST_CASE("a rule covers whole components only", "[match]") {

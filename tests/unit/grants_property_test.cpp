@@ -39,8 +39,8 @@ Grant random_grant(RandomPolicy& rp, const Bundle& parent) {
                 e.addr = *parse_ip(RandomPolicy::kAddrs[rp.pick(10)]);
                 e.prefix = 128;
             } else {
-                e.addr = c->first;
-                e.prefix = c->second;
+                e.addr = c->addr;
+                e.prefix = c->prefix;
             }
             auto [lo, hi] = rp.port_range();
             e.port_lo = lo;
@@ -60,7 +60,7 @@ bool allowed(const Decision& d) { return d.verdict == Verdict::Allow; }
 // What the grant itself permits for the right / operation it confines.
 bool grant_permits_file(const Grant& g, const Operation& op) {
     uint32_t right = required_right(op);
-    auto path = normalise_path(op.path);
+    auto path = resolve_operation_path(op.path);
     for (const auto& f : *g.files)
         if ((f.rights & right) && path && path_covers(*normalise_path(f.path), *path)) return true;
     return false;

@@ -33,7 +33,7 @@ struct BundleBuilder {
     }
     BundleBuilder& allow(std::string path, uint32_t rights, std::string section = "files") {
         std::string text = section == "exec" ? "exec.allow: " + path
-                                             : "files." + rights_to_string(rights) + ": " + path;
+                                             : "files." + format_rights(rights) + ": " + path;
         uint32_t id = rule(section, text);
         b.files.push_back({std::move(path), rights, 0, id});
         return *this;

@@ -39,11 +39,21 @@ std::vector<BpfFileEntry> build_file_entries(const std::vector<FileRule>& files)
 // unless an identical rule is already present.
 std::vector<NetRule> effective_net_rules(const Bundle& b);
 
-// LPM entries: one per distinct prefix; each carries its own rules' ranges
-// (source order) followed by the ranges of every less specific prefix that
-// contains it (more specific first), so the longest match alone decides.
-// Fails when a rule still names a host or an entry needs more than
-// BW_PORT_RANGES_MAX ranges (nothing is truncated).
+// Order of ranges inside an LPM entry, as the compiler's emitter writes them
+// (emit_bpf.cpp): deny before allow, then by lo, hi, protocols, operations;
+// a stable sort of the containing prefixes' ranges, least specific first.
+// The kernel takes the first matching deny, else the first matching allow,
+// so this order also fixes which rule a decision is attributed to.
+bool range_before(const bw_port_range& a, const bw_port_range& b);
+// Identical ranges (rule id aside) are kept once, the first.
+bool same_range(const bw_port_range& a, const bw_port_range& b);
+
+// LPM entries, byte-identical to the compiler's emitter: one per distinct
+// prefix, ordered by prefix length then address; each carries the ranges of
+// every prefix containing it (itself included), sorted by range_before and
+// deduplicated, so the longest match alone decides. Fails when a rule still
+// names a host or an entry needs more than BW_PORT_RANGES_MAX ranges
+// (nothing is truncated).
 std::expected<std::vector<BpfNetEntry>, std::string> build_net_entries(
     const std::vector<NetRule>& rules);
 

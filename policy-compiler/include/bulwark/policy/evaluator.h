@@ -4,7 +4,9 @@
 // rule that decided, and an explanation a model can act on.
 //
 // Two independent paths:
-//   evaluate()        from the bundle's rules (FileRule, NetRule, seccomp);
+//   evaluate()        from the bundle's rules (FileRule, NetRule) and, for
+//                     syscalls, the compiled seccomp program run through the
+//                     classic-BPF interpreter (cbpf.h);
 //   evaluate_tables() from the exact BPF map contents (bundle.bpf), walking
 //                     them the way the BPF programs do.
 // Unit tests require both to agree; the BPF programs are tested against them.
@@ -37,6 +39,7 @@ struct Operation {
     // Syscall
     std::string syscall;
     std::array<uint64_t, 6> args{};
+    uint32_t arch = 0;                  // AUDIT_ARCH_*; 0: the host's native arch
 };
 
 enum class Verdict : uint8_t { Allow, Deny, Audit };
@@ -44,7 +47,13 @@ enum class Verdict : uint8_t { Allow, Deny, Audit };
 struct Decision {
     Verdict verdict = Verdict::Deny;
     uint16_t layer = BW_LAYER_NONE;     // BW_LAYER_*
-    uint32_t rule_id = BW_NO_RULE;      // BW_NO_RULE: the layer's default decided
+    // The rule id the kernel reports for this decision; BW_NO_RULE when the
+    // layer's default decided. Files: the deepest covering path carrying the
+    // right decides, and its map entry names the first rule on that path with
+    // allow (deny) bits, which may be another list than the right's (the
+    // explanation names the rule that carries the right). Network: the first
+    // matching range of the longest-prefix entry (bpf_tables.h range_before).
+    uint32_t rule_id = BW_NO_RULE;
     std::string explanation;
 };
 
@@ -56,7 +65,7 @@ uint32_t required_right(const Operation& op);
 
 std::string_view to_string(Verdict v);
 std::string_view to_string(OpKind k);
-std::string rights_to_string(uint32_t rights);  // "read|write"
+std::string format_rights(uint32_t rights);  // "read|write"
 
 // "open" -> OpKind::Open ...
 std::expected<OpKind, std::string> parse_op_kind(std::string_view s);

@@ -1,9 +1,8 @@
 #pragma once
 // Matching primitives shared by the reference evaluator, instantiate() and
-// grants: path normalisation and coverage on whole components, IP address
-// parsing into the v6 space (IPv4 as v4-mapped) and prefix containment.
-// They define what "a rule covers X" means for every userspace consumer, and
-// mirror what the BPF programs do on dentries and LPM keys.
+// grants: operation paths, IP addresses in the v6 space (IPv4 as v4-mapped)
+// and prefix containment. Rule-side parsing (normalise_path, path_covers,
+// parse_cidr, format_cidr) is the compiler's, in values.h.
 #include <array>
 #include <cstdint>
 #include <expected>
@@ -17,12 +16,12 @@ namespace bulwark::policy {
 
 using Addr16 = std::array<uint8_t, 16>;
 
-// Path of a concrete operation: folds "//", "/./" and a trailing "/", and
-// resolves ".." lexically (never above "/"), as the kernel's walk of the
-// dentry's real ancestors would. Rule paths are validated by normalise_path()
-// (values.h), which rejects "..". The input must be absolute; fails with a
-// reason for relative or empty paths and for embedded NUL bytes.
-std::expected<std::string, std::string> fold_path(std::string_view path);
+// The path an operation names, as the kernel would reach it: folds "//",
+// "/./" and a trailing "/", and resolves ".." lexically (never above "/").
+// The input must be absolute; the result is "/" or has no trailing slash.
+// Fails with a reason for relative or empty paths and embedded NUL bytes.
+// (Rule paths go through values.h normalise_path, which rejects "..".)
+std::expected<std::string, std::string> resolve_operation_path(std::string_view path);
 
 // Number of components ("/" -> 0, "/a/b" -> 2); the depth of a covering rule.
 size_t path_depth(std::string_view normalised);
@@ -35,7 +34,7 @@ bool prefix_contains(const Addr16& net, uint8_t prefix, const Addr16& addr);
 
 bool is_v4_mapped(const Addr16& addr);
 
-// "::ffff:10.0.0.0/104" is printed "10.0.0.0/8"; other prefixes in v6 form.
+// "::ffff:10.0.0.1" is printed "10.0.0.1"; other addresses in v6 form.
 std::string format_addr(const Addr16& addr);
 
 // Loopback: 127.0.0.0/8 (v4-mapped) and ::1.
