@@ -1,18 +1,48 @@
-// policyc: check, compile and explain Bulwark rule files.
+// policyc: check, compile, explain and diff Bulwark rule files. Subcommands
+// live in cli/cmd_*.cpp and register themselves (registry.h).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 #include "bulwark/version.h"
+#include "registry.h"
 
 int main(int argc, char** argv) {
+    using namespace bulwark::policyc;
     CLI::App app{"policyc: the Bulwark policy compiler"};
+    app.require_subcommand(0, 1);
     bool show_version = false;
     app.add_flag("--version", show_version, "print the version and exit");
-    CLI11_PARSE(app, argc, argv);
+    std::vector<Command> cmds = commands();
+    std::sort(cmds.begin(), cmds.end(), [](const Command& a, const Command& b) { return a.name < b.name; });
+    std::vector<CommonOptions> common(cmds.size());
+    std::vector<std::function<int()>> runners(cmds.size());
+    std::vector<CLI::App*> subs;
+    for (size_t i = 0; i < cmds.size(); ++i) {
+        CLI::App* sub = app.add_subcommand(cmds[i].name, cmds[i].description);
+        add_common_options(*sub, common[i]);
+        runners[i] = cmds[i].setup(*sub, common[i]);
+        subs.push_back(sub);
+    }
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        int rc = app.exit(e);
+        return rc == 0 ? 0 : 2;
+    }
     if (show_version) {
         std::cout << bulwark::version_string() << "\n";
         return 0;
+    }
+    for (size_t i = 0; i < subs.size(); ++i) {
+        if (!subs[i]->parsed()) continue;
+        try {
+            return runners[i]();
+        } catch (const std::exception& e) {
+            std::cerr << "policyc " << cmds[i].name << ": " << e.what() << "\n";
+            return 2;
+        }
     }
     std::cout << app.help();
     return 0;
