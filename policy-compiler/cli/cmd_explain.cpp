@@ -17,6 +17,11 @@ std::string pad(std::string s, size_t w) {
     return s;
 }
 
+std::string rights(uint32_t bits) {
+    if (!bits) return "-";
+    return bits == BW_FS_ALL ? "all" : rights_to_string(bits);
+}
+
 std::string explain_text(const Bundle& b) {
     std::ostringstream o;
     o << "policy " << b.tool << " (" << (b.mode == Mode::Audit ? "audit: denials are recorded, then allowed" : "enforce")
@@ -45,8 +50,8 @@ std::string explain_text(const Bundle& b) {
         o << "  " << pad("path", 40) << pad("allow", 28) << pad("deny", 28) << "rule\n";
         for (const auto& f : b.bpf.files) {
             uint32_t rule = f.value.allow_rule_id != BW_NO_RULE ? f.value.allow_rule_id : f.value.deny_rule_id;
-            o << "  " << pad(f.path, 40) << pad(f.value.allow ? rights_to_string(f.value.allow) : "-", 28)
-              << pad(f.value.deny ? rights_to_string(f.value.deny) : "-", 28) << rule_where(b, rule) << "\n";
+            o << "  " << pad(f.path, 40) << pad(rights(f.value.allow), 28)
+              << pad(rights(f.value.deny), 28) << rule_where(b, rule) << "\n";
         }
     }
     o << "\nexec (BPF LSM, Landlock): "

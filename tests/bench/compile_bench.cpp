@@ -2,6 +2,8 @@
 // (yaml-cpp parsing the same file), and print median / p99 and their ratio,
 // plus peak RSS. Targets (PERF.md): <= 100 ms, <= 50 MB.
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -42,6 +44,30 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Peak RSS (MB) of a fresh process that does only `work` once.
+template <class F>
+double child_peak_rss_mb(F&& work) {
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        work();
+        rusage ru{};
+        getrusage(RUSAGE_SELF, &ru);
+        double mb = double(ru.ru_maxrss) / 1024.0;
+        ssize_t n = write(fds[1], &mb, sizeof mb);
+        _exit(n == sizeof mb ? 0 : 1);
+    }
+    close(fds[1]);
+    double mb = -1;
+    if (read(fds[0], &mb, sizeof mb) != sizeof mb) mb = -1;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return mb;
+}
+
 double pct(std::vector<double> v, double p) {
     std::sort(v.begin(), v.end());
     size_t i = std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5));
@@ -59,6 +85,9 @@ int main(int argc, char** argv) {
     bool real_seccomp = compile_seccomp(SeccompSpec{}).has_value();
     if (!real_seccomp)
         opts.seccomp_compiler = [](const SeccompSpec&) -> std::expected<SeccompPlan, SeccompError> { return SeccompPlan{}; };
+    double rss_start = child_peak_rss_mb([] {});
+    double rss_yaml = child_peak_rss_mb([&] { YAML::Node n = YAML::Load(text); });
+    double rss_compile = child_peak_rss_mb([&] { auto r = compile_string(text, "bench.yaml", opts); });
     auto check = compile_string(text, "bench.yaml", opts);
     if (!check.ok()) {
         std::fprintf(stderr, "bench policy does not compile:\n%s", render_diagnostics(check).c_str());
@@ -74,14 +103,21 @@ int main(int argc, char** argv) {
         comp.push_back(ms_since(t0));
         if (!r.ok() || n.size() == 0) return 1;
     }
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
+    std::vector<double> hash;
+    for (int i = 0; i < runs; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        auto h = bundle_hash(*check.bundle);
+        hash.push_back(ms_since(t0));
+        if (h != check.bundle->hash) return 1;
+    }
     std::printf("compile %d rules (%zu bytes), %d interleaved runs%s\n", rules, text.size(), runs,
                 real_seccomp ? "" : " (seccomp emitter not built: emission excluded)");
     std::printf("  yaml-cpp parse only : median %8.2f ms  p99 %8.2f ms\n", pct(base, 0.5), pct(base, 0.99));
     std::printf("  policyc compile     : median %8.2f ms  p99 %8.2f ms\n", pct(comp, 0.5), pct(comp, 0.99));
+    std::printf("    of which hash     : median %8.2f ms  (canonical JSON + SHA-256)\n", pct(hash, 0.5));
     std::printf("  ratio (median)      : %.2fx of parsing alone\n", pct(comp, 0.5) / pct(base, 0.5));
-    std::printf("  peak RSS            : %.1f MB\n", double(ru.ru_maxrss) / 1024.0);
+    std::printf("  peak RSS            : %.1f MB for one compile (process baseline %.1f MB; yaml-cpp parse alone %.1f MB)\n",
+                rss_compile, rss_start, rss_yaml);
     std::printf("  bundle: %zu file entries, %zu LPM entries, %zu rules\n", check.bundle->bpf.files.size(),
                 check.bundle->bpf.net.size(), check.bundle->rules.size());
     return 0;
