@@ -212,6 +212,19 @@ TEST_CASE("warnings: broad network grants, duplicates, shadowed network and sysc
     CHECK_FALSE(compile_string("tool: t\nfiles: { write: [/] }\n", "t.yaml", o).ok());
 }
 
+TEST_CASE("IPv6 prefixes that contain the v4-mapped range are flagged", "[compiler][emit]") {
+    auto r = compile("tool: t\nnetwork: { connect: [{ cidr: \"::/64\", ports: [443] }, { cidr: \"::/0\", ports: [22] }] }\n");
+    CHECK(r.ok());
+    CHECK(count_code(r, "covers-ipv4") == 1);
+    REQUIRE(count_code(r, "broad-grant") == 1);
+    CHECK(find_diag(r, "broad-grant")->message == "this rule reaches every IPv6 and IPv4 (v4-mapped) address");
+    // The v4 probe really is decided by the v6 entry.
+    const auto& net = r.bundle->bpf.net;
+    CHECK(std::any_of(net.begin(), net.end(), [](const BpfNetEntry& e) { return e.key.prefixlen == 32 + 64; }));
+    auto clean = compile("tool: t\nnetwork: { connect: [{ cidr: \"2001:db8::/32\", ports: [443] }] }\n");
+    CHECK(count_code(clean, "covers-ipv4") == 0);
+}
+
 TEST_CASE("capacity: a policy past the map's size fails, never truncates", "[compiler][emit]") {
     std::string text = "tool: t\nfiles:\n  read:\n";
     text.reserve(70000 * 12);
