@@ -1,6 +1,9 @@
-// GCC's -fsanitize-coverage=trace-pc calls __sanitizer_cov_trace_pc() at
-// every basic block; libFuzzer wants 8-bit counters. Hash each PC into a
-// counter table registered with libFuzzer before it starts.
+// Coverage feedback for libFuzzer when the library is built by GCC.
+// libFuzzer dropped -fsanitize-coverage=trace-pc, and GCC has no
+// inline-8bit-counters, so the library is built with -finstrument-functions
+// (call edges, hashed into 8-bit counters registered with libFuzzer here)
+// plus -fsanitize-coverage=trace-cmp (comparison operands, which libFuzzer
+// uses with -use_value_profile=1).
 #include <cstddef>
 #include <cstdint>
 
@@ -10,15 +13,17 @@ namespace {
 constexpr size_t kCounters = 1u << 16;
 alignas(64) uint8_t counters[kCounters];
 
-__attribute__((constructor(101))) void register_counters() {
+__attribute__((constructor(101), no_instrument_function)) void register_counters() {
     __sanitizer_cov_8bit_counters_init(counters, counters + kCounters);
 }
 }  // namespace
 
-extern "C" __attribute__((no_sanitize_address, no_sanitize_undefined)) void __sanitizer_cov_trace_pc() {
-    static thread_local uintptr_t prev = 0;
-    uintptr_t pc = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
-    uintptr_t cur = (pc >> 1) * 0x9E3779B97F4A7C15ull >> 48;
-    ++counters[(cur ^ prev) & (kCounters - 1)];
-    prev = cur >> 1;
+extern "C" {
+__attribute__((no_instrument_function, no_sanitize_address, no_sanitize_undefined)) void __cyg_profile_func_enter(
+    void* fn, void* call_site) {
+    uintptr_t h = (reinterpret_cast<uintptr_t>(fn) ^ (reinterpret_cast<uintptr_t>(call_site) << 1)) *
+                  0x9E3779B97F4A7C15ull;
+    ++counters[(h >> 48) & (kCounters - 1)];
+}
+__attribute__((no_instrument_function)) void __cyg_profile_func_exit(void*, void*) {}
 }
