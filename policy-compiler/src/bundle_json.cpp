@@ -120,19 +120,20 @@ json bundle_to_json(const Bundle& b) {
     j["mandatory_layers"] = b.mandatory_layers;
     json bins = json::array();
     for (const auto& x : b.binaries) bins.push_back({{"path", x.path}, {"sha256", opt_json(x.sha256)}, {"rule_id", x.rule_id}});
-    j["binaries"] = bins;
+    j["binaries"] = std::move(bins);
     json files = json::array();
     for (const auto& f : b.files)
         files.push_back({{"path", f.path}, {"allow", f.allow}, {"deny", f.deny}, {"rule_id", f.rule_id}});
-    j["files"] = files;
+    j["files"] = std::move(files);
     json rules = json::array();
     for (const auto& r : b.network.rules)
         rules.push_back({{"host", opt_json(r.host)}, {"addr", hex(r.addr.data(), 16)}, {"prefix", r.prefix},
                          {"port_lo", r.port_lo}, {"port_hi", r.port_hi}, {"proto_mask", r.proto_mask},
                          {"op_mask", r.op_mask}, {"action", r.action}, {"rule_id", r.rule_id}});
-    j["network"] = {{"mode", enum_name(b.network.mode, kNetModes)}, {"rules", rules},
-                    {"af_allow", b.network.af_allow}, {"sock_type_allow", b.network.sock_type_allow},
-                    {"dns", b.network.dns}};
+    json network = {{"mode", enum_name(b.network.mode, kNetModes)}, {"af_allow", b.network.af_allow},
+                    {"sock_type_allow", b.network.sock_type_allow}, {"dns", b.network.dns}};
+    network["rules"] = std::move(rules);
+    j["network"] = std::move(network);
     json prog = json::array();
     for (const auto& f : b.seccomp.program) prog.push_back(json::array({f.code, f.jt, f.jf, f.k}));
     j["seccomp"] = {{"program", prog}, {"arches", b.seccomp.arches},
@@ -145,8 +146,11 @@ json bundle_to_json(const Bundle& b) {
     json llp = json::array(), llports = json::array();
     for (const auto& p : b.landlock.paths) llp.push_back({{"path", p.path}, {"access", p.access}, {"rule_id", p.rule_id}});
     for (const auto& p : b.landlock.ports) llports.push_back({{"port", p.port}, {"access", p.access}, {"rule_id", p.rule_id}});
-    j["landlock"] = {{"handled_fs", b.landlock.handled_fs}, {"handled_net", b.landlock.handled_net},
-                     {"scoped", b.landlock.scoped}, {"paths", llp}, {"ports", llports}, {"gaps", b.landlock.gaps}};
+    json landlock = {{"handled_fs", b.landlock.handled_fs}, {"handled_net", b.landlock.handled_net},
+                     {"scoped", b.landlock.scoped}, {"gaps", b.landlock.gaps}};
+    landlock["paths"] = std::move(llp);
+    landlock["ports"] = std::move(llports);
+    j["landlock"] = std::move(landlock);
     json bf = json::array(), bn = json::array();
     for (const auto& f : b.bpf.files)
         bf.push_back({{"path", f.path}, {"allow", f.value.allow}, {"deny", f.value.deny},
@@ -155,12 +159,14 @@ json bundle_to_json(const Bundle& b) {
         json ranges = json::array();
         for (uint32_t i = 0; i < n.value.count && i < BW_PORT_RANGES_MAX; ++i) ranges.push_back(range_json(n.value.ranges[i]));
         bn.push_back({{"prefixlen", n.key.prefixlen}, {"policy_id", n.key.policy_id}, {"addr", hex(n.key.addr, 16)},
-                      {"ranges", ranges}});
+                      {"ranges", std::move(ranges)}});
     }
     const auto& h = b.bpf.header;
-    j["bpf"] = {{"header", {{"version", h.version}, {"mode", h.mode}, {"flags", h.flags}, {"af_allow", h.af_allow},
-                            {"sock_type_allow", h.sock_type_allow}}},
-                {"files", bf}, {"net", bn}};
+    json bpf = {{"header", {{"version", h.version}, {"mode", h.mode}, {"flags", h.flags}, {"af_allow", h.af_allow},
+                            {"sock_type_allow", h.sock_type_allow}}}};
+    bpf["files"] = std::move(bf);
+    bpf["net"] = std::move(bn);
+    j["bpf"] = std::move(bpf);
     const auto& L = b.limits;
     j["limits"] = {{"memory_bytes", opt_json(L.memory_bytes)}, {"pids", opt_json(L.pids)},
                    {"cpu_percent", opt_json(L.cpu_percent)}, {"timeout_ms", opt_json(L.timeout_ms)},
@@ -176,7 +182,7 @@ json bundle_to_json(const Bundle& b) {
     json refs = json::array();
     for (const auto& r : b.rules)
         refs.push_back({{"id", r.id}, {"loc", loc_json(r.loc)}, {"text", r.text}, {"section", r.section}});
-    j["rules"] = refs;
+    j["rules"] = std::move(refs);
     return j;
 }
 

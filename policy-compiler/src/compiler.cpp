@@ -5,6 +5,23 @@
 #include "passes.h"
 
 namespace bulwark::policy {
+ast::Span CompileContext::span_of(uint32_t rule_id) const {
+    const RuleRef* r = bundle.rule(rule_id);
+    if (!r) return {};
+    ast::Span span{r->loc, 1};
+    auto src = sources.find(r->loc.file);
+    if (src == sources.end() || r->loc.line == 0) return span;
+    auto& starts = line_starts_[r->loc.file];
+    if (starts.empty()) {
+        starts.push_back(0);
+        for (size_t i = 0; i < src->second.size(); ++i)
+            if (src->second[i] == '\n') starts.push_back(i + 1);
+    }
+    if (r->loc.line > starts.size()) return span;
+    span.length = source_token_length(src->second, starts[r->loc.line - 1] + r->loc.col - 1);
+    return span;
+}
+
 namespace {
 
 CompileResult compile(CompileContext& ctx, std::string_view text) {
@@ -42,6 +59,15 @@ CompileResult compile_file(const std::string& path, const CompileOptions& opts) 
     ctx.main_dir = dir.empty() ? "." : dir;
     ctx.sources[path] = *text;
     return compile(ctx, *text);
+}
+
+std::vector<Diagnostic> check_syntax(std::string_view text, const std::string& file_name,
+                                     const InputLimits& limits) {
+    std::vector<RuleRef> rules(1);
+    std::vector<Diagnostic> diags;
+    ast::RuleFile out;
+    parse_rule_file(text, file_name, limits, rules, diags, out);
+    return diags;
 }
 
 std::string render_diagnostics(const CompileResult& result) {

@@ -1,5 +1,6 @@
 #pragma once
 // State shared by the parser and every pass of one compile.
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,16 +58,20 @@ struct CompileContext {
         if (!r) return "rule #" + std::to_string(rule_id);
         return r->text + " (" + where(rule_id) + ")";
     }
-    ast::Span span_of(uint32_t rule_id) const {
-        const RuleRef* r = bundle.rule(rule_id);
-        return r ? ast::Span{r->loc, 1} : ast::Span{};
-    }
+    // The rule's source span, its length measured in the source text.
+    ast::Span span_of(uint32_t rule_id) const;
+
+    mutable std::map<std::string, std::vector<size_t>, std::less<>> line_starts_;
 };
 
 // Parses one rule file into `out`, adding its rules to `rules` and its
 // problems to `diags`. Returns false when the file has errors.
 bool parse_rule_file(std::string_view text, const std::string& file, const InputLimits& limits,
                      std::vector<RuleRef>& rules, std::vector<Diagnostic>& diags, ast::RuleFile& out);
+
+// Length of the YAML token (quoted string, flow collection or plain
+// scalar) starting at byte `pos`, for underlining.
+uint32_t source_token_length(std::string_view text, size_t pos);
 
 // Reads a file under the size cap; the error is a sentence.
 std::expected<std::string, std::string> read_text_file(const std::string& path, size_t max_bytes);

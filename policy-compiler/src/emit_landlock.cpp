@@ -1,26 +1,12 @@
 // LandlockPlan: our rights mapped to LANDLOCK_ACCESS_FS_*, TCP port rules
 // where the network rules are expressible by port, and the gaps: what the
 // policy asks that Landlock cannot express (enforced by other layers only).
-#include <linux/landlock.h>
-
 #include <map>
 #include <set>
 #include <unordered_map>
 
+#include "bulwark/policy/landlock_abi.h"
 #include "passes.h"
-
-// Newer than Debian 12's UAPI headers; values are kernel ABI.
-#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
-#endif
-#ifndef LANDLOCK_ACCESS_NET_BIND_TCP
-#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0)
-#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)
-#endif
-#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
-#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
-#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
-#endif
 
 namespace bulwark::policy {
 

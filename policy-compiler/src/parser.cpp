@@ -173,51 +173,7 @@ private:
         return false;
     }
 
-    uint32_t token_length(int pos) const {
-        if (pos < 0 || size_t(pos) >= text_.size()) return 1;
-        size_t p = size_t(pos), i = p;
-        char c = text_[p];
-        auto eol = [&](size_t k) { return k >= text_.size() || text_[k] == '\n' || text_[k] == '\r'; };
-        if (c == '"' || c == '\'') {
-            for (i = p + 1; !eol(i); ++i) {
-                if (c == '"' && text_[i] == '\\') {
-                    ++i;
-                    continue;
-                }
-                if (text_[i] == c) {
-                    if (c == '\'' && i + 1 < text_.size() && text_[i + 1] == '\'') {
-                        ++i;
-                        continue;
-                    }
-                    return uint32_t(i - p + 1);
-                }
-            }
-            return uint32_t(i - p);
-        }
-        if (c == '[' || c == '{') {
-            int depth = 0;
-            char q = 0;
-            for (i = p; !eol(i); ++i) {
-                char d = text_[i];
-                if (q) {
-                    if (d == q) q = 0;
-                    continue;
-                }
-                if (d == '"' || d == '\'') q = d;
-                else if (d == '[' || d == '{') ++depth;
-                else if ((d == ']' || d == '}') && --depth == 0) return uint32_t(i - p + 1);
-            }
-            return 1;
-        }
-        for (i = p; !eol(i); ++i) {
-            char d = text_[i];
-            if (d == ',' || d == ']' || d == '}') break;
-            if (d == ':' && (eol(i + 1) || text_[i + 1] == ' ')) break;
-            if (d == '#' && i > p && text_[i - 1] == ' ') break;
-        }
-        while (i > p && text_[i - 1] == ' ') --i;
-        return uint32_t(std::max<size_t>(1, i - p));
-    }
+    uint32_t token_length(int pos) const { return pos < 0 ? 1 : source_token_length(text_, size_t(pos)); }
 
     ast::Span span(const YAML::Node& n) const {
         auto m = n.Mark();
@@ -835,6 +791,53 @@ void Parser::parse_environment(const YAML::Node& n, ast::Environment& e) {
 }
 
 }  // namespace
+
+uint32_t source_token_length(std::string_view text_, size_t pos) {
+    if (pos >= text_.size()) return 1;
+    size_t p = pos, i = p;
+    char c = text_[p];
+    auto eol = [&](size_t k) { return k >= text_.size() || text_[k] == '\n' || text_[k] == '\r'; };
+    if (c == '"' || c == '\'') {
+        for (i = p + 1; !eol(i); ++i) {
+            if (c == '"' && text_[i] == '\\') {
+                ++i;
+                continue;
+            }
+            if (text_[i] == c) {
+                if (c == '\'' && i + 1 < text_.size() && text_[i + 1] == '\'') {
+                    ++i;
+                    continue;
+                }
+                return uint32_t(i - p + 1);
+            }
+        }
+        return uint32_t(i - p);
+    }
+    if (c == '[' || c == '{') {
+        int depth = 0;
+        char q = 0;
+        for (i = p; !eol(i); ++i) {
+            char d = text_[i];
+            if (q) {
+                if (d == q) q = 0;
+                continue;
+            }
+            if (d == '"' || d == '\'') q = d;
+            else if (d == '[' || d == '{') ++depth;
+            else if ((d == ']' || d == '}') && --depth == 0) return uint32_t(i - p + 1);
+        }
+        return 1;
+    }
+    for (i = p; !eol(i); ++i) {
+        char d = text_[i];
+        if (d == ',' || d == ']' || d == '}') break;
+        if (d == ':' && (eol(i + 1) || text_[i + 1] == ' ')) break;
+        if (d == '#' && i > p && text_[i - 1] == ' ') break;
+    }
+    while (i > p && text_[i - 1] == ' ') --i;
+    return uint32_t(std::max<size_t>(1, i - p));
+}
+
 
 bool parse_rule_file(std::string_view text, const std::string& file, const InputLimits& limits,
                      std::vector<RuleRef>& rules, std::vector<Diagnostic>& diags, ast::RuleFile& out) {

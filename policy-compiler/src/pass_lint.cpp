@@ -79,8 +79,15 @@ void run(CompileContext& ctx) {
         if (r.action == BW_NET_ACTION_DENY && !r.host) net_denies.push_back(&r);
         if (r.action == BW_NET_ACTION_ALLOW && any_address(r) && (r.op_mask & (BW_NET_CONNECT | BW_NET_SEND)))
             ctx.warning(ctx.span_of(r.rule_id), "broad-grant",
-                        "this rule reaches every " + std::string(r.prefix == 0 ? "IPv6" : "IPv4") + " address",
+                        "this rule reaches every " +
+                            std::string(r.prefix == 0 ? "IPv6 and IPv4 (v4-mapped)" : "IPv4") + " address",
                         {"name the hosts or networks the tool needs"});
+        // An IPv6 prefix short enough to contain ::ffff:0:0/96 also covers IPv4.
+        static const Cidr kMapped{{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0}, 96, false};
+        if (!r.host && r.prefix > 0 && r.prefix < 96 && cidr_contains(Cidr{r.addr, r.prefix, false}, kMapped))
+            ctx.warning(ctx.span_of(r.rule_id), "covers-ipv4",
+                        "this IPv6 prefix contains ::ffff:0:0/96, so it also covers every IPv4 address",
+                        {"IPv4 is matched as v4-mapped IPv6; write IPv4 networks as IPv4 CIDRs"});
     }
     for (const auto& r : rules) {
         if (r.action != BW_NET_ACTION_ALLOW || r.host) continue;

@@ -38,7 +38,6 @@ void run_pipeline(CompileContext& ctx);
 
 // Shared by the network pass and the emitters.
 inline constexpr uint32_t kAllFsRights = BW_FS_ALL;
-std::string rights_to_string(uint32_t rights);
 
 // Calls f(ancestor) for `path` and each parent directory of it, ending with
 // "/" (for variable-rooted paths: ending with the variable itself, then "/").

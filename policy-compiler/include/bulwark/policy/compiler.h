@@ -54,6 +54,10 @@ CompileResult compile_string(std::string_view text, std::string file_name, const
 
 std::string render_diagnostics(const CompileResult& result);
 
+// Parses only (input checks, YAML, keys and value types): the diagnostics.
+std::vector<Diagnostic> check_syntax(std::string_view text, const std::string& file_name,
+                                     const InputLimits& limits = {});
+
 // Canonical JSON (sorted keys, ASCII only, no whitespace when dumped with
 // canonical_dump) and its content hash, "sha256:<hex>", computed with the
 // `hash` field emptied.

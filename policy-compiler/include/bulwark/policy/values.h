@@ -7,6 +7,8 @@
 #include <expected>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace bulwark::policy {
 
@@ -52,6 +54,12 @@ std::expected<uint64_t, std::string> parse_size(std::string_view text);
 std::expected<uint64_t, std::string> parse_duration_ms(std::string_view text);
 // "50%" -> 50.
 std::expected<uint32_t, std::string> parse_percent(std::string_view text);
+
+// BW_FS_* bits as "read,write" ("none" for 0).
+std::string rights_to_string(uint32_t rights);
+
+// Socket family names of `network.families` and their AF_* numbers.
+const std::vector<std::pair<std::string, int>>& socket_families();
 
 // Strict UTF-8 validation (no overlongs, surrogates or code points past
 // U+10FFFF); returns the byte offset of the first bad sequence.
