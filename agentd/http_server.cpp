@@ -335,18 +335,14 @@ private:
         };
     }
 
+    // SSE comment lines keep proxies and clients from timing out; WebSocket
+    // streams use Beast's own keep-alive pings instead (stream_base::timeout).
     void keepalive() {
         ka_timer_.expires_after(srv_.cfg.stream_keepalive);
         ka_timer_.async_wait([self = shared_from_this()](error_code ec) {
             if (ec || self->closed_) return;
-            if (self->ws_) {
-                self->ws_->async_ping({}, [self](error_code e) {
-                    if (e) self->close();
-                });
-            } else {
-                self->outq_.push_back(":\n\n");
-                self->flush();
-            }
+            self->outq_.push_back(":\n\n");
+            self->flush();
             self->keepalive();
         });
     }
