@@ -147,7 +147,9 @@ private:
         parser_.emplace();
         parser_->header_limit(uint32_t(srv_.cfg.limits.header_limit));
         parser_->body_limit(srv_.cfg.limits.body_limit);
-        arm(srv_.cfg.read_timeout);
+        // a unix peer that will be refused anyway gets little time to hold a slot
+        arm(!tcp_ && !peer_allowed() ? std::min(srv_.cfg.read_timeout, std::chrono::milliseconds(2000))
+                                     : srv_.cfg.read_timeout);
         bh::async_read_header(sock_, buf_, *parser_,
                               [self = shared_from_this()](error_code ec, size_t) { self->on_header(ec); });
     }
@@ -232,7 +234,8 @@ private:
         auto& req = parser_->get();
         unsigned version = req.version();
         bool keep = req.keep_alive();
-        if (auto denied = authorize(req)) return respond(std::move(*denied), !keep, version);
+        // a refused caller gets its answer and the connection ends
+        if (auto denied = authorize(req)) return respond(std::move(*denied), true, version);
 
         ApiRequest ar;
         ar.method = std::string(req.method_string());
