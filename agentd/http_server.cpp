@@ -72,6 +72,7 @@ struct HttpServer::Impl {
     std::vector<std::thread> threads;
     std::optional<Acceptor> unix_acc, tcp_acc;
     uint16_t bound_port = 0;
+    bool unix_bound = false;  // we created the socket file: remove it at exit
     std::atomic<size_t> conns{0};
 
     Impl(ServerConfig c, const Router& r, Metrics* m)
@@ -524,6 +525,7 @@ std::expected<std::unique_ptr<HttpServer>, std::string> HttpServer::start(Server
         if (!ec) I.unix_acc->bind(ep, ec);
         ::umask(old);
         if (ec) return std::unexpected("bind(" + path + "): " + ec.message());
+        I.unix_bound = true;
         if (I.cfg.unix_group && ::chown(path.c_str(), uid_t(-1), *I.cfg.unix_group) != 0)
             return std::unexpected("chown(" + path + "): " + std::strerror(errno));
         if (::chmod(path.c_str(), I.cfg.unix_mode) != 0)
@@ -571,7 +573,8 @@ HttpServer::~HttpServer() {
     I.ioc.stop();
     for (auto& t : I.threads) t.join();
     I.workers.join();
-    if (I.cfg.unix_path) ::unlink(I.cfg.unix_path->c_str());
+    // never remove a socket this server did not create (e.g. a live daemon's)
+    if (I.unix_bound) ::unlink(I.cfg.unix_path->c_str());
 }
 
 uint16_t HttpServer::tcp_port() const { return impl_->bound_port; }
