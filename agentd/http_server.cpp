@@ -67,16 +67,22 @@ struct HttpServer::Impl {
     ServerConfig cfg;
     const Router& router;
     Metrics* metrics;
-    asio::io_context ioc;
     asio::thread_pool workers;
     std::vector<std::thread> threads;
-    std::optional<Acceptor> unix_acc, tcp_acc;
     uint16_t bound_port = 0;
     bool unix_bound = false;  // we created the socket file: remove it at exit
     std::atomic<size_t> conns{0};
+    // Declared last, destroyed first: sessions still queued in it are
+    // destroyed while everything they refer to above is alive.
+    asio::io_context ioc;
+    std::optional<Acceptor> unix_acc, tcp_acc;
 
     Impl(ServerConfig c, const Router& r, Metrics* m)
         : cfg(std::move(c)), router(r), metrics(m), workers(size_t(std::max(1, cfg.worker_threads))) {}
+    ~Impl() {
+        unix_acc.reset();
+        tcp_acc.reset();
+    }
 
     void count_status(int status) {
         if (metrics && status >= 100 && status < 600)

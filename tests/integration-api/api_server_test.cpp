@@ -121,6 +121,9 @@ TEST_CASE("unix socket: health, routing and JSON errors", "[api]") {
     check_error(get(api.sock, 0, "/v1/audit?decision=maybe"), 400, "bad_parameter");
     check_error(get(api.sock, 0, "/v1/audit?task=1&task=2"), 400, "bad_query");
     check_error(get(api.sock, 0, "/v1/audit?tool=%zz"), 400, "bad_query");
+    check_error(get(api.sock, 0, "/v1/audit?since_ns=18446744073709551615"), 400, "bad_parameter");
+    check_error(get(api.sock, 0, "/v1/audit?after_seq=-1"), 400, "bad_parameter");
+    check_error(get(api.sock, 0, "/v1/events?rule=1"), 400, "bad_parameter");
 }
 
 TEST_CASE("the OpenAPI document lists exactly the routes served", "[api][openapi]") {
