@@ -213,6 +213,44 @@ struct AuditStore::Impl {
 
     std::thread writer;
 
+    // Checkpoints run on their own connection and thread, so copying the WAL
+    // into the database (and its fsync) never stalls a commit. The writer's
+    // WAL hook wakes the checkpointer once the WAL passes kCheckpointPages.
+    static constexpr int kCheckpointPages = 1000;
+    DbPtr ckdb;
+    std::thread checkpointer;
+    std::mutex ck_mu;
+    std::condition_variable ck_cv;
+    bool ck_due = false;
+    bool ck_stop = false;
+
+    static int wal_hook(void* p, sqlite3*, const char*, int pages) {
+        if (pages >= kCheckpointPages) {
+            auto* self = static_cast<Impl*>(p);
+            {
+                std::lock_guard lk(self->ck_mu);
+                self->ck_due = true;
+            }
+            self->ck_cv.notify_one();
+        }
+        return SQLITE_OK;
+    }
+
+    void run_checkpointer() {
+        std::unique_lock lk(ck_mu);
+        for (;;) {
+            ck_cv.wait_for(lk, std::chrono::seconds(5), [&] { return ck_due || ck_stop; });
+            if (ck_stop) return;
+            ck_due = false;
+            lk.unlock();
+            int log = 0, done = 0;
+            int rc = sqlite3_wal_checkpoint_v2(ckdb.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+            if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+                spdlog::debug("audit store checkpoint: {}", sqlite3_errmsg(ckdb.get()));
+            lk.lock();
+        }
+    }
+
     mutable std::mutex pool_mu;
     mutable std::vector<DbPtr> pool;
 
@@ -566,6 +604,14 @@ AuditStore::~AuditStore() {
         impl_->stop = true;
     }
     impl_->work_cv.notify_all();
+    if (impl_->checkpointer.joinable()) {
+        {
+            std::lock_guard lk(impl_->ck_mu);
+            impl_->ck_stop = true;
+        }
+        impl_->ck_cv.notify_all();
+        impl_->checkpointer.join();
+    }
     if (impl_->writer.joinable()) impl_->writer.join();
     if (impl_->wdb) {
         // fold the WAL back into the database on a clean shutdown
@@ -659,7 +705,21 @@ std::expected<std::unique_ptr<AuditStore>, DbError> AuditStore::open(StoreOption
 
     std::string why;
     if (!I.headroom_ok(why)) I.set_refusing(why);
+    {
+        sqlite3* ck = nullptr;
+        if (sqlite3_open_v2(s->opts_.path.c_str(), &ck, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+            SQLITE_OK) {
+            auto e = sql_error(ck, "open checkpoint connection");
+            sqlite3_close_v2(ck);
+            return std::unexpected(e);
+        }
+        I.ckdb.reset(ck);
+        sqlite3_busy_timeout(ck, 100);
+        // replaces SQLite's automatic checkpoint on the writer connection
+        sqlite3_wal_hook(db, &Impl::wal_hook, &I);
+    }
     I.writer = std::thread([&I] { I.run_writer(); });
+    I.checkpointer = std::thread([&I] { I.run_checkpointer(); });
     return s;
 }
 

@@ -77,10 +77,10 @@ void read_filters(const std::map<std::string, std::string>& q, audit::Query* aq,
             if (!kk) throw BadParam{"unknown record kind '" + v + "'"};
             if (aq) aq->kind = *kk;
             if (bf) bf->kind = *kk;
-        } else if (k == "since_ns") {
-            if (aq) aq->since_ns = int64_t(num(uint64_t{}));
-        } else if (k == "until_ns") {
-            if (aq) aq->until_ns = int64_t(num(uint64_t{}));
+        } else if (k == "since_ns" || k == "until_ns") {
+            auto n = num(uint64_t{});
+            if (n > uint64_t(INT64_MAX)) throw BadParam{"'" + k + "' is out of range"};
+            if (aq) (k == "since_ns" ? aq->since_ns : aq->until_ns) = int64_t(n);
         } else if (k == "after_seq") {
             if (aq) aq->after_seq = num(uint64_t{});
         } else if (k == "limit") {

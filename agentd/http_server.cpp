@@ -67,15 +67,22 @@ struct HttpServer::Impl {
     ServerConfig cfg;
     const Router& router;
     Metrics* metrics;
-    asio::io_context ioc;
     asio::thread_pool workers;
     std::vector<std::thread> threads;
-    std::optional<Acceptor> unix_acc, tcp_acc;
     uint16_t bound_port = 0;
+    bool unix_bound = false;  // we created the socket file: remove it at exit
     std::atomic<size_t> conns{0};
+    // Declared last, destroyed first: sessions still queued in it are
+    // destroyed while everything they refer to above is alive.
+    asio::io_context ioc;
+    std::optional<Acceptor> unix_acc, tcp_acc;
 
     Impl(ServerConfig c, const Router& r, Metrics* m)
         : cfg(std::move(c)), router(r), metrics(m), workers(size_t(std::max(1, cfg.worker_threads))) {}
+    ~Impl() {
+        unix_acc.reset();
+        tcp_acc.reset();
+    }
 
     void count_status(int status) {
         if (metrics && status >= 100 && status < 600)
@@ -147,7 +154,9 @@ private:
         parser_.emplace();
         parser_->header_limit(uint32_t(srv_.cfg.limits.header_limit));
         parser_->body_limit(srv_.cfg.limits.body_limit);
-        arm(srv_.cfg.read_timeout);
+        // a unix peer that will be refused anyway gets little time to hold a slot
+        arm(!tcp_ && !peer_allowed() ? std::min(srv_.cfg.read_timeout, std::chrono::milliseconds(2000))
+                                     : srv_.cfg.read_timeout);
         bh::async_read_header(sock_, buf_, *parser_,
                               [self = shared_from_this()](error_code ec, size_t) { self->on_header(ec); });
     }
@@ -232,7 +241,8 @@ private:
         auto& req = parser_->get();
         unsigned version = req.version();
         bool keep = req.keep_alive();
-        if (auto denied = authorize(req)) return respond(std::move(*denied), !keep, version);
+        // a refused caller gets its answer and the connection ends
+        if (auto denied = authorize(req)) return respond(std::move(*denied), true, version);
 
         ApiRequest ar;
         ar.method = std::string(req.method_string());
@@ -335,18 +345,14 @@ private:
         };
     }
 
+    // SSE comment lines keep proxies and clients from timing out; WebSocket
+    // streams use Beast's own keep-alive pings instead (stream_base::timeout).
     void keepalive() {
         ka_timer_.expires_after(srv_.cfg.stream_keepalive);
         ka_timer_.async_wait([self = shared_from_this()](error_code ec) {
             if (ec || self->closed_) return;
-            if (self->ws_) {
-                self->ws_->async_ping({}, [self](error_code e) {
-                    if (e) self->close();
-                });
-            } else {
-                self->outq_.push_back(":\n\n");
-                self->flush();
-            }
+            self->outq_.push_back(":\n\n");
+            self->flush();
             self->keepalive();
         });
     }
@@ -525,6 +531,7 @@ std::expected<std::unique_ptr<HttpServer>, std::string> HttpServer::start(Server
         if (!ec) I.unix_acc->bind(ep, ec);
         ::umask(old);
         if (ec) return std::unexpected("bind(" + path + "): " + ec.message());
+        I.unix_bound = true;
         if (I.cfg.unix_group && ::chown(path.c_str(), uid_t(-1), *I.cfg.unix_group) != 0)
             return std::unexpected("chown(" + path + "): " + std::strerror(errno));
         if (::chmod(path.c_str(), I.cfg.unix_mode) != 0)
@@ -572,7 +579,8 @@ HttpServer::~HttpServer() {
     I.ioc.stop();
     for (auto& t : I.threads) t.join();
     I.workers.join();
-    if (I.cfg.unix_path) ::unlink(I.cfg.unix_path->c_str());
+    // never remove a socket this server did not create (e.g. a live daemon's)
+    if (I.unix_bound) ::unlink(I.cfg.unix_path->c_str());
 }
 
 uint16_t HttpServer::tcp_port() const { return impl_->bound_port; }

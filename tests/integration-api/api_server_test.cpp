@@ -121,6 +121,9 @@ TEST_CASE("unix socket: health, routing and JSON errors", "[api]") {
     check_error(get(api.sock, 0, "/v1/audit?decision=maybe"), 400, "bad_parameter");
     check_error(get(api.sock, 0, "/v1/audit?task=1&task=2"), 400, "bad_query");
     check_error(get(api.sock, 0, "/v1/audit?tool=%zz"), 400, "bad_query");
+    check_error(get(api.sock, 0, "/v1/audit?since_ns=18446744073709551615"), 400, "bad_parameter");
+    check_error(get(api.sock, 0, "/v1/audit?after_seq=-1"), 400, "bad_parameter");
+    check_error(get(api.sock, 0, "/v1/events?rule=1"), 400, "bad_parameter");
 }
 
 TEST_CASE("the OpenAPI document lists exactly the routes served", "[api][openapi]") {
@@ -152,6 +155,13 @@ TEST_CASE("TCP: bearer token and Host/Origin checks", "[api][tcp]") {
 
     auto missing = get("", api.port, "/v1/health");
     check_error(missing, 401, "missing_token");
+    {
+        // a refused request ends its connection: no second try on it
+        Fd c(connect_tcp(api.port));
+        auto r = request(c.fd, "GET /v1/health HTTP/1.1\r\nHost: " + api.host() + "\r\n\r\n");
+        CHECK(r.status == 401);
+        CHECK(closed_within(c.fd, 3000ms));
+    }
     CHECK(missing.headers.count("www-authenticate"));
     check_error(get("", api.port, "/v1/health", "Authorization: Bearer wrong-token-000000000000\r\n"), 401,
                 "bad_token");
@@ -211,6 +221,8 @@ TEST_CASE("unix socket: callers with other credentials get 403", "[api][peercred
                 auto r = request(fd, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n");
                 status = r.status;
                 if (r.status == 403 && r.body.find("forbidden_peer") == std::string::npos) status = -1000;
+                // and the refused caller's connection is closed
+                if (r.status == 403 && !closed_within(fd, 3000ms)) status = -2000;
             }
             (void)!write(p[1], &status, sizeof status);
             _exit(0);

@@ -181,6 +181,8 @@ TEST_CASE("kill -9 loop: every acknowledged row survives, integrity ok", "[kill9
             close(p[0]);
             auto s = AuditStore::open({.path = path, .batch_rows = 512, .batch_linger = 0ms, .min_free_bytes = 0});
             if (!s) _exit(3);
+            uint64_t ready = (*s)->committed_seq();  // opened: schema exists
+            if (write(p[1], &ready, sizeof ready) != sizeof ready) _exit(6);
             for (uint64_t n = 0;; ++n) {
                 std::optional<uint64_t> last;
                 for (int k = 0; k < 200; ++k) {
@@ -195,6 +197,14 @@ TEST_CASE("kill -9 loop: every acknowledged row survives, integrity ok", "[kill9
             }
         }
         close(p[1]);
+        {
+            // kill while writing, not while opening: wait for the child's first word
+            pollfd pf{p[0], POLLIN, 0};
+            REQUIRE(poll(&pf, 1, 60000) == 1);
+            uint64_t ready;
+            REQUIRE(read(p[0], &ready, sizeof ready) == sizeof ready);
+            CHECK(ready >= max_acked);  // committed rows may outrun the last ack
+        }
         auto delay = std::chrono::milliseconds(std::uniform_int_distribution<int>(5, 250)(rng));
         auto until = std::chrono::steady_clock::now() + delay;
         uint64_t acked_this = 0;
