@@ -11,20 +11,74 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
+#include "bulwark/policy/compiler.h"
+#include "bulwark/policy/instantiate.h"
 #include "run_report.h"
 #include "spawner.h"
 
 namespace bulwark {
 
+// Resolves a rule's host name with the host's resolver (getaddrinfo).
+std::expected<std::vector<std::string>, std::string> resolve_host(std::string_view host) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    std::string name(host);
+    if (int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &res); rc != 0)
+        return std::unexpected("cannot resolve " + name + ": " + gai_strerror(rc));
+    std::vector<std::string> out;
+    for (addrinfo* a = res; a; a = a->ai_next) {
+        char buf[INET6_ADDRSTRLEN] = {};
+        const void* src = a->ai_family == AF_INET
+                              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
+                              : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
+        if (::inet_ntop(a->ai_family, src, buf, sizeof buf)) out.emplace_back(buf);
+    }
+    ::freeaddrinfo(res);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
 std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& rules_dir,
-                                                           const std::string& tool) {
-    // Connect policy::compile_file(rules_dir + "/" + tool + ".yaml") here
-    // once the compiler is merged. Until then no bundle exists: refuse.
-    return std::unexpected("cannot compile " + rules_dir + "/" + tool +
-                           ".yaml: the policy compiler is not linked into agentd yet");
+                                                           const std::string& tool,
+                                                           const std::string& workdir) {
+    namespace fs = std::filesystem;
+    fs::path file = fs::path(rules_dir) / (tool + ".yaml");
+    if (!fs::exists(file)) return std::unexpected("no rule file " + file.string() + " for tool " + tool);
+    policy::CompileOptions opts;
+    opts.rules_dirs = {rules_dir};
+    auto compiled = policy::compile_file(file.string(), opts);
+    if (!compiled.ok())
+        return std::unexpected("cannot compile " + file.string() + ":\n" + policy::render_diagnostics(compiled));
+    // One-shot runs are their own task: ${workdir} is the bound directory,
+    // ${home} the caller's home (so rules about ~/.ssh mean the real one),
+    // ${tmp} the sandbox's private /tmp.
+    policy::TaskVars vars;
+    vars["workdir"] = workdir;
+    const char* home = std::getenv("HOME");
+    vars["home"] = (home && home[0] == '/' && std::string_view(home) != "/") ? std::string(home) : workdir;
+    vars["tmp"] = "/tmp";
+    vars["task_id"] = "run-" + std::to_string(::getpid());
+    auto bundle = policy::instantiate(*compiled.bundle, vars, resolve_host);
+    if (!bundle) {
+        std::string where;
+        if (const auto* r = compiled.bundle->rule(bundle.error().rule_id))
+            where = r->loc.file + ":" + std::to_string(r->loc.line) + ":" + std::to_string(r->loc.col) + ": ";
+        return std::unexpected(where + "cannot instantiate " + tool + ": " + bundle.error().message);
+    }
+    return std::move(*bundle);
 }
 
 void register_run(CLI::App& app) {
@@ -41,7 +95,12 @@ void register_run(CLI::App& app) {
     run->add_flag("--json", o->json, "print the run report as JSON on stdout");
     run->add_option("cmd", o->cmd, "command and arguments (after --)")->required();
     run->callback([o] {
-        auto bundle = load_tool_bundle(o->rules, o->tool);
+        std::error_code ec;
+        std::string workdir = o->workdir.empty() ? std::filesystem::current_path(ec).string()
+                                                 : std::filesystem::canonical(o->workdir, ec).string();
+        auto bundle = ec ? std::expected<policy::Bundle, std::string>(std::unexpected(
+                               "workdir " + o->workdir + ": " + ec.message()))
+                         : load_tool_bundle(o->rules, o->tool, workdir);
         RunReport rep;
         if (!bundle) {
             rep.tool = o->tool;
@@ -51,7 +110,7 @@ void register_run(CLI::App& app) {
         } else {
             RunRequest req;
             req.argv = o->cmd;
-            req.workdir = o->workdir;
+            req.workdir = workdir;
             rep = run_tool(*bundle, req);
         }
         if (o->json) {

@@ -15,9 +15,12 @@ namespace bulwark {
 // CLI::RuntimeError(status) so main returns the run's exit status.
 void register_run(CLI::App& app);
 
-// The rules loading of `agentd run`: the bundle for `tool` from the rule
-// files in `rules_dir`. The single place the policy compiler plugs in.
+// The rules loading of `agentd run`: <rules_dir>/<tool>.yaml compiled
+// (extends resolved in rules_dir) and instantiated for a one-shot task whose
+// ${workdir} is `workdir` (absolute, canonical); host names are resolved
+// with the host's resolver. Errors carry the compiler's diagnostics.
 std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& rules_dir,
-                                                           const std::string& tool);
+                                                           const std::string& tool,
+                                                           const std::string& workdir);
 
 }  // namespace bulwark
