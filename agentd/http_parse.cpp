@@ -192,13 +192,7 @@ ParseOutcome parse_request_bytes(std::string_view bytes, const HttpLimits& limit
     }
     if (!p.is_header_done()) return {1, "need_more", used};
     const auto& req = p.get();
-    RawHeader h;
-    h.method = std::string_view(req.method_string().data(), req.method_string().size());
-    h.target = std::string_view(req.target().data(), req.target().size());
-    h.version = req.version();
-    for (const auto& f : req)
-        h.fields.emplace_back(std::string_view(f.name_string().data(), f.name_string().size()),
-                              std::string_view(f.value().data(), f.value().size()));
+    RawHeader h = raw_header_of(req);
     if (auto e = check_request_header(h, limits)) return {e->status, e->code, used};
     auto qpos = h.target.find('?');
     if (qpos != std::string_view::npos && !parse_query(h.target.substr(qpos + 1)))

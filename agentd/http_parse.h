@@ -38,6 +38,20 @@ struct RawHeader {
     std::vector<std::pair<std::string_view, std::string_view>> fields;  // as received
 };
 
+// The RawHeader view of a parsed Beast request header (views into `req`).
+// A template so this header needs no Beast include.
+template <class Request>
+RawHeader raw_header_of(const Request& req) {
+    RawHeader h;
+    h.method = std::string_view(req.method_string().data(), req.method_string().size());
+    h.target = std::string_view(req.target().data(), req.target().size());
+    h.version = req.version();
+    for (const auto& f : req)
+        h.fields.emplace_back(std::string_view(f.name_string().data(), f.name_string().size()),
+                              std::string_view(f.value().data(), f.value().size()));
+    return h;
+}
+
 // Checks after the parser accepted the header; nullopt = acceptable.
 // Rejects: both Content-Length and Transfer-Encoding, repeated or
 // comma-listed Content-Length, any Transfer-Encoding but exactly "chunked"

@@ -171,15 +171,7 @@ private:
         if (closed_) return;
         if (quiet_end(ec) && !(ec == bh::error::end_of_stream && buf_.size() > 0)) return close();
         if (ec) return fail(parse_error(ec));
-        const auto& req = parser_->get();
-        RawHeader h;
-        h.method = std::string_view(req.method_string().data(), req.method_string().size());
-        h.target = std::string_view(req.target().data(), req.target().size());
-        h.version = req.version();
-        for (const auto& f : req)
-            h.fields.emplace_back(std::string_view(f.name_string().data(), f.name_string().size()),
-                                  std::string_view(f.value().data(), f.value().size()));
-        if (auto e = check_request_header(h, srv_.cfg.limits)) return fail(*e);
+        if (auto e = check_request_header(raw_header_of(parser_->get()), srv_.cfg.limits)) return fail(*e);
         if (parser_->is_done()) return on_request();
         bh::async_read(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
             if (self->closed_) return;
