@@ -11,9 +11,6 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,30 +23,9 @@
 #include "bulwark/policy/instantiate.h"
 #include "run_report.h"
 #include "spawner.h"
+#include "tool_catalog.h"
 
 namespace bulwark {
-
-// Resolves a rule's host name with the host's resolver (getaddrinfo).
-std::expected<std::vector<std::string>, std::string> resolve_host(std::string_view host) {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    std::string name(host);
-    if (int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &res); rc != 0)
-        return std::unexpected("cannot resolve " + name + ": " + gai_strerror(rc));
-    std::vector<std::string> out;
-    for (addrinfo* a = res; a; a = a->ai_next) {
-        char buf[INET6_ADDRSTRLEN] = {};
-        const void* src = a->ai_family == AF_INET
-                              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
-                              : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
-        if (::inet_ntop(a->ai_family, src, buf, sizeof buf)) out.emplace_back(buf);
-    }
-    ::freeaddrinfo(res);
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-}
 
 std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& rules_dir,
                                                            const std::string& tool,
@@ -71,14 +47,7 @@ std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& r
     vars["home"] = (home && home[0] == '/' && std::string_view(home) != "/") ? std::string(home) : workdir;
     vars["tmp"] = "/tmp";
     vars["task_id"] = "run-" + std::to_string(::getpid());
-    auto bundle = policy::instantiate(*compiled.bundle, vars, resolve_host);
-    if (!bundle) {
-        std::string where;
-        if (const auto* r = compiled.bundle->rule(bundle.error().rule_id))
-            where = r->loc.file + ":" + std::to_string(r->loc.line) + ":" + std::to_string(r->loc.col) + ": ";
-        return std::unexpected(where + "cannot instantiate " + tool + ": " + bundle.error().message);
-    }
-    return std::move(*bundle);
+    return instantiate_tool(*compiled.bundle, vars);
 }
 
 void register_run(CLI::App& app) {

@@ -16,6 +16,9 @@
 #include "event_bus.h"
 #include "http_api.h"
 #include "http_server.h"
+#include "http_tasks.h"
+#include "tasks.h"
+#include "tool_catalog.h"
 #include "metrics.h"
 
 namespace bulwark {
@@ -24,6 +27,8 @@ namespace {
 struct ServeArgs {
     std::string config;
     std::string state_dir;
+    std::string rules_dir;
+    std::string work_root;
     std::string socket;
     std::string http;
     std::string log_level;
@@ -57,6 +62,8 @@ int run_serve(const ServeArgs& a) {
         return 2;
     }
     if (!a.state_dir.empty()) cfg->state_dir = a.state_dir;
+    if (!a.rules_dir.empty()) cfg->rules_dir = a.rules_dir;
+    if (!a.work_root.empty()) cfg->work_root = a.work_root;
     if (!a.socket.empty()) cfg->api.unix_path = a.socket;
     if (!a.http.empty()) {
         auto l = parse_listen(a.http);
@@ -84,6 +91,18 @@ int run_serve(const ServeArgs& a) {
     if (!(*store)->accepting_runs())
         spdlog::error("audit store refuses new runs: {}", (*store)->status().reason);
 
+    // Every rule file must compile, or the daemon does not start.
+    auto catalog = ToolCatalog::load(cfg->rules_dir);
+    if (!catalog) {
+        spdlog::critical("rules {}: {}", cfg->rules_dir.string(), catalog.error());
+        return 1;
+    }
+    spdlog::info("serving {} tools from {}", catalog->tools().size(), catalog->rules_dir().string());
+    TaskOptions topts;
+    topts.work_root = cfg->work_root;
+    if (!ensure_dir(topts.work_root, 0711)) return 1;
+    TaskManager tasks(*catalog, store->get(), topts);
+
     http::Router router;
     http::ApiContext ctx;
     ctx.store = store->get();
@@ -91,6 +110,7 @@ int run_serve(const ServeArgs& a) {
     ctx.metrics = &metrics;
     ctx.openapi_json = std::string(http::openapi_document());
     http::register_v1_routes(router, ctx);
+    http::register_task_routes(router, {.catalog = &*catalog, .tasks = &tasks, .store = store->get()});
 
     auto server = http::HttpServer::start(cfg->api, router, &metrics);
     if (!server) {
@@ -119,6 +139,8 @@ void register_serve(CLI::App& app) {
     auto* serve = app.add_subcommand("serve", "run the daemon: audit store and API server");
     serve->add_option("--config", args->config, "YAML configuration file")->check(CLI::ExistingFile);
     serve->add_option("--state-dir", args->state_dir, "state directory (default /var/lib/bulwark)");
+    serve->add_option("--rules", args->rules_dir, "directory of rule files served as tools (default: the shipped rules)");
+    serve->add_option("--work-root", args->work_root, "default task work directories (default /var/lib/bulwark-tasks)");
     serve->add_option("--socket", args->socket, "unix socket path (default /run/bulwark/agentd.sock)");
     serve->add_option("--http", args->http, "also listen on HTTP, loopback only, e.g. 127.0.0.1:7878");
     serve->add_option("--log-level", args->log_level, "trace, debug, info, warn, error");

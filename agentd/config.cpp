@@ -77,7 +77,15 @@ private:
 
 void apply(DaemonConfig& c, const YAML::Node& root, const Reader& r) {
     if (root.IsNull()) return;  // empty file: defaults
-    r.check_keys(root, "top level", {"state_dir", "log_level", "api", "audit"});
+    r.check_keys(root, "top level", {"state_dir", "rules_dir", "work_root", "log_level", "api", "audit"});
+    if (auto n = root["work_root"]) {
+        c.work_root = r.str(n, "work_root");
+        if (!c.work_root.is_absolute()) r.fail(n, "'work_root' must be an absolute path");
+    }
+    if (auto n = root["rules_dir"]) {
+        c.rules_dir = r.str(n, "rules_dir");
+        if (!c.rules_dir.is_absolute()) r.fail(n, "'rules_dir' must be an absolute path");
+    }
     if (auto n = root["state_dir"]) {
         c.state_dir = r.str(n, "state_dir");
         if (!c.state_dir.is_absolute()) r.fail(n, "'state_dir' must be an absolute path");
@@ -181,6 +189,9 @@ DaemonConfig default_config() {
     c.api.allowed_uids = {0};
     if (geteuid() != 0) c.api.allowed_uids.push_back(geteuid());
     c.audit.retention = std::chrono::seconds(30 * 86400);
+    std::error_code ec;
+    c.rules_dir = std::filesystem::is_directory(BULWARK_INSTALLED_RULES_DIR, ec) ? BULWARK_INSTALLED_RULES_DIR
+                                                                               : BULWARK_SOURCE_RULES_DIR;
     return c;
 }
 

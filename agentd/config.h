@@ -2,7 +2,9 @@
 // agentd serve configuration: defaults, the YAML file (yaml-cpp), and errors
 // that name the file, line and column ("agentd.yaml:4:3: unknown key ...").
 //
-//   state_dir: /var/lib/bulwark        # audit.db lives here
+//   state_dir: /var/lib/bulwark        # audit.db and default task work directories
+//   rules_dir: /usr/local/share/bulwark/rules   # the tools served (<tool>.yaml)
+//   work_root: /var/lib/bulwark-tasks  # default task work directories (<id>/), mode 0711
 //   log_level: info                    # trace debug info warn error
 //   api:
 //     unix_socket: /run/bulwark/agentd.sock
@@ -37,6 +39,11 @@ namespace bulwark {
 
 struct DaemonConfig {
     std::filesystem::path state_dir = "/var/lib/bulwark";
+    // The shipped rules: the installed copy, else the source tree's.
+    std::filesystem::path rules_dir;
+    // Default task work directories. Apart from the state directory (0700:
+    // the sandbox uid must reach its work directory, never the database).
+    std::filesystem::path work_root = "/var/lib/bulwark-tasks";
     std::string log_level = "info";
     http::ServerConfig api;
     audit::StoreOptions audit;  // path is state_dir/audit.db unless set

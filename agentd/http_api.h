@@ -59,6 +59,9 @@ public:
     // notify is called from any thread whenever poll() has something.
     virtual void start(std::function<void()> notify) = 0;
     virtual std::vector<StreamMessage> poll(size_t max) = 0;
+    // A finite stream says so once poll() has returned its last message; the
+    // server then ends the response.
+    virtual bool finished() { return false; }
 };
 
 struct ApiResponse {

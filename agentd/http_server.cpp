@@ -411,6 +411,14 @@ private:
             }
         }
         flush();
+        // A finite stream (streamed exec) ends once its last message is out.
+        if (!writing_ && outq_.empty() && stream_ && stream_->finished()) end_stream();
+    }
+
+    void end_stream() {
+        if (!ws_) return close();
+        writing_ = true;
+        ws_->async_close(ws::close_code::normal, [self = shared_from_this()](error_code) { self->close(); });
     }
 
     void flush() {

@@ -114,7 +114,7 @@ const std::string& landlock_canary() {
 }
 
 std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPlan& plan,
-                                                       int binary_fd,
+                                                       int binary_fd, const std::string& workdir,
                                                        std::vector<std::string>& warnings) {
     LandlockPrep prep;
     prep.status.name = "landlock";
@@ -189,6 +189,11 @@ std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPla
         if (add_rule(prep.ruleset.get(), kRulePathBeneath, &pb) < 0)
             return std::unexpected(SysError::last("landlock_add_rule(path_beneath <tool binary>)"));
     }
+    if (workdir == "/tmp" || workdir.starts_with("/tmp/")) {
+        prep.skip_private_tmp = true;
+        prep.status.dropped.push_back("private /tmp: no grant, the workdir " + workdir +
+                                      " is mounted below it (a grant on /tmp would cover the workdir)");
+    }
     if (abi >= 7) prep.restrict_flags = kRestrictLogNewExecOn;
     prep.status.state = LayerState::Enforcing;
     prep.status.detail = "ABI " + std::to_string(abi) + ", " + std::to_string(plan.paths.size()) +
@@ -201,6 +206,7 @@ std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPla
 int landlock_child_apply(const LandlockPrep& prep) {
     if (!prep.ruleset) return 0;
     for (const auto& r : kInner) {
+        if (prep.skip_private_tmp && r.path == kInner[0].path) continue;
         uint64_t access = r.access & prep.handled_fs;
         if (access == 0) continue;
         int fd = ::open(r.path, O_PATH | O_CLOEXEC);

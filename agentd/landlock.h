@@ -47,13 +47,17 @@ struct LandlockPrep {
     int abi = 0;
     uint64_t handled_fs = 0;
     uint32_t restrict_flags = 0;
+    // The private /tmp gets no grant when the workdir is mounted below it:
+    // Landlock rules cover everything beneath a directory, mounts included.
+    bool skip_private_tmp = false;
     LayerStatus status;  // name "landlock"
 };
 
 // Builds the ruleset. binary_fd gets EXECUTE|READ_FILE (the verified tool).
 // A path rule whose path does not exist is reported (warnings) and skipped.
+// workdir: where the run's work directory is mounted in the sandbox.
 std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPlan& plan,
-                                                       int binary_fd,
+                                                       int binary_fd, const std::string& workdir,
                                                        std::vector<std::string>& warnings);
 
 // Child side, async-signal-safe: grants the sandbox's private mounts their

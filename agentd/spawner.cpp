@@ -389,7 +389,10 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     sc->finalize();
 
     // (p4) Landlock ruleset at the best ABI (dropped rights reported).
-    auto ll = prepare_landlock(bundle.landlock, bin_fd.get(), rep.warnings);
+    char wd_real[PATH_MAX] = {};
+    std::string wd_for_landlock =
+        !req.workdir.empty() && ::realpath(req.workdir.c_str(), wd_real) ? std::string(wd_real) : std::string();
+    auto ll = prepare_landlock(bundle.landlock, bin_fd.get(), wd_for_landlock, rep.warnings);
     if (!ll) return setup_failed(ll.error().message());
 
     // (p5) Network design. `none`/`loopback`: own netns with only lo.
@@ -470,6 +473,14 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     Fd sock_p(dup_high(sv[0])), sock_c(dup_high(sv[1]));
     Fd null_fd(dup_high(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
     if (!null_fd || !out_r || !err_r || !sock_p) return setup_failed("descriptor setup: " + errname(errno));
+    Fd in_r, in_w;
+    if (req.stdin_data) {
+        int ifd[2];
+        if (::pipe2(ifd, O_CLOEXEC) != 0) return setup_failed("pipe2: " + errname(errno));
+        in_r = Fd(dup_high(ifd[0]));
+        in_w = Fd(dup_high(ifd[1]));
+        if (!in_r || !in_w) return setup_failed("descriptor setup: " + errname(errno));
+    }
 
     // rlimits, prepared here.
     ChildCtx c;
@@ -493,7 +504,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     env_c.push_back(nullptr);
 
     c.sock = sock_c.get();
-    c.stdin_fd = null_fd.get();
+    c.stdin_fd = in_r ? in_r.get() : null_fd.get();
     c.stdout_fd = out_w.get();
     c.stderr_fd = err_w.get();
     c.bin_fd = bin_fd.get();
@@ -622,6 +633,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     }
     if (got < 0) return abort_child(RunOutcome::SetupFailed, "no exec confirmation from the sandbox child");
     sock_p.reset();
+    in_r.reset();
     auto t_exec = Clock::now();
 
     // (p14) Supervise: outputs (bounded), exit via pidfd, wall-clock timeout
@@ -638,13 +650,29 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     std::optional<Clock::time_point> deadline;
     if (bundle.limits.timeout_ms) deadline = t_exec + std::chrono::milliseconds(*bundle.limits.timeout_ms);
     std::optional<Clock::time_point> drain_deadline;
+    // stdin: fed from the poll loop, closed when written (or when the tool
+    // stops reading: EPIPE).
+    std::string_view in_left = req.stdin_data ? std::string_view(*req.stdin_data) : std::string_view();
+    if (in_w) {
+        ::fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
+        if (in_left.empty()) in_w.reset();
+    }
+    bool cancelled = false;
     while (!exited || sinks[0].open || sinks[1].open) {
-        pollfd p[3];
+        pollfd p[5];
         int np = 0;
-        int idx[3];
+        int idx[5];
         if (!exited) {
             p[np] = {pidfd.get(), POLLIN, 0};
             idx[np++] = -1;
+        }
+        if (in_w && !exited) {
+            p[np] = {in_w.get(), POLLOUT, 0};
+            idx[np++] = -2;
+        }
+        if (req.cancel_fd >= 0 && !cancelled && !exited) {
+            p[np] = {req.cancel_fd, POLLIN, 0};
+            idx[np++] = -3;
         }
         for (int i = 0; i < 2; ++i)
             if (sinks[i].open) {
@@ -676,6 +704,20 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
         }
         for (int k = 0; k < np; ++k) {
             if (!p[k].revents) continue;
+            if (idx[k] == -2) {
+                ssize_t n = ::write(in_w.get(), in_left.data(), in_left.size());
+                if (n > 0) in_left.remove_prefix(static_cast<size_t>(n));
+                if ((n < 0 && errno != EAGAIN && errno != EINTR) || in_left.empty() || (p[k].revents & POLLERR))
+                    in_w.reset();
+                continue;
+            }
+            if (idx[k] == -3) {
+                cancelled = true;
+                rep.denials.push_back("supervisor: run cancelled (its task was closed); every process of the run "
+                                      "killed (cgroup.kill)");
+                cg.kill_all();
+                continue;
+            }
             if (idx[k] == -1) {
                 reap(&si, &ru);
                 exited = true;
@@ -694,6 +736,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
                     uint64_t take = std::min<uint64_t>(room, static_cast<uint64_t>(n));
                     s.data->append(buf, take);
                     captured += take;
+                    if (take && req.on_output) req.on_output(idx[k] + 1, std::string_view(buf, take));
                     if (take < static_cast<uint64_t>(n)) *s.truncated = true;
                     continue;
                 }

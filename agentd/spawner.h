@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,15 @@ struct RunRequest {
     // Required for `network:` rules: such tools stay in the host netns.
     std::function<std::expected<std::string, std::string>(int cgroup_v2_fd, const std::string& cgroup_path)>
         attach_bpf;
+    // Bytes written to the tool's stdin (then closed); none: /dev/null. The
+    // caller ignores SIGPIPE (a tool may stop reading early).
+    std::optional<std::string> stdin_data;
+    // Called from run_tool's thread with each chunk of captured output
+    // (stream 1 = stdout, 2 = stderr), as it arrives.
+    std::function<void(int stream, std::string_view data)> on_output;
+    // An fd (e.g. an eventfd) that becomes readable to cancel the run: every
+    // process of the run is killed (cgroup.kill) and the report says so.
+    int cancel_fd = -1;
     std::string hostname = "bulwark";
     // `network: none|loopback`: take a recycled lo-only netns from the pool
     // (see NetnsPool) instead of creating one per run.

@@ -18,7 +18,7 @@ echo "== policyc test rules/tests/*.test.yaml"
 echo "== policyc explain rules/curl.yaml"
 "$POLICYC" explain --rules-dir "$ROOT/rules" "$ROOT/rules/curl.yaml"
 
-work=$(mktemp -d /tmp/bulwark-demo.XXXXXX)
+work=$(mktemp -d /var/tmp/bulwark-demo.XXXXXX)
 chmod 0755 "$work"
 echo "hello from the workdir" > "$work/notes.txt"
 echo "== agentd run cat notes.txt (allowed)"

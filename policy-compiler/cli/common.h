@@ -5,6 +5,7 @@
 #include <string>
 
 #include "bulwark/policy/compiler.h"
+#include "bulwark/policy/explain.h"
 #include "registry.h"
 
 namespace bulwark::policyc {
@@ -15,11 +16,11 @@ policy::CompileOptions compile_options(const CommonOptions& common);
 // failure the diagnostics (or the reason) are written to `err`.
 std::expected<policy::Bundle, int> load_policy(const std::string& path, const CommonOptions& common, std::ostream& err);
 
-std::string format_size(uint64_t bytes);
-std::string format_duration(uint64_t ms);
-std::string format_net_rule(const policy::NetRule& r);
-std::string family_names(uint64_t af_allow);
-std::string action_name(policy::SeccompAction a, uint16_t errno_value);
-std::string rule_where(const policy::Bundle& b, uint32_t id);
+using policy::action_name;
+using policy::family_names;
+using policy::format_duration;
+using policy::format_net_rule;
+using policy::format_size;
+using policy::rule_where;
 
 }  // namespace bulwark::policyc

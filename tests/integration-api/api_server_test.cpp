@@ -20,7 +20,10 @@
 #include "event_bus.h"
 #include "http_api.h"
 #include "http_server.h"
+#include "http_tasks.h"
 #include "metrics.h"
+#include "tasks.h"
+#include "tool_catalog.h"
 
 using namespace bulwark;
 using namespace bulwark::test;
@@ -38,6 +41,8 @@ struct Api {
     std::unique_ptr<audit::AuditStore> store;
     http::Router router;
     std::unique_ptr<http::HttpServer> server;
+    std::unique_ptr<ToolCatalog> catalog;
+    std::unique_ptr<TaskManager> tasks;
     std::string sock;
     uint16_t port = 0;
 
@@ -52,6 +57,11 @@ struct Api {
         ctx.openapi_json = std::string(http::openapi_document());
         ctx.stream_queue = 64;
         http::register_v1_routes(router, ctx);
+        auto cat = ToolCatalog::load(BULWARK_RULES_DIR);
+        if (!cat) FAIL("rules: " << cat.error());
+        catalog = std::make_unique<ToolCatalog>(std::move(*cat));
+        tasks = std::make_unique<TaskManager>(*catalog, store.get(), TaskOptions{.work_root = dir.path / "work"});
+        http::register_task_routes(router, {.catalog = catalog.get(), .tasks = tasks.get(), .store = store.get()});
         http::ServerConfig cfg;
         sock = (dir.path / "agentd.sock").string();
         cfg.unix_path = sock;

@@ -9,55 +9,19 @@
 #include <fstream>
 #include <thread>
 
+#include "agentd_child.h"
 #include "api_client.h"
 #include "audit_test_util.h"
 
 using namespace bulwark::test;
 using namespace std::chrono_literals;
 
-namespace {
-
-struct Child {
-    pid_t pid = -1;
-    std::string out_path;
-    Child(std::vector<std::string> args, const std::string& out) : out_path(out) {
-        pid = fork();
-        if (pid == 0) {
-            FILE* f = std::fopen(out.c_str(), "w");
-            dup2(fileno(f), 1);
-            dup2(fileno(f), 2);
-            std::vector<char*> av;
-            for (auto& a : args) av.push_back(a.data());
-            av.push_back(nullptr);
-            execv(AGENTD_BINARY, av.data());
-            _exit(127);
-        }
-    }
-    int wait_exit() {
-        int ws = 0;
-        waitpid(pid, &ws, 0);
-        pid = -1;
-        return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-    }
-    std::string output() const {
-        std::ifstream f(out_path);
-        return std::string(std::istreambuf_iterator<char>(f), {});
-    }
-    ~Child() {
-        if (pid > 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, nullptr, 0);
-        }
-    }
-};
-
-}  // namespace
 
 TEST_CASE("agentd serve answers on its socket and stops cleanly on SIGTERM", "[serve]") {
     TempDir d;
     auto sock = (d.path / "run" / "agentd.sock").string();
     auto state = (d.path / "state").string();
-    Child c({AGENTD_BINARY, "serve", "--state-dir", state, "--socket", sock}, (d.path / "out.txt").string());
+    AgentdChild c({AGENTD_BINARY, "serve", "--state-dir", state, "--socket", sock}, (d.path / "out.txt").string());
     Response r;
     for (int i = 0; i < 100 && r.status == 0; ++i) {
         std::this_thread::sleep_for(50ms);
@@ -80,7 +44,7 @@ TEST_CASE("agentd serve refuses a bad config with file:line:col", "[serve]") {
     TempDir d;
     auto cfg = d.path / "agentd.yaml";
     std::ofstream(cfg) << "state_dir: " << d.path.string() << "\napi:\n  unix_socket: /tmp/x.sock\n  listen: 1\n";
-    Child c({AGENTD_BINARY, "serve", "--config", cfg.string()}, (d.path / "out.txt").string());
+    AgentdChild c({AGENTD_BINARY, "serve", "--config", cfg.string()}, (d.path / "out.txt").string());
     CHECK(c.wait_exit() == 2);
     CHECK_THAT(c.output(), Catch::Contains(cfg.string() + ":4:3: error: unknown key 'listen' in 'api'"));
 }
@@ -88,7 +52,7 @@ TEST_CASE("agentd serve refuses a bad config with file:line:col", "[serve]") {
 TEST_CASE("agentd serve refuses a second daemon on the same socket", "[serve]") {
     TempDir d;
     auto sock = (d.path / "agentd.sock").string();
-    Child a({AGENTD_BINARY, "serve", "--state-dir", (d.path / "s1").string(), "--socket", sock},
+    AgentdChild a({AGENTD_BINARY, "serve", "--state-dir", (d.path / "s1").string(), "--socket", sock},
             (d.path / "a.txt").string());
     Response r;
     for (int i = 0; i < 100 && r.status == 0; ++i) {
@@ -96,7 +60,7 @@ TEST_CASE("agentd serve refuses a second daemon on the same socket", "[serve]") 
         r = get(sock, 0, "/v1/health");
     }
     REQUIRE(r.status == 200);
-    Child b({AGENTD_BINARY, "serve", "--state-dir", (d.path / "s2").string(), "--socket", sock},
+    AgentdChild b({AGENTD_BINARY, "serve", "--state-dir", (d.path / "s2").string(), "--socket", sock},
             (d.path / "b.txt").string());
     CHECK(b.wait_exit() == 1);
     CHECK_THAT(b.output(), Catch::Contains("another daemon is listening"));

@@ -119,7 +119,8 @@ policy::Bundle make_bundle(const BundleOptions& o) {
 }
 
 std::string make_workdir(const char* tag) {
-    std::string t = std::string("/tmp/bulwark-test-") + tag + "-XXXXXX";
+    // Not below /tmp: the sandbox's private /tmp would then lose its Landlock grant.
+    std::string t = std::string("/var/tmp/bulwark-test-") + tag + "-XXXXXX";
     if (!mkdtemp(t.data())) throw std::runtime_error("mkdtemp");
     if (chown(t.c_str(), 65534, 65534) != 0) throw std::runtime_error("chown");
     return t;

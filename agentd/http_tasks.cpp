@@ -1,0 +1,418 @@
+// API v1 routes over the tool catalog and the task manager: tools (list,
+// show, explain), tasks (create, list, show, grant update, close), exec
+// (synchronous, or streamed as server-sent events) and replay.
+#include "http_tasks.h"
+
+#include <charconv>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "audit_db.h"
+#include "audit_record.h"
+#include "bulwark/policy/compiler.h"
+#include "bulwark/policy/evaluator.h"
+#include "bulwark/policy/explain.h"
+#include "record_operation.h"
+#include "tasks.h"
+#include "tool_catalog.h"
+
+namespace bulwark::http {
+namespace {
+
+using nlohmann::json;
+
+ApiResponse from_error(const ApiError& e) {
+    json body{{"error", {{"code", e.code}, {"message", e.message}}}};
+    for (auto it = e.extra.begin(); it != e.extra.end(); ++it) body["error"][it.key()] = it.value();
+    return json_response(e.status, body);
+}
+
+ApiResponse reply(const std::expected<json, ApiError>& r, int ok_status = 200) {
+    return r ? json_response(ok_status, *r) : from_error(r.error());
+}
+
+std::optional<json> parse_body(const ApiRequest& req, ApiResponse& bad) {
+    if (req.body.empty()) {
+        bad = error_response(400, "bad_request", "a JSON body is required");
+        return std::nullopt;
+    }
+    auto j = json::parse(req.body, nullptr, false);
+    if (j.is_discarded()) {
+        bad = error_response(400, "bad_json", "the body is not valid JSON");
+        return std::nullopt;
+    }
+    return j;
+}
+
+std::optional<uint64_t> task_id_param(const ApiRequest& req, ApiResponse& bad) {
+    const auto& s = req.params.at("id");
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size() || v == 0) {
+        bad = error_response(400, "bad_parameter", "task id '" + s + "' is not a positive integer");
+        return std::nullopt;
+    }
+    return v;
+}
+
+// Placeholder task variables for judging a tool's rules outside any task.
+policy::TaskVars example_vars() {
+    return {{"workdir", "/workdir"}, {"home", "/home/agent"}, {"tmp", "/tmp"}, {"task_id", "explain"}};
+}
+
+json vars_json(const policy::TaskVars& v) {
+    json j = json::object();
+    for (const auto& [k, val] : v) j[k] = val;
+    return j;
+}
+
+json decision_json(const policy::Bundle& b, const policy::Decision& d) {
+    return {{"verdict", policy::to_string(d.verdict)},
+            {"layer", audit::layer_name(d.layer)},
+            {"rule", d.rule_id == BW_NO_RULE ? json(nullptr) : json(policy::describe_rule(b, d.rule_id))},
+            {"explanation", d.explanation}};
+}
+
+// Streamed exec: the run happens on its own thread; stdout/stderr chunks
+// and the final document are queued as SSE messages.
+class ExecStream final : public StreamSource {
+public:
+    ExecStream(TaskManager* tasks, uint64_t id, json body) : tasks_(tasks), id_(id), body_(std::move(body)) {}
+
+    void start(std::function<void()> notify) override {
+        {
+            std::lock_guard lk(st_->mu);
+            st_->notify = std::move(notify);
+        }
+        // The run outlives a client that goes away (it is audited either
+        // way): the thread holds the shared state, not the stream.
+        std::thread([st = st_, tasks = tasks_, id = id_, body = body_] {
+            TaskManager::ExecHooks hooks;
+            hooks.on_start = [st](const json& run) { st->push({"run", run.dump()}); };
+            hooks.on_output = [st](int stream, std::string_view data) {
+                st->push({stream == 1 ? "stdout" : "stderr",
+                          json{{"data", std::string(data)}}.dump(-1, ' ', false, json::error_handler_t::replace)});
+            };
+            auto r = tasks->exec(id, body, hooks);
+            if (r) {
+                json doc = *r;
+                st->push({"exit", doc.dump(-1, ' ', false, json::error_handler_t::replace)});
+            } else {
+                st->push({"error", json{{"error", {{"code", r.error().code}, {"message", r.error().message}}}}.dump()});
+            }
+            st->finish();
+        }).detach();
+    }
+
+    std::vector<StreamMessage> poll(size_t max) override {
+        std::lock_guard lk(st_->mu);
+        std::vector<StreamMessage> out;
+        while (!st_->q.empty() && out.size() < max) {
+            out.push_back(std::move(st_->q.front()));
+            st_->q.pop_front();
+        }
+        return out;
+    }
+
+    bool finished() override {
+        std::lock_guard lk(st_->mu);
+        return st_->done && st_->q.empty();
+    }
+
+    ~ExecStream() override {
+        std::lock_guard lk(st_->mu);
+        st_->notify = nullptr;
+    }
+
+private:
+    struct State {
+        std::mutex mu;
+        std::deque<StreamMessage> q;
+        bool done = false;
+        std::function<void()> notify;
+        void push(StreamMessage m) {
+            std::function<void()> n;
+            {
+                std::lock_guard lk(mu);
+                q.push_back(std::move(m));
+                n = notify;
+            }
+            if (n) n();
+        }
+        void finish() {
+            std::function<void()> n;
+            {
+                std::lock_guard lk(mu);
+                done = true;
+                n = notify;
+            }
+            if (n) n();
+        }
+    };
+    TaskManager* tasks_;
+    uint64_t id_;
+    json body_;
+    std::shared_ptr<State> st_ = std::make_shared<State>();
+};
+
+// Replay: the recorded operations of a time range judged again under a
+// candidate rule file.
+ApiResponse replay(const TaskRoutes& ctx, const ApiRequest& req) {
+    ApiResponse bad;
+    auto body = parse_body(req, bad);
+    if (!body) return bad;
+    if (!body->is_object()) return error_response(400, "bad_request", "the body must be a JSON object");
+    for (auto it = body->begin(); it != body->end(); ++it)
+        if (it.key() != "tool" && it.key() != "rules" && it.key() != "since_ns" && it.key() != "until_ns" &&
+            it.key() != "task" && it.key() != "max_records")
+            return error_response(400, "bad_request", "unknown key '" + it.key() + "'");
+    if (!body->contains("tool") || !(*body)["tool"].is_string())
+        return error_response(400, "bad_request", "tool: required");
+    if (!body->contains("rules") || !(*body)["rules"].is_string())
+        return error_response(400, "bad_request", "rules: the candidate rule file's text is required");
+    std::string tool = (*body)["tool"];
+    const ToolEntry* current = ctx.catalog->find(tool);
+    if (!current) return error_response(404, "unknown_tool", "tool: no tool named '" + tool + "'");
+    audit::Query q;
+    q.tool = tool;
+    q.kind = audit::RecordKind::Decision;
+    q.limit = audit::Query::kMaxLimit;
+    for (const char* k : {"since_ns", "until_ns", "task", "max_records"})
+        if (body->contains(k) && !(*body)[k].is_number_unsigned())
+            return error_response(400, "bad_request", std::string(k) + ": must be a non-negative integer");
+    if (body->contains("since_ns")) q.since_ns = (*body)["since_ns"].get<int64_t>();
+    if (body->contains("until_ns")) q.until_ns = (*body)["until_ns"].get<int64_t>();
+    if (body->contains("task")) q.task_id = (*body)["task"].get<uint64_t>();
+    uint64_t max_records = body->value("max_records", uint64_t(100000));
+
+    policy::CompileOptions opts;
+    opts.rules_dirs = {ctx.catalog->rules_dir().string()};
+    std::string name = "candidate:" + tool + ".yaml";
+    auto cand = policy::compile_string((*body)["rules"].get<std::string>(), name, opts);
+    if (!cand.ok()) {
+        json diags = json::array();
+        for (const auto& d : cand.diagnostics)
+            diags.push_back({{"file", d.loc.file}, {"line", d.loc.line}, {"col", d.loc.col}, {"message", d.message}});
+        return json_response(422, {{"error", {{"code", "candidate_invalid"},
+                                              {"message", policy::render_diagnostics(cand)},
+                                              {"diagnostics", diags}}}});
+    }
+    if (cand.bundle->tool != tool)
+        return error_response(422, "candidate_invalid", "the candidate declares tool '" + cand.bundle->tool + "', not '" + tool + "'");
+
+    // Bundles per task: the task's own variables when it is live, else the
+    // work directory its runs recorded.
+    struct Pair {
+        std::optional<policy::Bundle> current, candidate;
+        std::string why_not;
+    };
+    std::map<uint64_t, Pair> per_task;
+    auto bundles_for = [&](uint64_t task_id) -> Pair& {
+        auto it = per_task.find(task_id);
+        if (it != per_task.end()) return it->second;
+        Pair& p = per_task[task_id];
+        std::optional<policy::TaskVars> vars = ctx.tasks ? ctx.tasks->task_vars(task_id) : std::nullopt;
+        if (!vars && task_id) {
+            audit::Query rq;
+            rq.task_id = task_id;
+            rq.kind = audit::RecordKind::RunStart;
+            rq.limit = 1;
+            if (auto r = ctx.store->query(rq); r && !r->rows.empty()) {
+                auto d = json::parse(r->rows[0].detail, nullptr, false);
+                if (d.is_object() && d.contains("workdir") && d["workdir"].is_string())
+                    vars = policy::TaskVars{{"workdir", d["workdir"]},
+                                            {"home", d["workdir"]},
+                                            {"tmp", "/tmp"},
+                                            {"task_id", "task-" + std::to_string(task_id)}};
+            }
+        }
+        if (!vars) {
+            p.why_not = "no task context (work directory) is known for task " + std::to_string(task_id);
+            return p;
+        }
+        auto c = instantiate_tool(current->bundle, *vars);
+        auto n = instantiate_tool(*cand.bundle, *vars);
+        if (!c || !n) {
+            p.why_not = !c ? c.error() : n.error();
+            return p;
+        }
+        p.current = std::move(*c);
+        p.candidate = std::move(*n);
+        return p;
+    };
+
+    uint64_t evaluated = 0, unchanged = 0, skipped = 0, seen = 0;
+    json changed = json::array();
+    std::map<std::string, uint64_t> skip_reasons;
+    bool more = true;
+    while (more && seen < max_records) {
+        auto res = ctx.store->query(q);
+        if (!res) return error_response(500, "query_failed", res.error().message);
+        for (const auto& rec : res->rows) {
+            if (++seen > max_records) break;
+            auto op = operation_of(rec);
+            if (!op) {
+                ++skipped;
+                ++skip_reasons["operation not re-judgeable (" + std::string(audit::op_name(rec.op)) + ")"];
+                continue;
+            }
+            Pair& p = bundles_for(rec.task_id);
+            if (!p.candidate) {
+                ++skipped;
+                ++skip_reasons[p.why_not];
+                continue;
+            }
+            ++evaluated;
+            auto now = policy::evaluate(*p.candidate, *op);
+            // What was decided: the kernel's verdict for enforcing layers; for
+            // observed operations (monitor) the rules in force today.
+            std::string recorded(audit::decision_name(rec.decision));
+            std::string before = recorded;
+            if (rec.decision == BW_DECISION_OBSERVE)
+                before = std::string(policy::to_string(policy::evaluate(*p.current, *op).verdict));
+            std::string after(policy::to_string(now.verdict));
+            if (before == after) {
+                ++unchanged;
+                continue;
+            }
+            changed.push_back({{"seq", rec.seq},
+                               {"ts_ns", rec.ts_ns},
+                               {"task_id", rec.task_id},
+                               {"run_id", rec.run_id},
+                               {"op", audit::op_name(rec.op)},
+                               {"object", rec.object},
+                               {"recorded", recorded},
+                               {"before", before},
+                               {"candidate", after},
+                               {"candidate_rule", now.rule_id == BW_NO_RULE
+                                                      ? json(nullptr)
+                                                      : json(policy::describe_rule(*p.candidate, now.rule_id))},
+                               {"explanation", now.explanation}});
+            if (changed.size() >= 1000) break;
+        }
+        more = res->next_after_seq.has_value() && changed.size() < 1000;
+        if (more) q.after_seq = *res->next_after_seq;
+    }
+    json reasons = json::object();
+    for (const auto& [k, v] : skip_reasons) reasons[k] = v;
+    return json_response(200, {{"tool", tool},
+                               {"evaluated", evaluated},
+                               {"unchanged", unchanged},
+                               {"skipped", skipped},
+                               {"skip_reasons", reasons},
+                               {"changed", changed},
+                               {"changed_truncated", changed.size() >= 1000},
+                               {"candidate_hash", cand.bundle->hash}});
+}
+
+}  // namespace
+
+void register_task_routes(Router& r, const TaskRoutes& ctx) {
+    r.add("GET", "/v1/tools", [ctx](const ApiRequest&) {
+        json tools = json::array();
+        for (const auto& t : ctx.catalog->tools()) tools.push_back(ToolCatalog::summary(t));
+        return json_response(200, {{"tools", tools}, {"rules_dir", ctx.catalog->rules_dir().string()}});
+    });
+    r.add("GET", "/v1/tools/{name}", [ctx](const ApiRequest& req) {
+        const ToolEntry* t = ctx.catalog->find(req.params.at("name"));
+        if (!t) return error_response(404, "unknown_tool", "no tool named '" + req.params.at("name") + "'");
+        json j = ToolCatalog::summary(*t);
+        j["bundle"] = policy::bundle_to_json(t->bundle);
+        return json_response(200, j);
+    });
+    r.add("GET", "/v1/tools/{name}/explain", [ctx](const ApiRequest& req) {
+        const ToolEntry* t = ctx.catalog->find(req.params.at("name"));
+        if (!t) return error_response(404, "unknown_tool", "no tool named '" + req.params.at("name") + "'");
+        return json_response(200, {{"name", t->name}, {"source", t->source.string()}, {"text", policy::explain_text(t->bundle)}});
+    });
+    r.add(
+        "POST", "/v1/tools/{name}/explain",
+        [ctx](const ApiRequest& req) {
+            const ToolEntry* t = ctx.catalog->find(req.params.at("name"));
+            if (!t) return error_response(404, "unknown_tool", "no tool named '" + req.params.at("name") + "'");
+            ApiResponse bad;
+            auto body = parse_body(req, bad);
+            if (!body) return bad;
+            if (!body->is_object() || !body->contains("operation"))
+                return error_response(400, "bad_request", "operation: required");
+            for (auto it = body->begin(); it != body->end(); ++it)
+                if (it.key() != "operation" && it.key() != "task")
+                    return error_response(400, "bad_request", "unknown key '" + it.key() + "'");
+            auto op = operation_from_json((*body)["operation"]);
+            if (!op) return error_response(400, "bad_operation", op.error());
+            if (body->contains("task")) {
+                if (!(*body)["task"].is_number_unsigned()) return error_response(400, "bad_request", "task: must be a task id");
+                uint64_t id = (*body)["task"];
+                auto b = ctx.tasks->tool_bundle(id, t->name, true);
+                if (!b) return error_response(404, "unknown_task", "task " + std::to_string(id) + " has no tool '" + t->name + "'");
+                json j = decision_json(*b, policy::evaluate(*b, *op));
+                j["task"] = id;
+                return json_response(200, j);
+            }
+            auto vars = example_vars();
+            auto b = instantiate_tool(t->bundle, vars);
+            if (!b) return error_response(422, "instantiate_failed", b.error());
+            json j = decision_json(*b, policy::evaluate(*b, *op));
+            j["vars"] = vars_json(vars);
+            return json_response(200, j);
+        },
+        {.offload = true});
+
+    r.add("POST", "/v1/tasks",
+          [ctx](const ApiRequest& req) {
+              ApiResponse bad;
+              auto body = parse_body(req, bad);
+              if (!body) return bad;
+              return reply(ctx.tasks->create(*body), 201);
+          },
+          {.offload = true});
+    r.add("GET", "/v1/tasks", [ctx](const ApiRequest&) { return json_response(200, ctx.tasks->list()); });
+    r.add("GET", "/v1/tasks/{id}", [ctx](const ApiRequest& req) {
+        ApiResponse bad;
+        auto id = task_id_param(req, bad);
+        return id ? reply(ctx.tasks->get(*id)) : bad;
+    });
+    r.add("DELETE", "/v1/tasks/{id}", [ctx](const ApiRequest& req) {
+        ApiResponse bad;
+        auto id = task_id_param(req, bad);
+        return id ? reply(ctx.tasks->close(*id)) : bad;
+    });
+    r.add("PUT", "/v1/tasks/{id}/grant",
+          [ctx](const ApiRequest& req) {
+              ApiResponse bad;
+              auto id = task_id_param(req, bad);
+              if (!id) return bad;
+              auto body = parse_body(req, bad);
+              if (!body) return bad;
+              return reply(ctx.tasks->update_grant(*id, *body));
+          },
+          {.offload = true});
+    r.add("POST", "/v1/tasks/{id}/exec",
+          [ctx](const ApiRequest& req) {
+              ApiResponse bad;
+              auto id = task_id_param(req, bad);
+              if (!id) return bad;
+              auto body = parse_body(req, bad);
+              if (!body) return bad;
+              return reply(ctx.tasks->exec(*id, *body));
+          },
+          {.offload = true});
+    // Streamed exec: not offloaded, the handler only starts the run thread.
+    r.add("POST", "/v1/tasks/{id}/exec/stream", [ctx](const ApiRequest& req) {
+        ApiResponse bad;
+        auto id = task_id_param(req, bad);
+        if (!id) return bad;
+        auto body = parse_body(req, bad);
+        if (!body) return bad;
+        // Fail fast on what can be checked before the stream starts.
+        if (auto t = ctx.tasks->get(*id); !t) return from_error(t.error());
+        ApiResponse resp;
+        resp.content_type = "text/event-stream";
+        resp.stream = std::make_shared<ExecStream>(ctx.tasks, *id, std::move(*body));
+        return resp;
+    });
+    r.add("POST", "/v1/replay", [ctx](const ApiRequest& req) { return replay(ctx, req); }, {.offload = true});
+}
+
+}  // namespace bulwark::http

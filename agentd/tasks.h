@@ -1,0 +1,125 @@
+#pragma once
+// Tasks: what an agent framework asks agentd for. A task holds a set of
+// tools, a work directory and a grant that narrows each tool's rule file
+// (grants.h: attenuation only). Its policy moves through epochs: creation,
+// each grant update (an atomic switch: the next exec, and through the BPF
+// binding the next operation of running tools, sees the new epoch), a
+// time-boxed grant, and the automatic return when that grant expires. Every
+// epoch and every run is written to the audit store; a run starts only after
+// its run_start record is acknowledged (committed), so no tool ever ran
+// without a durable trace.
+//
+// Threads: every public call is thread-safe. exec() blocks for the whole run
+// (the API offloads it to the worker pool); a timer thread ends time-boxed
+// grants. Tasks live in memory: after a daemon restart they are gone (their
+// records stay in the store) and frameworks create new ones.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <expected>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bulwark/policy/bundle.h"
+#include "bulwark/policy/instantiate.h"
+
+namespace bulwark {
+class ToolCatalog;
+namespace audit {
+class AuditStore;
+}
+
+struct ApiError {
+    int status = 400;
+    std::string code;
+    std::string message;
+    nlohmann::json extra = nlohmann::json::object();  // merged into "error"
+};
+
+// What a run needs from the BPF layer (implemented over BpfRuntime).
+struct BpfRunBinding {
+    // RunRequest::attach_bpf
+    std::function<std::expected<std::string, std::string>(int cgroup_v2_fd, const std::string& cgroup_path)> attach;
+    // Switches the run's binding to another bundle of the same tool (epoch change).
+    std::function<std::expected<void, std::string>(const policy::Bundle&, uint64_t policy_version)> rebind;
+    // Unbinds and frees; delivers the run's remaining events first.
+    std::function<void()> release;
+};
+using BpfBinder = std::function<std::optional<BpfRunBinding>(const policy::Bundle&, uint64_t task_id,
+                                                             uint64_t run_id, const std::string& tool,
+                                                             uint64_t policy_version)>;
+
+struct TaskOptions {
+    std::filesystem::path work_root;  // default workdirs: <work_root>/<task id>
+    size_t max_tasks = 1024;          // open tasks
+    size_t max_runs_per_task = 4096;  // remembered per task (oldest dropped from the view, not the store)
+    std::chrono::milliseconds run_start_ack{5000};
+    policy::Resolver resolve;         // default: resolve_host (getaddrinfo)
+    BpfBinder bpf;                    // empty: runs get no BPF binding
+};
+
+class TaskManager {
+public:
+    TaskManager(const ToolCatalog& catalog, audit::AuditStore* store, TaskOptions opts);
+    ~TaskManager();  // cancels running runs and waits for them, stops the timer
+    TaskManager(const TaskManager&) = delete;
+    TaskManager& operator=(const TaskManager&) = delete;
+
+    std::expected<nlohmann::json, ApiError> create(const nlohmann::json& body);
+    nlohmann::json list() const;
+    std::expected<nlohmann::json, ApiError> get(uint64_t id) const;
+    std::expected<nlohmann::json, ApiError> update_grant(uint64_t id, const nlohmann::json& body);
+    std::expected<nlohmann::json, ApiError> close(uint64_t id);
+
+    struct ExecHooks {
+        std::function<void(const nlohmann::json& run)> on_start;            // after the run_start ack
+        std::function<void(int stream, std::string_view data)> on_output;  // 1 stdout, 2 stderr
+    };
+    // Runs a tool of the task under the task's current epoch; blocks until
+    // it ends. The result: exit, outputs, report, this run's decisions and
+    // an explanation of each denial.
+    std::expected<nlohmann::json, ApiError> exec(uint64_t id, const nlohmann::json& body, ExecHooks hooks = {});
+
+    // The instantiated (un-narrowed) bundle of a task's tool, and the bundle
+    // of its current epoch: explain and replay judge operations with them.
+    std::shared_ptr<const policy::Bundle> tool_bundle(uint64_t id, const std::string& tool, bool narrowed) const;
+    std::optional<policy::TaskVars> task_vars(uint64_t id) const;
+
+    // Ends time-boxed grants whose time has come (the timer thread calls it;
+    // tests may too). Returns the number of tasks switched back.
+    size_t expire_due(std::chrono::system_clock::time_point now);
+
+    struct Task;  // tasks.cpp
+
+private:
+    std::expected<nlohmann::json, ApiError> switch_epoch(Task& t, const nlohmann::json& grant_json,
+                                                         std::optional<std::chrono::milliseconds> timebox,
+                                                         std::string reason);
+    void timer_loop(std::stop_token st);
+
+    const ToolCatalog& catalog_;
+    audit::AuditStore* store_;
+    TaskOptions opts_;
+    mutable std::mutex mu_;
+    std::condition_variable_any timer_cv_;
+    std::map<uint64_t, std::shared_ptr<Task>> tasks_;
+    uint64_t next_task_id_ = 1;
+    uint64_t next_run_id_ = 1;
+    uint64_t next_policy_version_ = 1;
+    uint64_t timer_gen_ = 0;  // bumped whenever an expiry may have changed
+    size_t active_execs_ = 0;  // the destructor waits for them (after cancelling)
+    std::condition_variable execs_done_;
+    std::jthread timer_;
+};
+
+}  // namespace bulwark

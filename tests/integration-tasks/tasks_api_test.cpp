@@ -1,0 +1,308 @@
+// Tasks, exec, tools and replay through the real `agentd serve` binary on
+// its unix socket: the way an agent framework uses Bulwark. Runs real tools
+// (the shipped rule files) in real sandboxes, so it needs root.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "agentd_child.h"
+#include "api_client.h"
+#include "audit_test_util.h"
+
+using namespace bulwark::test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+struct Daemon {
+    TempDir dir;
+    std::string sock = (dir.path / "agentd.sock").string();
+    std::string state = (dir.path / "state").string();
+    std::unique_ptr<AgentdChild> child;
+
+    Daemon() {
+        // The sandbox uid must traverse to the task work directories.
+        ::chmod(dir.path.c_str(), 0711);
+        child = std::make_unique<AgentdChild>(
+            std::vector<std::string>{AGENTD_BINARY, "serve", "--state-dir", state, "--socket", sock, "--work-root",
+                                     (dir.path / "work").string(), "--rules",
+                                     BULWARK_RULES_DIR},
+            (dir.path / "agentd.log").string());
+        Response r;
+        for (int i = 0; i < 200 && r.status == 0; ++i) {
+            std::this_thread::sleep_for(50ms);
+            r = get(sock, 0, "/v1/health");
+        }
+        if (r.status != 200) FAIL("agentd did not come up: " << child->output());
+    }
+
+    struct Reply {
+        int status = 0;
+        json body;
+        std::string raw;
+    };
+    Reply call(const std::string& method, const std::string& target, const std::optional<json>& body = std::nullopt,
+               std::chrono::milliseconds timeout = 30s) const {
+        int fd = connect_unix(sock);
+        REQUIRE(fd >= 0);
+        std::string b = body ? body->dump() : "";
+        std::string raw = method + " " + target + " HTTP/1.1\r\nHost: agentd\r\nConnection: close\r\n";
+        if (body) raw += "Content-Type: application/json\r\nContent-Length: " + std::to_string(b.size()) + "\r\n";
+        raw += "\r\n" + b;
+        auto r = request(fd, raw, timeout);
+        ::close(fd);
+        Reply out{r.status, json::parse(r.body, nullptr, false), r.body};
+        return out;
+    }
+    Reply exec(uint64_t task, const json& body) const { return call("POST", "/v1/tasks/" + std::to_string(task) + "/exec", body); }
+};
+
+uint64_t create_task(const Daemon& d, json body) {
+    auto r = d.call("POST", "/v1/tasks", body);
+    INFO(r.raw);
+    REQUIRE(r.status == 201);
+    return r.body["id"].get<uint64_t>();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+    std::ofstream(path) << text;
+    REQUIRE(::chown(path.c_str(), 65534, 65534) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("tools: list, show, explain in words and judge one operation", "[tasks][tools]") {
+    Daemon d;
+    auto list = d.call("GET", "/v1/tools");
+    REQUIRE(list.status == 200);
+    std::set<std::string> names;
+    for (auto& t : list.body["tools"]) names.insert(t["name"].get<std::string>());
+    CHECK(names.count("cat"));
+    CHECK(names.count("curl"));
+    CHECK_FALSE(names.count("minimal"));  // bases are not tools
+
+    auto show = d.call("GET", "/v1/tools/curl");
+    REQUIRE(show.status == 200);
+    CHECK(show.body["network"] == true);
+    CHECK(show.body["bundle"]["hash"] == show.body["hash"]);
+
+    auto text = d.call("GET", "/v1/tools/cat/explain");
+    REQUIRE(text.status == 200);
+    CHECK_THAT(text.body["text"].get<std::string>(), Catch::Contains("policy cat"));
+
+    auto deny = d.call("POST", "/v1/tools/cat/explain",
+                       json{{"operation", {{"op", "open"}, {"path", "/etc/shadow"}, {"access", "read"}}}});
+    REQUIRE(deny.status == 200);
+    CHECK(deny.body["verdict"] == "deny");
+    CHECK_THAT(deny.body["rule"].get<std::string>(), Catch::Contains("base/minimal.yaml:"));
+
+    auto allow = d.call("POST", "/v1/tools/cat/explain",
+                        json{{"operation", {{"op", "open"}, {"path", "/workdir/notes.txt"}, {"access", "read"}}}});
+    CHECK(allow.body["verdict"] == "allow");
+
+    auto bad = d.call("POST", "/v1/tools/cat/explain", json{{"operation", {{"op", "open"}, {"path", "relative"}}}});
+    CHECK(bad.status == 400);
+    CHECK_THAT(bad.body["error"]["message"].get<std::string>(), Catch::Contains("operation.path"));
+    CHECK(d.call("GET", "/v1/tools/nosuch").status == 404);
+}
+
+TEST_CASE("tasks: bad and widening grants are refused with the field or the rule", "[tasks][grants]") {
+    Daemon d;
+    auto bad = d.call("POST", "/v1/tasks",
+                      json{{"tools", {"cat"}}, {"grant", {{"files", {{{"path", "${workdir}"}, {"rights", {"wrte"}}}}}}}});
+    CHECK(bad.status == 400);
+    CHECK_THAT(bad.raw, Catch::Contains("grant.files[0].rights[0]: unknown right 'wrte'"));
+
+    auto widen = d.call("POST", "/v1/tasks",
+                        json{{"tools", {"cat"}}, {"grant", {{"files", {{{"path", "/etc"}, {"rights", {"read"}}}}}}}});
+    CHECK(widen.status == 403);
+    CHECK(widen.body["error"]["code"] == "grant_widens");
+    REQUIRE(widen.body["error"]["reasons"].size() >= 1);
+    CHECK_THAT(widen.body["error"]["reasons"][0].get<std::string>(), Catch::Contains("cat: "));
+
+    CHECK(d.call("POST", "/v1/tasks", json{{"tools", {"nosuch"}}}).status == 404);
+    CHECK(d.call("POST", "/v1/tasks", json{{"tools", {"cat"}}, {"colour", "red"}}).status == 400);
+    CHECK(d.call("GET", "/v1/tasks/999").status == 404);
+    CHECK(d.call("GET", "/v1/tasks/abc").status == 400);
+}
+
+TEST_CASE("exec: a run in the task's sandbox, its records, stdin and a denial", "[tasks][exec]") {
+    Daemon d;
+    uint64_t id = create_task(d, {{"tools", {"cat", "sh"}}, {"label", "exec test"}});
+    auto task = d.call("GET", "/v1/tasks/" + std::to_string(id)).body;
+    std::string workdir = task["workdir"];
+    write_file(workdir + "/notes.txt", "hello from the workdir\n");
+
+    auto ok = d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "notes.txt"}}});
+    INFO(ok.raw);
+    REQUIRE(ok.status == 200);
+    CHECK(ok.body["exit_status"] == 0);
+    CHECK(ok.body["stdout"] == "hello from the workdir\n");
+    uint64_t run = ok.body["run_id"];
+    // every layer the report names is accounted for
+    bool seccomp = false;
+    for (auto& l : ok.body["report"]["layers"])
+        if (l["name"] == "seccomp") seccomp = l["state"] == "enforcing";
+    CHECK(seccomp);
+
+    // The run's start and exit are committed records.
+    auto rows = d.call("GET", "/v1/audit?run=" + std::to_string(run));
+    REQUIRE(rows.status == 200);
+    std::set<std::string> kinds;
+    for (auto& r : rows.body["rows"]) kinds.insert(r["kind"].get<std::string>());
+    CHECK(kinds.count("run_start"));
+    CHECK(kinds.count("run_exit"));
+
+    auto in = d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "-"}}, {"stdin", "through stdin\n"}});
+    CHECK(in.body["stdout"] == "through stdin\n");
+
+    // Control: the host's /etc/passwd is readable unconfined; the tool's rules
+    // do not grant it, so inside the sandbox the read fails.
+    REQUIRE(::access("/etc/passwd", R_OK) == 0);
+    auto denied = d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "/etc/passwd"}}});
+    CHECK(denied.body["exit_status"] == 1);
+    CHECK(denied.body["stdout"] == "");
+    CHECK_THAT(denied.body["stderr"].get<std::string>(), Catch::Contains("Permission denied"));
+
+    // A tool the task does not hold, and a closed task.
+    CHECK(d.exec(id, {{"tool", "curl"}, {"argv", {"curl", "http://127.0.0.1/"}}}).status == 404);
+    auto closed = d.call("DELETE", "/v1/tasks/" + std::to_string(id));
+    CHECK(closed.body["state"] == "closed");
+    CHECK(d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "notes.txt"}}}).status == 409);
+}
+
+TEST_CASE("grants narrow the tools' rules, and an update switches the epoch", "[tasks][grants]") {
+    Daemon d;
+    // sh may create anywhere in the workdir by its rules; the task's grant
+    // confines creation to ${workdir}/out.
+    uint64_t id = create_task(
+        d, {{"tools", {"sh"}},
+            {"grant", {{"files", {{{"path", "${workdir}/out"}, {"rights", {"create", "write"}}}}}}}});
+    std::string workdir = d.call("GET", "/v1/tasks/" + std::to_string(id)).body["workdir"];
+    REQUIRE(::mkdir((workdir + "/out").c_str(), 0755) == 0);
+    REQUIRE(::chown((workdir + "/out").c_str(), 65534, 65534) == 0);
+
+    auto inside = d.exec(id, {{"tool", "sh"}, {"argv", {"sh", "-c", "echo a > out/a.txt"}}});
+    INFO(inside.raw);
+    CHECK(inside.body["exit_status"] == 0);
+    CHECK(std::filesystem::exists(workdir + "/out/a.txt"));
+
+    auto outside = d.exec(id, {{"tool", "sh"}, {"argv", {"sh", "-c", "echo b > b.txt"}}});
+    CHECK(outside.body["exit_status"] != 0);
+    CHECK_FALSE(std::filesystem::exists(workdir + "/b.txt"));
+
+    // Control for the attempt above: with the grant lifted (the tool's rules
+    // as they are) the same command creates the file.
+    auto up = d.call("PUT", "/v1/tasks/" + std::to_string(id) + "/grant", json{{"grant", nullptr}});
+    REQUIRE(up.status == 200);
+    CHECK(up.body["epoch"] == 2);
+    auto again = d.exec(id, {{"tool", "sh"}, {"argv", {"sh", "-c", "echo b > b.txt"}}});
+    CHECK(again.body["exit_status"] == 0);
+    CHECK(std::filesystem::exists(workdir + "/b.txt"));
+    CHECK(again.body["epoch"] == 2);
+
+    // Epoch records name the task.
+    auto ep = d.call("GET", "/v1/audit?kind=policy_epoch&task=" + std::to_string(id));
+    CHECK(ep.body["rows"].size() >= 2);
+}
+
+TEST_CASE("a time-boxed grant ends by itself and cuts the runs started under it", "[tasks][timebox]") {
+    Daemon d;
+    uint64_t id = create_task(d, {{"tools", {"sh"}}});
+    auto box = d.call("PUT", "/v1/tasks/" + std::to_string(id) + "/grant",
+                      json{{"grant", {{"limits", {{"pids", 8}}}}}, {"expires_in_ms", 1500}});
+    INFO(box.raw);
+    REQUIRE(box.status == 200);
+    CHECK(box.body["epoch"] == 2);
+    CHECK(box.body["expires_ns"].is_number());
+
+    auto t0 = std::chrono::steady_clock::now();
+    auto spin = d.exec(id, {{"tool", "sh"}, {"argv", {"sh", "-c", "while :; do :; done"}}});
+    auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(spin.body["exit_status"] == 124);  // the wall-clock limit: the grant's end
+    CHECK(took < 10s);
+
+    std::this_thread::sleep_for(500ms);
+    auto t = d.call("GET", "/v1/tasks/" + std::to_string(id)).body;
+    CHECK(t["epoch"] == 3);
+    CHECK(t["grant"].is_null());
+    REQUIRE(t["epochs"].size() == 3);
+    CHECK(t["epochs"][1]["reason"] == "timebox");
+    CHECK(t["epochs"][2]["reason"] == "expiry");
+}
+
+TEST_CASE("closing a task kills its running tools", "[tasks][close]") {
+    Daemon d;
+    uint64_t id = create_task(d, {{"tools", {"sh"}}});
+    auto fut = std::async(std::launch::async, [&] {
+        return d.exec(id, {{"tool", "sh"}, {"argv", {"sh", "-c", "while :; do :; done"}}});
+    });
+    // wait until the run is running
+    for (int i = 0; i < 100; ++i) {
+        auto t = d.call("GET", "/v1/tasks/" + std::to_string(id)).body;
+        if (t["running"] == 1) break;
+        std::this_thread::sleep_for(50ms);
+    }
+    auto c = d.call("DELETE", "/v1/tasks/" + std::to_string(id));
+    CHECK(c.body["cancelled_runs"] == 1);
+    REQUIRE(fut.wait_for(10s) == std::future_status::ready);
+    auto r = fut.get();
+    CHECK(r.body["outcome"] == "signaled");
+    CHECK_THAT(r.raw, Catch::Contains("run cancelled"));
+}
+
+TEST_CASE("streamed exec sends the run, its output as it comes, then the result", "[tasks][stream]") {
+    Daemon d;
+    uint64_t id = create_task(d, {{"tools", {"sh"}}});
+    int fd = connect_unix(d.sock);
+    REQUIRE(fd >= 0);
+    std::string body = json{{"tool", "sh"}, {"argv", {"sh", "-c", "echo one; echo two >&2"}}}.dump();
+    std::string raw = "POST /v1/tasks/" + std::to_string(id) +
+                      "/exec/stream HTTP/1.1\r\nHost: agentd\r\nContent-Type: application/json\r\nContent-Length: " +
+                      std::to_string(body.size()) + "\r\n\r\n" + body;
+    REQUIRE(send_all(fd, raw));
+    std::string all = read_until(fd, "event: exit", 20s);
+    all += read_until(fd, "\n\n", 2s);
+    CHECK(closed_within(fd, 3s));  // the response ends after the last event
+    ::close(fd);
+    auto p_run = all.find("event: run");
+    auto p_out = all.find("event: stdout");
+    auto p_err = all.find("event: stderr");
+    auto p_exit = all.find("event: exit");
+    REQUIRE(p_run != std::string::npos);
+    REQUIRE(p_out != std::string::npos);
+    REQUIRE(p_err != std::string::npos);
+    REQUIRE(p_exit != std::string::npos);
+    CHECK(p_run < p_out);
+    CHECK(p_out < p_exit);
+    CHECK(p_err < p_exit);
+    CHECK_THAT(all, Catch::Contains("one\\n"));
+}
+
+TEST_CASE("replay judges recorded operations under a candidate rule file", "[tasks][replay]") {
+    Daemon d;
+    uint64_t id = create_task(d, {{"tools", {"cat"}}});
+    std::string workdir = d.call("GET", "/v1/tasks/" + std::to_string(id)).body["workdir"];
+    write_file(workdir + "/notes.txt", "x\n");
+    REQUIRE(d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "notes.txt"}}}).status == 200);
+
+    std::ifstream in(std::string(BULWARK_RULES_DIR) + "/cat.yaml");
+    std::string rules((std::istreambuf_iterator<char>(in)), {});
+    auto same = d.call("POST", "/v1/replay", json{{"tool", "cat"}, {"rules", rules}});
+    INFO(same.raw);
+    REQUIRE(same.status == 200);
+    CHECK(same.body["changed"].empty());
+
+    auto broken = d.call("POST", "/v1/replay", json{{"tool", "cat"}, {"rules", "tool: cat\nfiles:\n  read: [relative]\n"}});
+    CHECK(broken.status == 422);
+    CHECK_THAT(broken.raw, Catch::Contains("candidate:cat.yaml:3:"));
+}
