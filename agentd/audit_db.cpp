@@ -252,7 +252,12 @@ struct AuditStore::Impl {
     }
 
     mutable std::mutex pool_mu;
+    mutable std::condition_variable pool_cv;
     mutable std::vector<DbPtr> pool;
+    // Reader connections in existence (pooled + leased), at most reader_pool:
+    // a burst of queries waits for a connection instead of opening more (each
+    // closed SQLite connection can leave its descriptor parked for reuse).
+    mutable size_t readers_open = 0;
 
     explicit Impl(AuditStore& s) : self(s) {}
 
@@ -575,21 +580,33 @@ struct AuditStore::Impl {
         ~Lease() {
             if (!db) return;
             sqlite3_progress_handler(db.get(), 0, nullptr, nullptr);
-            std::lock_guard lk(impl->pool_mu);
-            if (impl->pool.size() < impl->self.opts_.reader_pool) impl->pool.push_back(std::move(db));
+            {
+                std::lock_guard lk(impl->pool_mu);
+                impl->pool.push_back(std::move(db));
+            }
+            impl->pool_cv.notify_one();
         }
     };
     std::expected<Lease, DbError> lease() const {
         {
-            std::lock_guard lk(pool_mu);
+            std::unique_lock lk(pool_mu);
+            size_t cap = std::max<size_t>(1, self.opts_.reader_pool);
+            if (!pool_cv.wait_for(lk, self.opts_.query_timeout, [&] { return !pool.empty() || readers_open < cap; }))
+                return std::unexpected(DbError{DbError::Code::Timeout, "no reader connection became free in time"});
             if (!pool.empty()) {
                 DbPtr db = std::move(pool.back());
                 pool.pop_back();
                 return Lease{this, std::move(db)};
             }
+            ++readers_open;
         }
         auto db = open_reader();
-        if (!db) return std::unexpected(db.error());
+        if (!db) {
+            std::lock_guard lk(pool_mu);
+            --readers_open;
+            pool_cv.notify_one();
+            return std::unexpected(db.error());
+        }
         return Lease{this, std::move(*db)};
     }
 };

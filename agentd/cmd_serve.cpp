@@ -126,6 +126,7 @@ int run_serve(const ServeArgs& a) {
     int sig = 0;
     while (sigwait(&set, &sig) == 0 && sig == SIGHUP) spdlog::info("SIGHUP: nothing to reload yet");
     spdlog::info("signal {}: shutting down", sig);
+    if (size_t n = tasks.cancel_all()) spdlog::info("cancelled {} running tool run(s)", n);
     server->reset();
     (*store)->enqueue(audit::host_status_record({{"event", "daemon_stop"}, {"signal", sig}}));
     (*store)->flush(std::chrono::seconds(10));

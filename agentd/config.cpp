@@ -98,7 +98,7 @@ void apply(DaemonConfig& c, const YAML::Node& root, const Reader& r) {
     if (auto api = root["api"]) {
         r.check_keys(api, "api",
                      {"unix_socket", "socket_mode", "socket_group", "allowed_uids", "allowed_gids", "http",
-                      "tokens_sha256", "max_connections", "header_limit_bytes", "body_limit_bytes",
+                      "tokens_sha256", "max_connections", "run_threads", "header_limit_bytes", "body_limit_bytes",
                       "uri_limit_bytes", "read_timeout_ms", "write_timeout_ms"});
         auto& a = c.api;
         if (auto n = api["unix_socket"]) {
@@ -141,6 +141,7 @@ void apply(DaemonConfig& c, const YAML::Node& root, const Reader& r) {
             }
         }
         if (auto n = api["max_connections"]) a.max_connections = r.u64(n, "api.max_connections", 1, 100000);
+        if (auto n = api["run_threads"]) a.run_threads = static_cast<int>(r.u64(n, "api.run_threads", 1, 4096));
         if (auto n = api["header_limit_bytes"])
             a.limits.header_limit = r.u64(n, "api.header_limit_bytes", 1024, 1 << 20);
         if (auto n = api["body_limit_bytes"]) a.limits.body_limit = r.u64(n, "api.body_limit_bytes", 0, 64ull << 20);

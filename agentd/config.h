@@ -15,6 +15,7 @@
 //     http: 127.0.0.1:7878             # optional; loopback only
 //     tokens_sha256: [<64 hex>]        # `agentd token-hash` prints one
 //     max_connections: 512
+//     run_threads: 64                  # synchronous execs served at once
 //     header_limit_bytes: 16384
 //     body_limit_bytes: 1048576
 //     uri_limit_bytes: 8192

@@ -78,6 +78,7 @@ ApiResponse error_response(int status, std::string_view code, std::string_view m
 struct RouteOptions {
     bool websocket = false;  // the handler runs for an Upgrade: websocket request only
     bool offload = false;    // may block (database): run on the worker pool
+    bool long_running = false;  // with offload: blocks for a whole tool run; own pool
 };
 
 class Router {

@@ -68,6 +68,7 @@ struct HttpServer::Impl {
     const Router& router;
     Metrics* metrics;
     asio::thread_pool workers;
+    asio::thread_pool run_workers;
     std::vector<std::thread> threads;
     uint16_t bound_port = 0;
     bool unix_bound = false;  // we created the socket file: remove it at exit
@@ -78,7 +79,8 @@ struct HttpServer::Impl {
     std::optional<Acceptor> unix_acc, tcp_acc;
 
     Impl(ServerConfig c, const Router& r, Metrics* m)
-        : cfg(std::move(c)), router(r), metrics(m), workers(size_t(std::max(1, cfg.worker_threads))) {}
+        : cfg(std::move(c)), router(r), metrics(m), workers(size_t(std::max(1, cfg.worker_threads))),
+          run_workers(size_t(std::max(1, cfg.run_threads))) {}
     ~Impl() {
         unix_acc.reset();
         tcp_acc.reset();
@@ -267,7 +269,8 @@ private:
         }
         if (route->opts.offload) {
             timer_.cancel();
-            asio::post(srv_.workers, [self = shared_from_this(), route, ar = std::move(ar), keep, version]() mutable {
+            auto& pool = route->opts.long_running ? srv_.run_workers : srv_.workers;
+            asio::post(pool, [self = shared_from_this(), route, ar = std::move(ar), keep, version]() mutable {
                 auto resp = self->run(*route, ar);
                 asio::post(self->sock_.get_executor(), [self, resp = std::move(resp), keep, version]() mutable {
                     if (!self->closed_) self->respond(std::move(resp), !keep, version);
@@ -579,6 +582,7 @@ HttpServer::~HttpServer() {
     I.ioc.stop();
     for (auto& t : I.threads) t.join();
     I.workers.join();
+    I.run_workers.join();
     // never remove a socket this server did not create (e.g. a live daemon's)
     if (I.unix_bound) ::unlink(I.cfg.unix_path->c_str());
 }

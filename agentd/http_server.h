@@ -50,6 +50,7 @@ struct ServerConfig {
     size_t max_connections = 512;
     int io_threads = 2;
     int worker_threads = 2;  // offloaded (database) handlers
+    int run_threads = 64;    // long-running handlers (synchronous exec): concurrent runs served
 };
 
 TokenHash sha256(std::string_view data);

@@ -397,7 +397,7 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
               if (!body) return bad;
               return reply(ctx.tasks->exec(*id, *body));
           },
-          {.offload = true});
+          {.offload = true, .long_running = true});
     // Streamed exec: not offloaded, the handler only starts the run thread.
     r.add("POST", "/v1/tasks/{id}/exec/stream", [ctx](const ApiRequest& req) {
         ApiResponse bad;

@@ -159,6 +159,10 @@ std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPla
 
     for (const auto& r : plan.paths) {
         uint64_t access = r.access & fs;
+        // The kernel opens a program for reading to execute it (open_exec:
+        // FMODE_READ | FMODE_EXEC), and Landlock checks read_file on that
+        // open: an exec right without read_file could never be used.
+        if (access & ll::kExecute) access |= ll::kReadFile & fs;
         if (access == 0) continue;
         int pfd = ::open(r.path.c_str(), O_PATH | O_CLOEXEC);
         if (pfd < 0) {
@@ -198,7 +202,7 @@ std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPla
     prep.status.state = LayerState::Enforcing;
     prep.status.detail = "ABI " + std::to_string(abi) + ", " + std::to_string(plan.paths.size()) +
                          " path rules, " + std::to_string(plan.ports.size()) + " port rules" +
-                         (scoped ? ", scoped" : "") + ", canary denied" +
+                         (scoped ? ", scoped" : "") + ", exec implies read_file, canary denied" +
                          (prep.restrict_flags ? ", denials logged to kernel audit" : "");
     return prep;
 }

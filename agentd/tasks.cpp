@@ -158,16 +158,21 @@ TaskManager::TaskManager(const ToolCatalog& catalog, audit::AuditStore* store, T
     timer_ = std::jthread([this](std::stop_token st) { timer_loop(st); });
 }
 
+size_t TaskManager::cancel_all() {
+    std::lock_guard lk(mu_);
+    shutting_down_ = true;
+    size_t n = 0;
+    for (auto& [id, t] : tasks_)
+        for (auto& r : t->runs)
+            if (!r.ended_ns && r.cancel_fd >= 0) {
+                uint64_t one = 1;
+                if (::write(r.cancel_fd, &one, sizeof one) == sizeof one) ++n;
+            }
+    return n;
+}
+
 TaskManager::~TaskManager() {
-    {
-        std::lock_guard lk(mu_);
-        for (auto& [id, t] : tasks_)
-            for (auto& r : t->runs)
-                if (!r.ended_ns && r.cancel_fd >= 0) {
-                    uint64_t one = 1;
-                    (void)::write(r.cancel_fd, &one, sizeof one);
-                }
-    }
+    cancel_all();
     {
         std::unique_lock lk(mu_);
         execs_done_.wait(lk, [&] { return active_execs_ == 0; });
@@ -551,6 +556,7 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         auto it = tasks_.find(id);
         if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
         task = it->second;
+        if (shutting_down_) return err(503, "shutting_down", "agentd is shutting down; no new runs");
         if (task->closed) return err(409, "task_closed", "task " + std::to_string(id) + " is closed");
         auto b = task->current().bundles.find(req->tool);
         if (b == task->current().bundles.end())

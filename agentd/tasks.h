@@ -95,6 +95,10 @@ public:
     std::shared_ptr<const policy::Bundle> tool_bundle(uint64_t id, const std::string& tool, bool narrowed) const;
     std::optional<policy::TaskVars> task_vars(uint64_t id) const;
 
+    // Daemon shutdown: kills every running run (their exec calls return) and
+    // refuses new ones.
+    size_t cancel_all();
+
     // Ends time-boxed grants whose time has come (the timer thread calls it;
     // tests may too). Returns the number of tasks switched back.
     size_t expire_due(std::chrono::system_clock::time_point now);
@@ -117,6 +121,7 @@ private:
     uint64_t next_run_id_ = 1;
     uint64_t next_policy_version_ = 1;
     uint64_t timer_gen_ = 0;  // bumped whenever an expiry may have changed
+    bool shutting_down_ = false;
     size_t active_execs_ = 0;  // the destructor waits for them (after cancelling)
     std::condition_variable execs_done_;
     std::jthread timer_;

@@ -13,72 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agentd_child.h"
-#include "api_client.h"
-#include "audit_test_util.h"
+#include "daemon.h"
 
 using namespace bulwark::test;
 using namespace std::chrono_literals;
 using nlohmann::json;
-
-namespace {
-
-struct Daemon {
-    TempDir dir;
-    std::string sock = (dir.path / "agentd.sock").string();
-    std::string state = (dir.path / "state").string();
-    std::unique_ptr<AgentdChild> child;
-
-    Daemon() {
-        // The sandbox uid must traverse to the task work directories.
-        ::chmod(dir.path.c_str(), 0711);
-        child = std::make_unique<AgentdChild>(
-            std::vector<std::string>{AGENTD_BINARY, "serve", "--state-dir", state, "--socket", sock, "--work-root",
-                                     (dir.path / "work").string(), "--rules",
-                                     BULWARK_RULES_DIR},
-            (dir.path / "agentd.log").string());
-        Response r;
-        for (int i = 0; i < 200 && r.status == 0; ++i) {
-            std::this_thread::sleep_for(50ms);
-            r = get(sock, 0, "/v1/health");
-        }
-        if (r.status != 200) FAIL("agentd did not come up: " << child->output());
-    }
-
-    struct Reply {
-        int status = 0;
-        json body;
-        std::string raw;
-    };
-    Reply call(const std::string& method, const std::string& target, const std::optional<json>& body = std::nullopt,
-               std::chrono::milliseconds timeout = 30s) const {
-        int fd = connect_unix(sock);
-        REQUIRE(fd >= 0);
-        std::string b = body ? body->dump() : "";
-        std::string raw = method + " " + target + " HTTP/1.1\r\nHost: agentd\r\nConnection: close\r\n";
-        if (body) raw += "Content-Type: application/json\r\nContent-Length: " + std::to_string(b.size()) + "\r\n";
-        raw += "\r\n" + b;
-        auto r = request(fd, raw, timeout);
-        ::close(fd);
-        Reply out{r.status, json::parse(r.body, nullptr, false), r.body};
-        return out;
-    }
-    Reply exec(uint64_t task, const json& body) const { return call("POST", "/v1/tasks/" + std::to_string(task) + "/exec", body); }
-};
-
-uint64_t create_task(const Daemon& d, json body) {
-    auto r = d.call("POST", "/v1/tasks", body);
-    INFO(r.raw);
-    REQUIRE(r.status == 201);
-    return r.body["id"].get<uint64_t>();
-}
-
-void write_file(const std::string& path, const std::string& text) {
-    std::ofstream(path) << text;
-    REQUIRE(::chown(path.c_str(), 65534, 65534) == 0);
-}
-
-}  // namespace
 
 TEST_CASE("tools: list, show, explain in words and judge one operation", "[tasks][tools]") {
     Daemon d;
