@@ -178,6 +178,8 @@ struct AuditStore::Impl {
 
     mutable std::mutex mu;
     std::condition_variable work_cv;
+    // Callers blocked in wait_committed(): the writer skips its linger for them.
+    mutable size_t waiters = 0;
     mutable std::condition_variable commit_cv;
     // A queue entry. Losses are queued too, as gap records at the place in
     // the seq order where they happened: a drop increments the gap at the
@@ -421,7 +423,7 @@ struct AuditStore::Impl {
                     if (!q.empty() && q.size() < self.opts_.batch_rows && !stop &&
                         self.opts_.batch_linger.count() > 0) {
                         work_cv.wait_for(lk, self.opts_.batch_linger,
-                                         [&] { return stop || q.size() >= self.opts_.batch_rows; });
+                                         [&] { return stop || waiters > 0 || q.size() >= self.opts_.batch_rows; });
                     }
                     while (!q.empty() && batch.size() < self.opts_.batch_rows) {
                         Item& it = q.front();
@@ -813,7 +815,13 @@ uint64_t AuditStore::last_seq() const {
 
 bool AuditStore::wait_committed(uint64_t seq, std::chrono::milliseconds timeout) const {
     std::unique_lock lk(impl_->mu);
-    return impl_->commit_cv.wait_for(lk, timeout, [&] { return impl_->committed.load() >= seq; });
+    if (impl_->committed.load() >= seq) return true;
+    // Somebody waits: the writer commits what it has without lingering.
+    ++impl_->waiters;
+    impl_->work_cv.notify_one();
+    bool ok = impl_->commit_cv.wait_for(lk, timeout, [&] { return impl_->committed.load() >= seq; });
+    --impl_->waiters;
+    return ok;
 }
 
 bool AuditStore::flush(std::chrono::milliseconds timeout) const {
