@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "audit_db.h"
+#include "cgroup.h"
 #include "config.h"
 #include "event_bus.h"
 #include "http_api.h"
@@ -90,6 +91,14 @@ int run_serve(const ServeArgs& a) {
     }
     if (!(*store)->accepting_runs())
         spdlog::error("audit store refuses new runs: {}", (*store)->status().reason);
+
+    // Sandboxes of a daemon that died (kill -9, crash): their tools were
+    // killed with it (parent-death signal, pid namespace); what is left is
+    // killed and the leaves removed, deterministically, before serving.
+    if (size_t n = reap_stale_cgroups()) {
+        spdlog::warn("removed {} run cgroup(s) left by a previous agentd", n);
+        (*store)->enqueue(audit::host_status_record({{"event", "stale_runs_reaped"}, {"cgroups", n}}));
+    }
 
     // Every rule file must compile, or the daemon does not start.
     auto catalog = ToolCatalog::load(cfg->rules_dir);

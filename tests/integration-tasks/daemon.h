@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -77,6 +78,35 @@ inline uint64_t create_task(const Daemon& d, json body) {
 inline void write_file(const std::string& path, const std::string& text) {
     std::ofstream(path) << text;
     REQUIRE(::chown(path.c_str(), 65534, 65534) == 0);
+}
+
+// Run cgroup leaves (v2 and every v1 hierarchy) whose name starts with
+// `prefix`, and how many processes are still in them. Depth-limited walk
+// that skips what it cannot read.
+struct Leaves {
+    size_t count = 0;
+    size_t processes = 0;
+};
+inline void scan_leaves(const std::filesystem::path& dir, const std::string& prefix, int depth, Leaves& out) {
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        std::error_code e2;
+        if (!it->is_directory(e2) || it->is_symlink(e2)) continue;
+        if (it->path().filename().string().starts_with(prefix)) {
+            ++out.count;
+            std::ifstream procs(it->path() / "cgroup.procs");
+            std::string line;
+            while (std::getline(procs, line))
+                if (!line.empty()) ++out.processes;
+        } else if (depth > 0) {
+            scan_leaves(it->path(), prefix, depth - 1, out);
+        }
+    }
+}
+inline Leaves run_leaves(const std::string& prefix) {
+    Leaves out;
+    scan_leaves("/sys/fs/cgroup", prefix, 4, out);
+    return out;
 }
 
 }  // namespace bulwark::test

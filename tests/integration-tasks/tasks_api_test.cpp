@@ -3,6 +3,7 @@
 // (the shipped rule files) in real sandboxes, so it needs root.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -244,4 +245,53 @@ TEST_CASE("replay judges recorded operations under a candidate rule file", "[tas
     auto broken = d.call("POST", "/v1/replay", json{{"tool", "cat"}, {"rules", "tool: cat\nfiles:\n  read: [relative]\n"}});
     CHECK(broken.status == 422);
     CHECK_THAT(broken.raw, Catch::Contains("candidate:cat.yaml:3:"));
+}
+
+TEST_CASE("kill -9 of agentd during a run: the tool dies, a restart leaves nothing behind", "[tasks][crash]") {
+    auto d = std::make_unique<Daemon>();
+    uint64_t id = create_task(*d, {{"tools", {"sh"}}});
+    pid_t daemon_pid = d->child->pid;
+    std::thread runner([&] { d->exec(id, {{"tool", "sh"}, {"argv", {"sh", "-c", "while :; do :; done"}}}); });
+    uint64_t run = 0;
+    for (int i = 0; i < 100 && !run; ++i) {
+        auto t = d->call("GET", "/v1/tasks/" + std::to_string(id)).body;
+        if (t["running"] == 1) run = t["runs"][0]["run_id"];
+        std::this_thread::sleep_for(50ms);
+    }
+    REQUIRE(run != 0);
+    std::string prefix = "bulwark-run-" + std::to_string(daemon_pid) + "-";
+    auto leaves = [&] { return run_leaves(prefix).count; };
+    REQUIRE(leaves() >= 1);
+
+    REQUIRE(::kill(daemon_pid, SIGKILL) == 0);
+    CHECK(d->child->wait_exit() == 128 + SIGKILL);
+    runner.join();  // its connection ended with the daemon
+    // The tool died with its supervisor (parent-death signal; it was pid 1 of
+    // its pid namespace): within a moment no process is left in any leaf.
+    bool empty = false;
+    for (int i = 0; i < 100 && !empty; ++i) {
+        empty = run_leaves(prefix).processes == 0;
+        if (!empty) std::this_thread::sleep_for(50ms);
+    }
+    CHECK(empty);
+
+    // Restart on the same state: the leaves are reaped before it serves, the
+    // store is intact and holds the acknowledged start of the killed run.
+    auto state = d->state;
+    d->child = std::make_unique<AgentdChild>(
+        std::vector<std::string>{AGENTD_BINARY, "serve", "--state-dir", state, "--socket", d->sock, "--work-root",
+                                 (d->dir.path / "work").string(), "--rules", BULWARK_RULES_DIR},
+        (d->dir.path / "agentd2.log").string());
+    Response r;
+    for (int i = 0; i < 200 && r.status != 200; ++i) {
+        std::this_thread::sleep_for(50ms);
+        r = get(d->sock, 0, "/v1/health");
+    }
+    REQUIRE(r.status == 200);
+    CHECK(leaves() == 0);
+    auto db = std::filesystem::path(state) / "audit.db";
+    CHECK(sql_value(db, "PRAGMA integrity_check") == "ok");
+    CHECK(sql_value(db, "SELECT count(*) FROM records WHERE kind = 2 AND run_id = " + std::to_string(run)) == "1");
+    auto reaped = d->call("GET", "/v1/audit?kind=host_status");
+    CHECK_THAT(reaped.raw, Catch::Contains("stale_runs_reaped"));
 }

@@ -35,18 +35,6 @@ size_t total(const std::map<std::string, int>& m) {
     return n;
 }
 
-size_t run_cgroups(pid_t daemon) {
-    size_t n = 0;
-    std::string prefix = "bulwark-run-" + std::to_string(daemon) + "-";
-    for (const char* root : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids"}) {
-        std::error_code ec;
-        for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
-             !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
-            if (it->is_directory() && it->path().filename().string().starts_with(prefix)) ++n;
-    }
-    return n;
-}
-
 }  // namespace
 
 TEST_CASE("50 concurrent tasks x 20 tools: zero lost records, nothing leaked", "[tasks][load]") {
@@ -120,7 +108,7 @@ TEST_CASE("50 concurrent tasks x 20 tools: zero lost records, nothing leaked", "
 
     // Nothing left behind: no run cgroup, and ten times the runs of the
     // warm-up left agentd with no more descriptors than the warm-up did.
-    CHECK(run_cgroups(d.child->pid) == 0);
+    CHECK(run_leaves("bulwark-run-" + std::to_string(d.child->pid) + "-").count == 0);
     auto fds_after = open_fds(d.child->pid);
     for (auto& [k, v] : fds_after) UNSCOPED_INFO(k << ": " << v << " (after warm-up " << fds_before[k] << ")");
     CHECK(total(fds_after) <= total(fds_before));
