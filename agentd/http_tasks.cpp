@@ -56,6 +56,20 @@ std::optional<uint64_t> task_id_param(const ApiRequest& req, ApiResponse& bad) {
     return v;
 }
 
+// A handler of /v1/tasks/{id}/... that takes a JSON body: both are checked
+// before `f` runs.
+template <class F>
+Router::Handler with_task_body(F f) {
+    return [f](const ApiRequest& req) {
+        ApiResponse bad;
+        auto id = task_id_param(req, bad);
+        if (!id) return bad;
+        auto body = parse_body(req, bad);
+        if (!body) return bad;
+        return f(*id, std::move(*body));
+    };
+}
+
 // Placeholder task variables for judging a tool's rules outside any task.
 policy::TaskVars example_vars() {
     return {{"workdir", "/workdir"}, {"home", "/home/agent"}, {"tmp", "/tmp"}, {"task_id", "explain"}};
@@ -379,39 +393,20 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
         return id ? reply(ctx.tasks->close(*id)) : bad;
     });
     r.add("PUT", "/v1/tasks/{id}/grant",
-          [ctx](const ApiRequest& req) {
-              ApiResponse bad;
-              auto id = task_id_param(req, bad);
-              if (!id) return bad;
-              auto body = parse_body(req, bad);
-              if (!body) return bad;
-              return reply(ctx.tasks->update_grant(*id, *body));
-          },
+          with_task_body([ctx](uint64_t id, json body) { return reply(ctx.tasks->update_grant(id, body)); }),
           {.offload = true});
     r.add("POST", "/v1/tasks/{id}/exec",
-          [ctx](const ApiRequest& req) {
-              ApiResponse bad;
-              auto id = task_id_param(req, bad);
-              if (!id) return bad;
-              auto body = parse_body(req, bad);
-              if (!body) return bad;
-              return reply(ctx.tasks->exec(*id, *body));
-          },
+          with_task_body([ctx](uint64_t id, json body) { return reply(ctx.tasks->exec(id, body)); }),
           {.offload = true, .long_running = true});
     // Streamed exec: not offloaded, the handler only starts the run thread.
-    r.add("POST", "/v1/tasks/{id}/exec/stream", [ctx](const ApiRequest& req) {
-        ApiResponse bad;
-        auto id = task_id_param(req, bad);
-        if (!id) return bad;
-        auto body = parse_body(req, bad);
-        if (!body) return bad;
-        // Fail fast on what can be checked before the stream starts.
-        if (auto t = ctx.tasks->get(*id); !t) return from_error(t.error());
-        ApiResponse resp;
-        resp.content_type = "text/event-stream";
-        resp.stream = std::make_shared<ExecStream>(ctx.tasks, *id, std::move(*body));
-        return resp;
-    });
+    r.add("POST", "/v1/tasks/{id}/exec/stream", with_task_body([ctx](uint64_t id, json body) {
+              // Fail fast on what can be checked before the stream starts.
+              if (auto t = ctx.tasks->get(id); !t) return from_error(t.error());
+              ApiResponse resp;
+              resp.content_type = "text/event-stream";
+              resp.stream = std::make_shared<ExecStream>(ctx.tasks, id, std::move(body));
+              return resp;
+          }));
     r.add("POST", "/v1/replay", [ctx](const ApiRequest& req) { return replay(ctx, req); }, {.offload = true});
 }
 

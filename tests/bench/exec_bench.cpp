@@ -32,25 +32,18 @@
 #include "http_server.h"
 #include "http_tasks.h"
 #include "metrics.h"
+#include "bench_stats.h"
 #include "spawner.h"
 #include "tasks.h"
 #include "tool_catalog.h"
 
 using namespace bulwark;
 using Clock = std::chrono::steady_clock;
+using bench::stats;
 using nlohmann::json;
 
 namespace {
 
-struct Stats {
-    double p50, p99, mean;
-};
-Stats stats(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    double sum = 0;
-    for (double x : v) sum += x;
-    return {v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)], sum / v.size()};
-}
 
 // One HTTP/1.1 request on a fresh unix-socket connection; the body of the reply.
 std::string post(const std::string& sock, const std::string& target, const std::string& body) {

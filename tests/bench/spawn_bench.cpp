@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "fixture.h"
+#include "bench_stats.h"
 #include "spawner.h"
 
 using namespace bulwark;
 using Clock = std::chrono::steady_clock;
+using bench::stats;
 
 namespace {
 
@@ -37,15 +39,6 @@ double run_exec(const std::vector<const char*>& argv) {
     return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
-struct Stats {
-    double p50, p99, mean;
-};
-Stats stats(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    double sum = 0;
-    for (double x : v) sum += x;
-    return {v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)], sum / v.size()};
-}
 
 }  // namespace
 
