@@ -109,6 +109,7 @@ int run_serve(const ServeArgs& a) {
     spdlog::info("serving {} tools from {}", catalog->tools().size(), catalog->rules_dir().string());
     TaskOptions topts;
     topts.work_root = cfg->work_root;
+    topts.metrics = &metrics;
     if (!ensure_dir(topts.work_root, 0711)) return 1;
     TaskManager tasks(*catalog, store->get(), topts);
 

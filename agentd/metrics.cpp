@@ -88,6 +88,18 @@ std::string Metrics::render_prometheus() const {
             ld(http_connections_refused));
     counter(out, "bulwark_http_timeouts_total", "counter", "Connections closed by a read/idle timeout.",
             ld(http_timeouts));
+    out += "# HELP bulwark_runs_total Tool runs ended, by outcome.\n"
+           "# TYPE bulwark_runs_total counter\n";
+    static constexpr const char* kOutcomes[] = {"exited", "signaled", "refused", "setup_failed", "exec_failed"};
+    for (size_t i = 0; i < runs.size(); ++i)
+        out += std::string("bulwark_runs_total{outcome=\"") + kOutcomes[i] + "\"} " + std::to_string(ld(runs[i])) + "\n";
+    counter(out, "bulwark_runs_timed_out_total", "counter", "Runs killed at their wall-clock limit.", ld(runs_timed_out));
+    counter(out, "bulwark_runs_oom_killed_total", "counter", "Runs with an OOM kill in their memory cgroup.",
+            ld(runs_oom_killed));
+    counter(out, "bulwark_runs_running", "gauge", "Tool runs in progress.", ld(runs_running));
+    counter(out, "bulwark_tasks_open", "gauge", "Open tasks.", ld(tasks_open));
+    counter(out, "bulwark_policy_epochs_total", "counter", "Task policy epochs started.", ld(epochs));
+    run_latency.render(out, "bulwark_exec_seconds", "Exec requests: accepted to reply ready, run included.");
     return out;
 }
 

@@ -52,6 +52,14 @@ struct Metrics {
     std::atomic<uint64_t> http_connections{0};               // gauge
     std::atomic<uint64_t> http_connections_refused{0};       // over max_connections
     std::atomic<uint64_t> http_timeouts{0};
+    // tasks and runs
+    std::array<std::atomic<uint64_t>, 5> runs{};  // by RunOutcome: exited signaled refused setup_failed exec_failed
+    std::atomic<uint64_t> runs_timed_out{0};
+    std::atomic<uint64_t> runs_oom_killed{0};
+    std::atomic<uint64_t> runs_running{0};        // gauge
+    std::atomic<uint64_t> tasks_open{0};          // gauge
+    std::atomic<uint64_t> epochs{0};              // policy epochs started (create, update, timebox, expiry)
+    LatencyHistogram run_latency;                 // exec: request accepted -> reply ready
 
     void count_decision(unsigned layer, unsigned decision) noexcept {
         if (layer < kLayers && decision < kDecisions)

@@ -15,6 +15,7 @@
 #include "bulwark/policy/match.h"
 #include "fd.h"
 #include "grant_json.h"
+#include "metrics.h"
 #include "record_operation.h"
 #include "run_report.h"
 #include "spawner.h"
@@ -248,6 +249,7 @@ std::expected<json, ApiError> TaskManager::create(const json& body) {
     auto r = switch_epoch(*t, body.value("grant", json(nullptr)), std::nullopt, "create");
     if (!r) return std::unexpected(r.error());
     tasks_[t->id] = t;
+    if (opts_.metrics) opts_.metrics->tasks_open.fetch_add(1, std::memory_order_relaxed);
     return t->summary();
 }
 
@@ -305,6 +307,7 @@ std::expected<json, ApiError> TaskManager::switch_epoch(Task& t, const json& gra
         }
     }
     t.epochs.push_back(std::move(e));
+    if (opts_.metrics) opts_.metrics->epochs.fetch_add(1, std::memory_order_relaxed);
     ++timer_gen_;
     timer_cv_.notify_all();
     return json::object();
@@ -367,6 +370,7 @@ size_t TaskManager::expire_due(SysClock::time_point now) {
             spdlog::error("task {}: returning from a time-boxed grant failed ({}); closing the task", id,
                           r.error().message);
             t->closed = true;
+            if (opts_.metrics) opts_.metrics->tasks_open.fetch_sub(1, std::memory_order_relaxed);
             continue;
         }
         ++n;
@@ -405,6 +409,7 @@ std::expected<json, ApiError> TaskManager::close(uint64_t id) {
     size_t cancelled = 0;
     if (!t.closed) {
         t.closed = true;
+        if (opts_.metrics) opts_.metrics->tasks_open.fetch_sub(1, std::memory_order_relaxed);
         t.epochs.back().ended_ns = to_ns(SysClock::now());
         for (auto& r : t.runs)
             if (!r.ended_ns && r.cancel_fd >= 0) {
@@ -635,7 +640,15 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
                 if (r.run_id == run_id) r.bpf = binding;
         }
     }
+    auto t_run = std::chrono::steady_clock::now();
+    if (opts_.metrics) opts_.metrics->runs_running.fetch_add(1, std::memory_order_relaxed);
     RunReport rep = run_tool(run_bundle, rr);
+    if (auto* m = opts_.metrics) {
+        m->runs_running.fetch_sub(1, std::memory_order_relaxed);
+        m->runs[size_t(rep.outcome)].fetch_add(1, std::memory_order_relaxed);
+        if (rep.timed_out) m->runs_timed_out.fetch_add(1, std::memory_order_relaxed);
+        if (rep.oom_killed) m->runs_oom_killed.fetch_add(1, std::memory_order_relaxed);
+    }
     {
         std::optional<BpfRunBinding> b;
         {
@@ -698,6 +711,9 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         denials.push_back({{"layer", "supervisor"}, {"explanation", rep.error}, {"rule", nullptr},
                            {"grant_would_allow", nullptr}});
     out["denials"] = std::move(denials);
+    if (opts_.metrics)
+        opts_.metrics->run_latency.observe(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count());
     return out;
 }
 

@@ -35,6 +35,7 @@
 
 namespace bulwark {
 class ToolCatalog;
+struct Metrics;
 namespace audit {
 class AuditStore;
 }
@@ -66,6 +67,7 @@ struct TaskOptions {
     std::chrono::milliseconds run_start_ack{5000};
     policy::Resolver resolve;         // default: resolve_host (getaddrinfo)
     BpfBinder bpf;                    // empty: runs get no BPF binding
+    Metrics* metrics = nullptr;
 };
 
 class TaskManager {

@@ -113,6 +113,11 @@ TEST_CASE("exec: a run in the task's sandbox, its records, stdin and a denial", 
     CHECK(denied.body["stdout"] == "");
     CHECK_THAT(denied.body["stderr"].get<std::string>(), Catch::Contains("Permission denied"));
 
+    // The runs are counted in /metrics.
+    auto m = get(d.sock, 0, "/metrics");
+    CHECK_THAT(m.body, Catch::Contains("bulwark_runs_total{outcome=\"exited\"} 3"));
+    CHECK_THAT(m.body, Catch::Contains("bulwark_tasks_open 1"));
+
     // A tool the task does not hold, and a closed task.
     CHECK(d.exec(id, {{"tool", "curl"}, {"argv", {"curl", "http://127.0.0.1/"}}}).status == 404);
     auto closed = d.call("DELETE", "/v1/tasks/" + std::to_string(id));
