@@ -8,7 +8,13 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "kernel_audit.h"
 #include "kernel_audit_parse.h"
+#include "run_registry.h"
 
 using namespace bulwark::kaudit;
 
@@ -212,3 +218,76 @@ TEST_CASE("malformed records are counted and never crash") {
     CHECK(a.stats().records == a.stats().ignored + 20000 + bad.size() + 4);
 }
 
+TEST_CASE("decision rows: layer, operation, object, syscall name through libseccomp") {
+    auto lines = load_fixture("host-6.18.txt");
+    EventAssembler a;
+    auto out = feed_all(a, lines);
+    REQUIRE(out.size() == 7);
+    bulwark::RunContext ctx{7, 42, "cat", 3};
+    auto ll = bulwark::kernel_decision_record(out[2], ctx);
+    CHECK(ll.layer == BW_LAYER_LANDLOCK);
+    CHECK(ll.op == BW_OP_FILE_OPEN);
+    CHECK(ll.decision == BW_DECISION_DENY);
+    CHECK(ll.object == "/etc/passwd");
+    CHECK(ll.err == 13);
+    CHECK(ll.task_id == 7);
+    CHECK(ll.run_id == 42);
+    CHECK(ll.tool == "cat");
+    CHECK(ll.policy_version == 3);
+    CHECK(ll.pid == 1149);
+    CHECK(ll.comm == "cat");
+    auto d = nlohmann::json::parse(ll.detail);
+    CHECK(d["source"] == "kernel_audit");
+    CHECK(d["syscall"] == "openat");
+    CHECK(d["access"] == "fs.read_file");
+    CHECK(d["rights"] == BW_FS_READ);
+    CHECK(d["domain"] == "1063ac54c");
+    CHECK(bulwark::audit::layer_name(ll.layer) == "landlock");
+
+    auto sc = bulwark::kernel_decision_record(out[4], ctx);
+    CHECK(sc.layer == BW_LAYER_SECCOMP);
+    CHECK(sc.op == BW_OP_SYSCALL);
+    CHECK(sc.object == "getppid");
+    CHECK(sc.decision == BW_DECISION_DENY);
+    CHECK(nlohmann::json::parse(sc.detail)["action"] == "errno");
+    CHECK(bulwark::syscall_name(0xc000003eu, 101) == "ptrace");
+    CHECK(bulwark::syscall_name(0xc000003eu, 99999).empty());
+}
+
+TEST_CASE("run registry: a live pid by its cgroup, a gone one by the run's first pid, a domain by its creator") {
+    bulwark::RunRegistry reg;
+    auto self_cg = bulwark::cgroup_v2_of_pid(::getpid());
+    REQUIRE(self_cg);
+    KernelDenial d;
+    d.layer = KernelDenial::Layer::Seccomp;
+    d.pid = static_cast<uint32_t>(::getpid());
+    CHECK(!reg.resolve(d));
+    reg.add("/nonexistent/run-1", 999999999, {1, 1, "a", 1});
+    // A live process outside every run's cgroup is not ours, whatever pid.
+    CHECK(!reg.resolve(d));
+    reg.add(*self_cg, 1, {2, 2, "b", 1});
+    auto r = reg.resolve(d);
+    REQUIRE(r);
+    CHECK(r->run_id == 2);
+    // A process that is gone: the run whose first process it was.
+    d.pid = 999999999;
+    r = reg.resolve(d);
+    REQUIRE(r);
+    CHECK(r->run_id == 1);
+    // Landlock: the domain's creator decides, and the domain is remembered.
+    KernelDenial l;
+    l.layer = KernelDenial::Layer::Landlock;
+    l.domain = 0xabc;
+    l.domain_creator_pid = 999999999;
+    l.pid = 999999998;  // a short-lived child, gone
+    r = reg.resolve(l);
+    REQUIRE(r);
+    CHECK(r->run_id == 1);
+    l.domain_creator_pid = 0;
+    r = reg.resolve(l);
+    REQUIRE(r);
+    CHECK(r->run_id == 1);
+    reg.remove("/nonexistent/run-1");
+    CHECK(!reg.resolve(l));
+    CHECK(reg.size() == 1);
+}
