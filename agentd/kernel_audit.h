@@ -103,7 +103,9 @@ private:
     std::string enabled_state_;         // "on", "on (enabled by agentd)", "locked", ...
     bool audit_on_ = false;
     std::atomic<uint64_t> kernel_lost_{0}, kernel_lost_at_start_{0}, backlog_{0}, backlog_limit_{0};
-    std::atomic<uint64_t> overruns_{0}, decisions_{0}, unattributed_{0}, barriers_{0}, barrier_timeouts_{0};
+    std::atomic<uint64_t> overruns_{0}, decisions_{0}, unattributed_{0}, barriers_{0}, barrier_timeouts_{0},
+        consecutive_timeouts_{0};
+    std::atomic<int64_t> last_record_ns_{0};  // steady clock of the last record read
     mutable std::mutex mu_;  // assembler stats snapshot, barrier state
     kaudit::EventAssembler::Stats stats_snapshot_;
     std::condition_variable barrier_cv_;

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -229,6 +230,16 @@ TEST_CASE("a burst of denials is recorded or counted as lost, never both missing
     std::printf("burst: %d denials, %zu recorded, %llu lost (counted), %.0f ms run+drain; reader %s\n", kN, n,
                 static_cast<unsigned long long>(r.lost), ms, h.reader->status().dump().c_str());
     CHECK(n <= size_t(kN));
+    // What the wait for a run's records costs when nothing is pending.
+    std::vector<double> waits;
+    for (int i = 0; i < 50; ++i) {
+        auto b0 = std::chrono::steady_clock::now();
+        REQUIRE(h.reader->barrier(std::chrono::milliseconds(2000)));
+        waits.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - b0).count());
+    }
+    std::sort(waits.begin(), waits.end());
+    std::printf("barrier (idle): p50 %.0f us, p99 %.0f us over %zu\n", waits[waits.size() / 2],
+                waits[waits.size() * 99 / 100], waits.size());
     CHECK((n == size_t(kN) || r.lost > 0));
     for (const auto& rec : r.decisions) CHECK(rec.object == "getppid");
 }
@@ -253,6 +264,79 @@ TEST_CASE("a second reader coexists; records of processes in no run are ignored,
     auto st = h.reader->status();
     CHECK(st["records_malformed"] == 0);
     CHECK(st["audit"].get<std::string>().starts_with("on"));
+}
+
+namespace {
+// AUDIT_SET enabled=<on> on a fresh netlink socket; true on the kernel's ack.
+bool set_audit_enabled(uint32_t on) {
+    int s = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_AUDIT);
+    if (s < 0) return false;
+    struct {
+        nlmsghdr h;
+        audit_status st;
+    } req{};
+    req.h.nlmsg_len = NLMSG_LENGTH(sizeof(audit_status));
+    req.h.nlmsg_type = AUDIT_SET;
+    req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+    req.h.nlmsg_seq = 1;
+    req.st.mask = AUDIT_STATUS_ENABLED;
+    req.st.enabled = on;
+    sockaddr_nl k{};
+    k.nl_family = AF_NETLINK;
+    bool ok = ::sendto(s, &req, req.h.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&k), sizeof k) > 0;
+    alignas(nlmsghdr) char buf[1024];
+    ok = ok && ::recv(s, buf, sizeof buf, 0) > 0 &&
+         reinterpret_cast<nlmsghdr*>(buf)->nlmsg_type == NLMSG_ERROR &&
+         static_cast<nlmsgerr*>(NLMSG_DATA(reinterpret_cast<nlmsghdr*>(buf)))->error == 0;
+    ::close(s);
+    return ok;
+}
+}  // namespace
+
+TEST_CASE("audit off: the reader turns it on, says so, and Landlock denials arrive; on: left as it is") {
+    // With audit disabled Landlock logs nothing. (This briefly switches the
+    // host's audit off; every reader turns it on again at its start.)
+    REQUIRE(set_audit_enabled(0));
+    RunRegistry reg;
+    std::mutex mu;
+    std::vector<audit::AuditRecord> recs;
+    KernelAuditOptions o;
+    o.resolve = [&](const kaudit::KernelDenial& d) { return reg.resolve(d); };
+    o.sink = [&](audit::AuditRecord r) {
+        std::lock_guard lk(mu);
+        recs.push_back(std::move(r));
+    };
+    auto r = KernelAuditReader::start(std::move(o));
+    if (!r) set_audit_enabled(1);
+    REQUIRE(r);
+    auto st = (*r)->status();
+    CHECK(st["audit"].get<std::string>().starts_with("on (was off; enabled by agentd"));
+    Dirs d;
+    auto b = probe_bundle(d);
+    RunRequest rq;
+    rq.argv = {KAUDIT_PROBE, "read", d.secret};
+    rq.workdir = d.work;
+    std::string cg;
+    rq.on_cgroup = [&](const std::string& path, pid_t pid) {
+        cg = path;
+        reg.add(path, pid, RunContext{1, 1, "probe", 1});
+    };
+    auto rep = run_tool(b, rq);
+    CHECK(rep.exit_code == 1);
+    REQUIRE((*r)->barrier(std::chrono::milliseconds(5000)));
+    reg.remove(cg);
+    {
+        std::lock_guard lk(mu);
+        REQUIRE(recs.size() == 1);
+        CHECK(recs[0].object == d.secret);
+    }
+    // Audit on: a new reader leaves it alone.
+    KernelAuditOptions o2;
+    o2.resolve = [&](const kaudit::KernelDenial& x) { return reg.resolve(x); };
+    o2.sink = [](audit::AuditRecord) {};
+    auto r2 = KernelAuditReader::start(std::move(o2));
+    REQUIRE(r2);
+    CHECK((*r2)->status()["audit"] == "on");
 }
 
 TEST_CASE("agentd run: cat /etc/passwd under rules/cat.yaml reports the Landlock denial") {
