@@ -271,6 +271,9 @@ bool KernelAuditReader::barrier(std::chrono::milliseconds timeout) {
         return false;
     }
     consecutive_timeouts_ = 0;
+    lk.unlock();
+    // The kernel's lost counter as of now, so a loss during the run shows.
+    if (auto r = refresh_status(); !r) spdlog::warn("kernel audit: AUDIT_GET: {}", r.error());
     return true;
 }
 

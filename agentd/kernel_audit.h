@@ -80,6 +80,7 @@ public:
     nlohmann::json status() const;
     // The kernel's lost counter as last read, overruns so far.
     uint64_t kernel_lost() const { return kernel_lost_.load(); }
+    uint64_t kernel_lost_since_start() const { return kernel_lost_.load() - kernel_lost_at_start_.load(); }
     uint64_t overruns() const { return overruns_.load(); }
     uint64_t decisions() const { return decisions_.load(); }
     // Reads AUDIT_GET now (the reader also polls it).
