@@ -358,3 +358,44 @@ TEST_CASE("agentd run: cat /etc/passwd under rules/cat.yaml reports the Landlock
     CHECK(j["decisions"][0]["tool"] == "cat");
     CHECK(j["kernel_audit"]["state"] == "read");
 }
+
+TEST_CASE("agentd run: a syscall denied by a compiled rule file is a seccomp decision; without the rule none") {
+    Dirs d;
+    std::string rules = d.work + "/rules";
+    REQUIRE(::mkdir(rules.c_str(), 0755) == 0);
+    REQUIRE(::symlink((std::string(BULWARK_RULES_DIR) + "/base").c_str(), (rules + "/base").c_str()) == 0);
+    auto write_rules = [&](const std::string& tool, const std::string& syscalls) {
+        std::ofstream(rules + "/" + tool + ".yaml")
+            << "tool: " << tool << "\ndescription: kernel audit probe\nextends: base/minimal\n"
+            << "binaries: [" << KAUDIT_PROBE << "]\nfiles:\n  read: [\"${workdir}\"]\n"
+            << "exec:\n  allow: [" << KAUDIT_PROBE << "]\nsyscalls:\n  baseline: default\n" << syscalls;
+    };
+    write_rules("denies", "  deny: [getppid]\n");
+    write_rules("allows", "");
+    auto run = [&](const std::string& tool) {
+        std::string out = d.work + "/" + tool + ".json";
+        std::string cmd = std::string("cd ") + d.work + " && " + AGENTD_BIN + " run --rules " + rules + " --tool " +
+                          tool + " --json -- " + KAUDIT_PROBE + " getppid 2 > " + out + " 2>/dev/null";
+        int rc = std::system(cmd.c_str());
+        CHECK(WEXITSTATUS(rc) == 0);
+        std::ifstream in(out);
+        return nlohmann::json::parse(in);
+    };
+    auto denied = run("denies");
+    INFO(denied.dump(2));
+    CHECK(denied["stdout"]["data"] == "failed 2\n");
+    REQUIRE(denied["decisions"].size() == 2);
+    for (const auto& r : denied["decisions"]) {
+        CHECK(r["layer"] == "seccomp");
+        CHECK(r["decision"] == "deny");
+        CHECK(r["op"] == "syscall");
+        CHECK(r["object"] == "getppid");
+        CHECK(r["tool"] == "denies");
+        CHECK(r["detail"]["action"] == "errno");
+        CHECK(r["comm"] == "kaudit_probe");
+    }
+    auto allowed = run("allows");
+    INFO(allowed.dump(2));
+    CHECK(allowed["stdout"]["data"] == "failed 0\n");
+    CHECK(allowed["decisions"].empty());
+}
