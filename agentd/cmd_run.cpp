@@ -10,6 +10,8 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <unistd.h>
 
@@ -67,6 +69,8 @@ void register_run(CLI::App& app) {
     run->add_flag("--json", o->json, "print the run report as JSON on stdout");
     run->add_option("cmd", o->cmd, "command and arguments (after --)")->required();
     run->callback([o] {
+        // stdout is the tool's output or the JSON report: logs go to stderr.
+        if (!spdlog::get("agentd-run")) spdlog::set_default_logger(spdlog::stderr_color_st("agentd-run"));
         std::error_code ec;
         std::string workdir = o->workdir.empty() ? std::filesystem::current_path(ec).string()
                                                  : std::filesystem::canonical(o->workdir, ec).string();

@@ -134,6 +134,7 @@ int run_serve(const ServeArgs& a) {
     if (kaudit) {
         topts.runs = &runs;
         topts.kernel_audit_barrier = [k = kaudit.get()](std::chrono::milliseconds t) { return k->barrier(t); };
+        topts.kernel_audit_losses = [k = kaudit.get()] { return k->kernel_lost_since_start() + k->overruns(); };
     }
     if (!ensure_dir(topts.work_root, 0711)) return 1;
     TaskManager tasks(*catalog, store->get(), topts);

@@ -80,6 +80,7 @@ public:
     nlohmann::json status() const;
     // The kernel's lost counter as last read, overruns so far.
     uint64_t kernel_lost() const { return kernel_lost_.load(); }
+    uint64_t kernel_lost_since_start() const { return kernel_lost_.load() - kernel_lost_at_start_.load(); }
     uint64_t overruns() const { return overruns_.load(); }
     uint64_t decisions() const { return decisions_.load(); }
     // Reads AUDIT_GET now (the reader also polls it).
@@ -103,7 +104,9 @@ private:
     std::string enabled_state_;         // "on", "on (enabled by agentd)", "locked", ...
     bool audit_on_ = false;
     std::atomic<uint64_t> kernel_lost_{0}, kernel_lost_at_start_{0}, backlog_{0}, backlog_limit_{0};
-    std::atomic<uint64_t> overruns_{0}, decisions_{0}, unattributed_{0}, barriers_{0}, barrier_timeouts_{0};
+    std::atomic<uint64_t> overruns_{0}, decisions_{0}, unattributed_{0}, barriers_{0}, barrier_timeouts_{0},
+        consecutive_timeouts_{0};
+    std::atomic<int64_t> last_record_ns_{0};  // steady clock of the last record read
     mutable std::mutex mu_;  // assembler stats snapshot, barrier state
     kaudit::EventAssembler::Stats stats_snapshot_;
     std::condition_variable barrier_cv_;

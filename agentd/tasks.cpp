@@ -649,6 +649,7 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         };
     auto t_run = std::chrono::steady_clock::now();
     if (opts_.metrics) opts_.metrics->runs_running.fetch_add(1, std::memory_order_relaxed);
+    uint64_t kaudit_lost = opts_.kernel_audit_losses ? opts_.kernel_audit_losses() : 0;
     RunReport rep = run_tool(run_bundle, rr);
     if (!run_cgroup.empty()) {
         // Kernel audit records of the run arrive asynchronously: before its
@@ -657,6 +658,11 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         if (opts_.kernel_audit_barrier && !opts_.kernel_audit_barrier(opts_.kernel_audit_wait))
             rep.warnings.push_back("kernel audit: the backlog up to the run's end was not consumed within " +
                                    std::to_string(opts_.kernel_audit_wait.count()) + " ms; decisions may be incomplete");
+        if (opts_.kernel_audit_losses)
+            if (uint64_t n = opts_.kernel_audit_losses() - kaudit_lost; n > 0)
+                rep.warnings.push_back("kernel audit: " + std::to_string(n) +
+                                       " record loss(es) on the host during the run (gap records written); "
+                                       "decisions may be incomplete");
         opts_.runs->remove(run_cgroup);
     }
     if (auto* m = opts_.metrics) {

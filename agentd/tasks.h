@@ -74,6 +74,9 @@ struct TaskOptions {
     // run's decisions. Both empty: no kernel audit decisions.
     RunRegistry* runs = nullptr;
     std::function<bool(std::chrono::milliseconds)> kernel_audit_barrier;
+    // Records the source has lost so far (kernel lost counter + overruns):
+    // a run during which it grew gets a warning.
+    std::function<uint64_t()> kernel_audit_losses;
     std::chrono::milliseconds kernel_audit_wait{2000};
     Metrics* metrics = nullptr;
 };

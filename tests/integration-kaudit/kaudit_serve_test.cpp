@@ -24,6 +24,14 @@ TEST_CASE("agentd serve: exec decisions include the run's Landlock denial", "[ka
     std::string workdir = d.call("GET", "/v1/tasks/" + std::to_string(id)).body["workdir"];
     write_file(workdir + "/notes.txt", "notes\n");
 
+    // A live stream of Landlock decisions, subscribed before the exec.
+    int sse = connect_unix(d.sock);
+    REQUIRE(sse >= 0);
+    REQUIRE(send_all(sse, "GET /v1/events?layer=landlock&tool=cat HTTP/1.1\r\nHost: agentd\r\n\r\n"));
+    std::string stream;
+    read_until(sse, ": subscribed", std::chrono::milliseconds(5000), &stream);
+    REQUIRE(stream.find(": subscribed") != std::string::npos);
+
     // Control: unconfined the file is readable.
     REQUIRE(::access("/etc/passwd", R_OK) == 0);
     auto denied = d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "/etc/passwd"}}});
@@ -49,7 +57,17 @@ TEST_CASE("agentd serve: exec decisions include the run's Landlock denial", "[ka
         if (e["layer"] == "landlock" && e["object"] == "/etc/passwd") explained = true;
     CHECK(explained);
 
-    // The same row through the audit query API.
+    // ... on the event stream ...
+    read_until(sse, "/etc/passwd", std::chrono::milliseconds(5000), &stream);
+    ::close(sse);
+    auto at = stream.find("event: record\ndata: ");
+    REQUIRE(at != std::string::npos);
+    auto ev = json::parse(stream.substr(at + 20, stream.find('\n', at + 20) - at - 20));
+    CHECK(ev["layer"] == "landlock");
+    CHECK(ev["object"] == "/etc/passwd");
+    CHECK(ev["run_id"] == run);
+
+    // ... and through the audit query API.
     auto rows = d.call("GET", "/v1/audit?run=" + std::to_string(run) + "&layer=landlock");
     REQUIRE(rows.status == 200);
     REQUIRE(rows.body["rows"].size() == 1);

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -229,6 +230,16 @@ TEST_CASE("a burst of denials is recorded or counted as lost, never both missing
     std::printf("burst: %d denials, %zu recorded, %llu lost (counted), %.0f ms run+drain; reader %s\n", kN, n,
                 static_cast<unsigned long long>(r.lost), ms, h.reader->status().dump().c_str());
     CHECK(n <= size_t(kN));
+    // What the wait for a run's records costs when nothing is pending.
+    std::vector<double> waits;
+    for (int i = 0; i < 50; ++i) {
+        auto b0 = std::chrono::steady_clock::now();
+        REQUIRE(h.reader->barrier(std::chrono::milliseconds(2000)));
+        waits.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - b0).count());
+    }
+    std::sort(waits.begin(), waits.end());
+    std::printf("barrier (idle): p50 %.0f us, p99 %.0f us over %zu\n", waits[waits.size() / 2],
+                waits[waits.size() * 99 / 100], waits.size());
     CHECK((n == size_t(kN) || r.lost > 0));
     for (const auto& rec : r.decisions) CHECK(rec.object == "getppid");
 }
@@ -255,6 +266,79 @@ TEST_CASE("a second reader coexists; records of processes in no run are ignored,
     CHECK(st["audit"].get<std::string>().starts_with("on"));
 }
 
+namespace {
+// AUDIT_SET enabled=<on> on a fresh netlink socket; true on the kernel's ack.
+bool set_audit_enabled(uint32_t on) {
+    int s = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_AUDIT);
+    if (s < 0) return false;
+    struct {
+        nlmsghdr h;
+        audit_status st;
+    } req{};
+    req.h.nlmsg_len = NLMSG_LENGTH(sizeof(audit_status));
+    req.h.nlmsg_type = AUDIT_SET;
+    req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+    req.h.nlmsg_seq = 1;
+    req.st.mask = AUDIT_STATUS_ENABLED;
+    req.st.enabled = on;
+    sockaddr_nl k{};
+    k.nl_family = AF_NETLINK;
+    bool ok = ::sendto(s, &req, req.h.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&k), sizeof k) > 0;
+    alignas(nlmsghdr) char buf[1024];
+    ok = ok && ::recv(s, buf, sizeof buf, 0) > 0 &&
+         reinterpret_cast<nlmsghdr*>(buf)->nlmsg_type == NLMSG_ERROR &&
+         static_cast<nlmsgerr*>(NLMSG_DATA(reinterpret_cast<nlmsghdr*>(buf)))->error == 0;
+    ::close(s);
+    return ok;
+}
+}  // namespace
+
+TEST_CASE("audit off: the reader turns it on, says so, and Landlock denials arrive; on: left as it is") {
+    // With audit disabled Landlock logs nothing. (This briefly switches the
+    // host's audit off; every reader turns it on again at its start.)
+    REQUIRE(set_audit_enabled(0));
+    RunRegistry reg;
+    std::mutex mu;
+    std::vector<audit::AuditRecord> recs;
+    KernelAuditOptions o;
+    o.resolve = [&](const kaudit::KernelDenial& d) { return reg.resolve(d); };
+    o.sink = [&](audit::AuditRecord r) {
+        std::lock_guard lk(mu);
+        recs.push_back(std::move(r));
+    };
+    auto r = KernelAuditReader::start(std::move(o));
+    if (!r) set_audit_enabled(1);
+    REQUIRE(r);
+    auto st = (*r)->status();
+    CHECK(st["audit"].get<std::string>().starts_with("on (was off; enabled by agentd"));
+    Dirs d;
+    auto b = probe_bundle(d);
+    RunRequest rq;
+    rq.argv = {KAUDIT_PROBE, "read", d.secret};
+    rq.workdir = d.work;
+    std::string cg;
+    rq.on_cgroup = [&](const std::string& path, pid_t pid) {
+        cg = path;
+        reg.add(path, pid, RunContext{1, 1, "probe", 1});
+    };
+    auto rep = run_tool(b, rq);
+    CHECK(rep.exit_code == 1);
+    REQUIRE((*r)->barrier(std::chrono::milliseconds(5000)));
+    reg.remove(cg);
+    {
+        std::lock_guard lk(mu);
+        REQUIRE(recs.size() == 1);
+        CHECK(recs[0].object == d.secret);
+    }
+    // Audit on: a new reader leaves it alone.
+    KernelAuditOptions o2;
+    o2.resolve = [&](const kaudit::KernelDenial& x) { return reg.resolve(x); };
+    o2.sink = [](audit::AuditRecord) {};
+    auto r2 = KernelAuditReader::start(std::move(o2));
+    REQUIRE(r2);
+    CHECK((*r2)->status()["audit"] == "on");
+}
+
 TEST_CASE("agentd run: cat /etc/passwd under rules/cat.yaml reports the Landlock denial") {
     Dirs d;
     std::string out = d.work + "/report.json";
@@ -273,4 +357,45 @@ TEST_CASE("agentd run: cat /etc/passwd under rules/cat.yaml reports the Landlock
     CHECK(j["decisions"][0]["object"] == "/etc/passwd");
     CHECK(j["decisions"][0]["tool"] == "cat");
     CHECK(j["kernel_audit"]["state"] == "read");
+}
+
+TEST_CASE("agentd run: a syscall denied by a compiled rule file is a seccomp decision; without the rule none") {
+    Dirs d;
+    std::string rules = d.work + "/rules";
+    REQUIRE(::mkdir(rules.c_str(), 0755) == 0);
+    REQUIRE(::symlink((std::string(BULWARK_RULES_DIR) + "/base").c_str(), (rules + "/base").c_str()) == 0);
+    auto write_rules = [&](const std::string& tool, const std::string& syscalls) {
+        std::ofstream(rules + "/" + tool + ".yaml")
+            << "tool: " << tool << "\ndescription: kernel audit probe\nextends: base/minimal\n"
+            << "binaries: [" << KAUDIT_PROBE << "]\nfiles:\n  read: [\"${workdir}\"]\n"
+            << "exec:\n  allow: [" << KAUDIT_PROBE << "]\nsyscalls:\n  baseline: default\n" << syscalls;
+    };
+    write_rules("denies", "  deny: [getppid]\n");
+    write_rules("allows", "");
+    auto run = [&](const std::string& tool) {
+        std::string out = d.work + "/" + tool + ".json";
+        std::string cmd = std::string("cd ") + d.work + " && " + AGENTD_BIN + " run --rules " + rules + " --tool " +
+                          tool + " --json -- " + KAUDIT_PROBE + " getppid 2 > " + out + " 2>/dev/null";
+        int rc = std::system(cmd.c_str());
+        CHECK(WEXITSTATUS(rc) == 0);
+        std::ifstream in(out);
+        return nlohmann::json::parse(in);
+    };
+    auto denied = run("denies");
+    INFO(denied.dump(2));
+    CHECK(denied["stdout"]["data"] == "failed 2\n");
+    REQUIRE(denied["decisions"].size() == 2);
+    for (const auto& r : denied["decisions"]) {
+        CHECK(r["layer"] == "seccomp");
+        CHECK(r["decision"] == "deny");
+        CHECK(r["op"] == "syscall");
+        CHECK(r["object"] == "getppid");
+        CHECK(r["tool"] == "denies");
+        CHECK(r["detail"]["action"] == "errno");
+        CHECK(r["comm"] == "kaudit_probe");
+    }
+    auto allowed = run("allows");
+    INFO(allowed.dump(2));
+    CHECK(allowed["stdout"]["data"] == "failed 0\n");
+    CHECK(allowed["decisions"].empty());
 }
