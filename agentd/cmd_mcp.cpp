@@ -1,0 +1,148 @@
+// `agentd mcp`: the Model Context Protocol server (mcp_server.h) on stdio,
+// as a client of a running `agentd serve` over its unix socket. Messages are
+// newline-delimited JSON-RPC 2.0 on stdin and stdout; nothing else is ever
+// written to stdout (logs go to stderr). The session's task is closed when
+// stdin ends or on SIGTERM, SIGINT or SIGHUP.
+#include <CLI/CLI.hpp>
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "agentd_client.h"
+#include "mcp_server.h"
+
+namespace bulwark {
+namespace {
+
+struct McpArgs {
+    std::string socket = "/run/bulwark/agentd.sock";
+    std::string grant;
+    std::vector<std::string> tools;
+    std::string label = "mcp session";
+};
+
+std::expected<nlohmann::json, std::string> load_grant(const std::string& arg) {
+    if (arg.empty()) return nlohmann::json(nullptr);
+    std::string text = arg, name = "--grant";
+    if (arg.front() == '@') {
+        name = arg.substr(1);
+        std::ifstream in(name);
+        if (!in) return std::unexpected("--grant: cannot read " + name);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+    }
+    try {
+        return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        return std::unexpected(name + ": not JSON: " + e.what());
+    }
+}
+
+// Requests that may block for a whole tool run are served on their own
+// thread, so pings and other calls are answered meanwhile.
+bool runs_long(const nlohmann::json& msg) {
+    return msg.is_object() && msg.contains("id") && msg.value("method", nlohmann::json()) == "tools/call";
+}
+
+int run_mcp(const McpArgs& args) {
+    spdlog::set_default_logger(spdlog::stderr_color_mt("agentd-mcp"));
+    auto grant = load_grant(args.grant);
+    if (!grant) {
+        std::cerr << "agentd mcp: " << grant.error() << "\n";
+        return 2;
+    }
+    ::signal(SIGPIPE, SIG_IGN);
+    sigset_t stop;
+    sigemptyset(&stop);
+    for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop, s);
+    pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // inherited by every thread below
+
+    AgentdClient client(args.socket);
+    mcp::Server server([&client](std::string_view m, std::string_view t,
+                                 const std::optional<nlohmann::json>& b) { return client.call(m, t, b); },
+                       mcp::Options{args.tools, *grant, args.label});
+
+    std::mutex out_mu;
+    std::atomic<bool> out_broken{false};
+    auto send = [&](const std::string& line) {
+        std::lock_guard lk(out_mu);
+        std::cout << line << '\n';
+        std::cout.flush();
+        if (!std::cout) out_broken = true;
+    };
+    auto close_task = [&] {
+        if (auto r = server.close(); !r) std::cerr << "agentd mcp: closing the session's task: " << r.error() << "\n";
+    };
+
+    // Signals end the session like the end of stdin does.
+    std::thread([&, stop] {
+        int sig = 0;
+        sigwait(&stop, &sig);
+        close_task();
+        std::cout.flush();
+        std::_Exit(0);
+    }).detach();
+
+    struct Worker {
+        std::jthread thread;
+        std::shared_ptr<std::atomic<bool>> done;
+    };
+    std::vector<Worker> workers;
+    std::string line;
+    while (!out_broken && std::getline(std::cin, line)) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.find_first_not_of(" \t") == std::string::npos) continue;
+        auto msg = nlohmann::json::parse(line, nullptr, false);
+        if (msg.is_discarded()) {
+            send(nlohmann::json{{"jsonrpc", "2.0"},
+                                {"id", nullptr},
+                                {"error", {{"code", mcp::kParseError}, {"message", "parse error: the message is not valid JSON"}}}}
+                     .dump());
+            continue;
+        }
+        auto serve = [&server, &send](const nlohmann::json& m) {
+            if (auto r = server.handle(m)) send(r->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+        };
+        if (runs_long(msg)) {
+            std::erase_if(workers, [](Worker& w) { return w.done->load(); });  // joins the finished ones
+            auto done = std::make_shared<std::atomic<bool>>(false);
+            workers.push_back({std::jthread([serve, done, m = std::move(msg)] {
+                                   serve(m);
+                                   *done = true;
+                               }),
+                               done});
+        } else {
+            serve(msg);
+        }
+    }
+    workers.clear();  // waits for the calls in flight
+    close_task();
+    return 0;
+}
+
+}  // namespace
+
+void register_mcp(CLI::App& app) {
+    auto args = std::make_shared<McpArgs>();
+    auto* mcp = app.add_subcommand("mcp", "serve the Model Context Protocol on stdio: one task per session, its tools as MCP tools");
+    mcp->add_option("--socket", args->socket, "agentd's unix socket (default /run/bulwark/agentd.sock)");
+    mcp->add_option("--grant", args->grant, "the task's grant: JSON, or @file");
+    mcp->add_option("--tools", args->tools, "the tools of the task, comma-separated (default: every tool served)")
+        ->delimiter(',');
+    mcp->add_option("--label", args->label, "the task's label (default \"mcp session\")");
+    mcp->callback([args] { throw CLI::RuntimeError(run_mcp(*args)); });
+}
+
+}  // namespace bulwark

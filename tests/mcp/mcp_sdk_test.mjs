@@ -1,0 +1,279 @@
+// `agentd mcp` driven by the official MCP TypeScript SDK (@modelcontextprotocol/sdk)
+// as the client, against a real `agentd serve` with its own state directory and
+// socket: list the tools (schemas compile and validate), call an allowed tool
+// with a working file, call one whose operation is denied and read the
+// explanation, and check the session's task and its audit records in the daemon.
+// The raw JSON-RPC error handling is checked on a second session with bytes
+// this test writes itself.
+//
+// Environment: AGENTD (the agentd binary), RULES_DIR (the shipped rules).
+// Exit 0: pass, 1: fail, 77: a requirement is missing (printed).
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import fs from "node:fs";
+import http from "node:http";
+import os from "node:os";
+import path from "node:path";
+import readline from "node:readline";
+import assert from "node:assert/strict";
+
+import Ajv from "ajv";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
+
+const AGENTD = process.env.AGENTD;
+const RULES_DIR = process.env.RULES_DIR;
+if (process.getuid() !== 0) {
+  console.log("mcp_sdk: privileged tier: needs root (agentd runs real sandboxes)");
+  process.exit(77);
+}
+if (!AGENTD || !RULES_DIR) {
+  console.error("mcp_sdk: set AGENTD and RULES_DIR");
+  process.exit(1);
+}
+
+let checks = 0;
+function check(cond, what) {
+  assert.ok(cond, what);
+  ++checks;
+}
+function equal(actual, expected, what) {
+  assert.deepEqual(actual, expected, what);
+  ++checks;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function api(sock, method, target, body) {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request(
+      {
+        socketPath: sock,
+        method,
+        path: target,
+        headers: data ? { "content-type": "application/json", "content-length": Buffer.byteLength(data) } : {},
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (c) => (text += c));
+        res.on("end", () => {
+          let json = null;
+          try {
+            json = JSON.parse(text);
+          } catch {}
+          resolve({ status: res.statusCode, body: json, raw: text });
+        });
+      },
+    );
+    req.on("error", reject);
+    if (data) req.write(data);
+    req.end();
+  });
+}
+
+// A real daemon with its own state directory, work root and socket.
+async function startDaemon() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mcp-sdk-"));
+  fs.chmodSync(dir, 0o711); // the sandbox uid must reach the task work directories
+  const sock = path.join(dir, "agentd.sock");
+  const log = fs.openSync(path.join(dir, "agentd.log"), "w");
+  const child = spawn(
+    AGENTD,
+    ["serve", "--state-dir", path.join(dir, "state"), "--socket", sock, "--work-root", path.join(dir, "work"),
+     "--rules", RULES_DIR],
+    { stdio: ["ignore", log, log] },
+  );
+  for (let i = 0; i < 200; ++i) {
+    await sleep(50);
+    if (child.exitCode !== null) break;
+    try {
+      const r = await api(sock, "GET", "/v1/health");
+      if (r.status === 200) return { dir, sock, child };
+    } catch {}
+  }
+  throw new Error("agentd serve did not come up:\n" + fs.readFileSync(path.join(dir, "agentd.log"), "utf8"));
+}
+
+async function stopDaemon(d) {
+  if (d.child.exitCode === null) {
+    d.child.kill("SIGTERM");
+    await Promise.race([once(d.child, "exit"), sleep(15000)]);
+    if (d.child.exitCode === null) d.child.kill("SIGKILL");
+  }
+  fs.rmSync(d.dir, { recursive: true, force: true });
+}
+
+async function waitClosed(sock, task) {
+  for (let i = 0; i < 100; ++i) {
+    const t = await api(sock, "GET", `/v1/tasks/${task}`);
+    if (t.body && t.body.state === "closed") return t.body;
+    await sleep(50);
+  }
+  return (await api(sock, "GET", `/v1/tasks/${task}`)).body;
+}
+
+// JSON-RPC by hand: one line out, the next line back.
+async function rawProtocol(d) {
+  const child = spawn(AGENTD, ["mcp", "--socket", d.sock, "--tools", "cat"], { stdio: ["pipe", "pipe", "inherit"] });
+  const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const next = async () => {
+    const r = await Promise.race([lines.next(), sleep(20000).then(() => ({ timeout: true }))]);
+    assert.ok(!r.timeout && !r.done, "agentd mcp answered");
+    return JSON.parse(r.value);
+  };
+  const ask = async (line) => {
+    child.stdin.write(line + "\n");
+    return next();
+  };
+
+  let r = await ask("this is not json");
+  equal([r.id, r.error?.code], [null, -32700], "parse error");
+  r = await ask(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }));
+  equal([r.id, r.error?.code], [1, -32600], "tools/list before initialize");
+  r = await ask(JSON.stringify({ jsonrpc: "2.0", id: { a: 1 }, method: "ping" }));
+  equal([r.id, r.error?.code], [null, -32600], "an object as id");
+  r = await ask(JSON.stringify({ jsonrpc: "1.0", id: 2, method: "ping" }));
+  equal([r.id, r.error?.code], [2, -32600], "jsonrpc 1.0");
+  r = await ask(JSON.stringify({ jsonrpc: "2.0", id: 3, method: "initialize", params: { capabilities: {} } }));
+  equal([r.id, r.error?.code], [3, -32602], "initialize without protocolVersion");
+
+  // Version negotiation: an unknown version gets the newest the server speaks;
+  // a known older one is echoed.
+  r = await ask(JSON.stringify({
+    jsonrpc: "2.0", id: 4, method: "initialize",
+    params: { protocolVersion: "1999-01-01", capabilities: {}, clientInfo: { name: "raw", version: "0" } },
+  }));
+  equal(r.result?.protocolVersion, "2025-11-25", "unknown version answered with the newest");
+  check(r.result?.capabilities?.tools, "tools capability");
+  r = await ask(JSON.stringify({
+    jsonrpc: "2.0", id: 5, method: "initialize",
+    params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } },
+  }));
+  equal(r.error?.code, -32600, "a second initialize");
+
+  // A notification gets no answer: the next line is the ping's.
+  child.stdin.write(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) + "\n");
+  r = await ask(JSON.stringify({ jsonrpc: "2.0", id: "p", method: "ping" }));
+  equal([r.id, r.result], ["p", {}], "ping after a notification");
+  r = await ask(JSON.stringify({ jsonrpc: "2.0", id: 6, method: "resources/list" }));
+  equal(r.error?.code, -32601, "unknown method");
+  r = await ask(JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/call", params: "cat" }));
+  equal(r.error?.code, -32602, "params not an object");
+  r = await ask(JSON.stringify({ jsonrpc: "2.0", id: 8, method: "tools/call", params: { name: "curl" } }));
+  equal(r.error?.code, -32602, "a tool outside the session's task");
+  r = await ask(JSON.stringify({ jsonrpc: "2.0", id: 9, method: "tools/list", params: { cursor: "x" } }));
+  equal(r.error?.code, -32602, "a cursor never issued");
+  r = await ask(JSON.stringify([{ jsonrpc: "2.0", id: 10, method: "ping" }]));
+  equal([r.id, r.error?.code], [null, -32600], "batches are gone since 2025-06-18");
+  r = await ask(JSON.stringify({
+    jsonrpc: "2.0", id: 11, method: "tools/call", params: { name: "cat", arguments: { args: "notes.txt" } },
+  }));
+  equal(r.result?.isError, true, "bad arguments are a tool error the model can correct");
+  check(r.result?.content?.[0]?.text.includes("arguments.args: must be an array"), "the bad argument is named");
+
+  // The task of this session is open in the daemon, and closed at EOF.
+  const tasks = (await api(d.sock, "GET", "/v1/tasks")).body.tasks;
+  const mine = tasks.filter((t) => t.state === "open" && t.tools.length === 1 && t.tools[0] === "cat");
+  equal(mine.length, 1, "one open task for the raw session");
+  child.stdin.end();
+  const [code] = await Promise.race([once(child, "exit"), sleep(15000).then(() => [null])]);
+  equal(code, 0, "agentd mcp exits 0 at the end of stdin");
+  equal((await waitClosed(d.sock, mine[0].id)).state, "closed", "the raw session's task is closed");
+}
+
+async function sdkSession(d) {
+  const transport = new StdioClientTransport({
+    command: AGENTD,
+    args: ["mcp", "--socket", d.sock, "--tools", "cat,sh", "--label", "sdk session"],
+    stderr: "inherit",
+  });
+  const client = new Client({ name: "bulwark-mcp-sdk-test", version: "1.0.0" });
+  await client.connect(transport);
+  equal(client.getServerVersion()?.name, "bulwark-agentd", "server info");
+  check(client.getServerCapabilities()?.tools, "tools capability");
+  check((client.getInstructions() ?? "").includes("work directory"), "instructions name the work directory");
+
+  // tools/list: one MCP tool per rule-file tool of the task, valid schemas.
+  const { tools } = await client.listTools();
+  equal(tools.map((t) => t.name).sort(), ["cat", "sh"], "the task's tools");
+  const ajv = new Ajv({ strict: false });
+  const cat = tools.find((t) => t.name === "cat");
+  const validateIn = ajv.compile(cat.inputSchema);
+  check(validateIn({ args: ["a.txt"], stdin: "x", files: { "a.txt": "x" }, timeout_ms: 1000 }), "a full input validates");
+  check(!validateIn({ args: [1] }), "a number in args is rejected by the schema");
+  check(!validateIn({ argv: ["x"] }), "an unknown key is rejected by the schema");
+  check(!validateIn({ files: { "a.txt": 3 } }), "file content must be a string");
+  ajv.compile(cat.outputSchema);
+  ++checks;
+  check(cat.description.includes("concatenate files"), "the description comes from the rule file");
+  check(cat.description.includes("policy cat"), "the description carries the explanation of the rules");
+
+  // An allowed call: cat of a file passed as a working file.
+  const ok = await client.callTool({
+    name: "cat",
+    arguments: { args: ["notes/in.txt"], files: { "notes/in.txt": "carried by MCP\n" } },
+  });
+  equal(ok.isError, false, "the allowed call is no error: " + JSON.stringify(ok));
+  equal(ok.structuredContent.exit_status, 0, "exit status");
+  equal(ok.structuredContent.stdout, "carried by MCP\n", "stdout");
+  equal(ok.structuredContent.files, [{ path: "notes/in.txt", bytes: 15 }], "the file written");
+  check(ok.content[0].text.includes("cat: exit status 0"), "text: exit status");
+  check(ok.content[0].text.includes("carried by MCP"), "text: stdout");
+  const task = ok.structuredContent.task_id;
+  const t = (await api(d.sock, "GET", `/v1/tasks/${task}`)).body;
+  equal([t.state, t.label, t.tools], ["open", "sdk session", ["cat", "sh"]], "the session's task");
+
+  // Control for the denial below: the file is readable unconfined.
+  fs.accessSync("/etc/passwd", fs.constants.R_OK);
+  const denied = await client.callTool({ name: "cat", arguments: { args: ["/etc/passwd"] } });
+  const sc = denied.structuredContent;
+  equal(denied.isError, true, "the denied call is an error");
+  equal(sc.exit_status, 1, "cat fails");
+  equal(sc.stdout, "", "nothing of /etc/passwd is shown");
+  check(sc.stderr.includes("Permission denied"), "stderr: " + sc.stderr);
+  check(denied.content[0].text.includes("Permission denied"), "text: the error");
+  // The denials reported are the run's deny records in the daemon's store.
+  const rows = (await api(d.sock, "GET", `/v1/audit?run=${sc.run_id}&kind=decision`)).body.rows;
+  const denyRows = rows.filter((r) => r.decision === "deny" || r.decision === "audit");
+  equal(sc.denials.filter((x) => x.seq !== undefined).length, denyRows.length, "one denial per deny record");
+  for (const x of sc.denials) {
+    check(typeof x.explanation === "string" && x.explanation.length > 0, "each denial is explained");
+    if (x.rule) check(denied.content[0].text.includes(x.rule), "the text names the rule " + x.rule);
+  }
+
+  // A working file that may not be written: refused, named, no run.
+  const refused = await client.callTool({ name: "cat", arguments: { args: ["x"], files: { "/etc/x": "x" } } });
+  equal(refused.isError, true, "a refused file is an error");
+  check(refused.content[0].text.includes("files./etc/x:"), "the file is named: " + refused.content[0].text);
+
+  // A tool outside the task is a protocol error.
+  await assert.rejects(client.callTool({ name: "curl", arguments: {} }), (e) => e.code === -32602);
+  ++checks;
+
+  // Every call is audited in the daemon's store: the two runs, nothing for the refusal.
+  const starts = (await api(d.sock, "GET", `/v1/audit?task=${task}&kind=run_start`)).body.rows;
+  equal(starts.length, 2, "two runs recorded");
+  await client.close();
+  equal((await waitClosed(d.sock, task)).state, "closed", "the session's task is closed with the session");
+}
+
+const d = await startDaemon();
+let failed = false;
+try {
+  equal(LATEST_PROTOCOL_VERSION <= "2025-11-25", true, "the SDK speaks a version the server knows");
+  await rawProtocol(d);
+  await sdkSession(d);
+} catch (e) {
+  failed = true;
+  console.error("mcp_sdk: FAIL:", e?.stack ?? e);
+  try {
+    console.error(fs.readFileSync(path.join(d.dir, "agentd.log"), "utf8").slice(-4000));
+  } catch {}
+}
+await stopDaemon(d);
+if (failed) process.exit(1);
+console.log(`mcp_sdk: ${checks} checks passed`);
+process.exit(0);
