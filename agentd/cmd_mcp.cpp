@@ -56,7 +56,30 @@ bool runs_long(const nlohmann::json& msg) {
     return msg.is_object() && msg.contains("id") && msg.value("method", nlohmann::json()) == "tools/call";
 }
 
+// One message per line, at most kMaxLine bytes: a longer line is consumed
+// to its end and reported, never buffered whole.
+constexpr size_t kMaxLine = 16u << 20;
+
+bool read_line(std::streambuf* in, std::string& line, bool& too_long) {
+    line.clear();
+    too_long = false;
+    for (;;) {
+        int c = in->sbumpc();
+        if (c == std::char_traits<char>::eof()) return !line.empty() || too_long;
+        if (c == '\n') return true;
+        if (line.size() < kMaxLine)
+            line.push_back(static_cast<char>(c));
+        else
+            too_long = true;
+    }
+}
+
+nlohmann::json rpc_error(int code, const std::string& message) {
+    return {{"jsonrpc", "2.0"}, {"id", nullptr}, {"error", {{"code", code}, {"message", message}}}};
+}
+
 int run_mcp(const McpArgs& args) {
+    std::ios::sync_with_stdio(false);
     spdlog::set_default_logger(spdlog::stderr_color_mt("agentd-mcp"));
     auto grant = load_grant(args.grant);
     if (!grant) {
@@ -101,15 +124,17 @@ int run_mcp(const McpArgs& args) {
     };
     std::vector<Worker> workers;
     std::string line;
-    while (!out_broken && std::getline(std::cin, line)) {
+    bool too_long = false;
+    while (!out_broken && read_line(std::cin.rdbuf(), line, too_long)) {
+        if (too_long) {
+            send(rpc_error(mcp::kInvalidRequest, "the message is longer than " + std::to_string(kMaxLine) + " bytes").dump());
+            continue;
+        }
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.find_first_not_of(" \t") == std::string::npos) continue;
         auto msg = nlohmann::json::parse(line, nullptr, false);
         if (msg.is_discarded()) {
-            send(nlohmann::json{{"jsonrpc", "2.0"},
-                                {"id", nullptr},
-                                {"error", {{"code", mcp::kParseError}, {"message", "parse error: the message is not valid JSON"}}}}
-                     .dump());
+            send(rpc_error(mcp::kParseError, "parse error: the message is not valid JSON").dump());
             continue;
         }
         auto serve = [&server, &send](const nlohmann::json& m) {

@@ -131,6 +131,8 @@ async function rawProtocol(d) {
 
   let r = await ask("this is not json");
   equal([r.id, r.error?.code], [null, -32700], "parse error");
+  r = await ask("x".repeat(17 << 20));
+  equal([r.id, r.error?.code], [null, -32600], "a line over 16 MiB is refused, not buffered");
   r = await ask(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }));
   equal([r.id, r.error?.code], [1, -32600], "tools/list before initialize");
   r = await ask(JSON.stringify({ jsonrpc: "2.0", id: { a: 1 }, method: "ping" }));
@@ -182,6 +184,21 @@ async function rawProtocol(d) {
   const [code] = await Promise.race([once(child, "exit"), sleep(15000).then(() => [null])]);
   equal(code, 0, "agentd mcp exits 0 at the end of stdin");
   equal((await waitClosed(d.sock, mine[0].id)).state, "closed", "the raw session's task is closed");
+}
+
+// Without a daemon the session cannot start, and says why.
+async function noDaemon(d) {
+  const child = spawn(AGENTD, ["mcp", "--socket", path.join(d.dir, "no-such.sock")], { stdio: ["pipe", "pipe", "inherit"] });
+  const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  child.stdin.write(JSON.stringify({
+    jsonrpc: "2.0", id: 1, method: "initialize",
+    params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: "raw", version: "0" } },
+  }) + "\n");
+  const r = JSON.parse((await lines.next()).value);
+  equal(r.error?.code, -32603, "initialize without a daemon is an internal error");
+  check(r.error.message.includes("no-such.sock"), "the error names the socket: " + r.error.message);
+  child.stdin.end();
+  await once(child, "exit");
 }
 
 async function sdkSession(d) {
@@ -265,6 +282,7 @@ let failed = false;
 try {
   equal(LATEST_PROTOCOL_VERSION <= "2025-11-25", true, "the SDK speaks a version the server knows");
   await rawProtocol(d);
+  await noDaemon(d);
   await sdkSession(d);
 } catch (e) {
   failed = true;
