@@ -20,6 +20,9 @@
 #include <spdlog/spdlog.h>
 
 #include "agentd_client.h"
+#include "config.h"
+#include "http_server.h"
+#include "mcp_http.h"
 #include "mcp_server.h"
 
 namespace bulwark {
@@ -30,6 +33,8 @@ struct McpArgs {
     std::string grant;
     std::vector<std::string> tools;
     std::string label = "mcp session";
+    std::string http;                   // Streamable HTTP instead of stdio
+    std::vector<std::string> token_sha256;
 };
 
 std::expected<nlohmann::json, std::string> load_grant(const std::string& arg) {
@@ -78,6 +83,52 @@ nlohmann::json rpc_error(int code, const std::string& message) {
     return {{"jsonrpc", "2.0"}, {"id", nullptr}, {"error", {{"code", code}, {"message", message}}}};
 }
 
+// Streamable HTTP: sessions over the API's HTTP server until a signal.
+int serve_http(const McpArgs& args, const AgentdClient& client, const nlohmann::json& grant, const sigset_t& stop) {
+    auto listen = parse_listen(args.http);
+    if (!listen) {
+        std::cerr << "agentd mcp: --http: " << listen.error() << "\n";
+        return 2;
+    }
+    http::ServerConfig cfg;
+    cfg.tcp_host = listen->first;
+    cfg.tcp_port = listen->second;
+    for (const auto& h : args.token_sha256) {
+        auto t = http::parse_token_hash(h);
+        if (!t) {
+            std::cerr << "agentd mcp: --token-sha256: not a SHA-256 hash (64 hex digits); `agentd token-hash` prints one\n";
+            return 2;
+        }
+        cfg.token_sha256.push_back(*t);
+    }
+    if (cfg.token_sha256.empty()) {
+        std::cerr << "agentd mcp: --http needs --token-sha256 (clients send Authorization: Bearer <token>)\n";
+        return 2;
+    }
+    cfg.run_threads = 16;
+    mcp::HttpSessions sessions([&] {
+        return std::make_unique<mcp::Server>(
+            [&client](std::string_view m, std::string_view t, const std::optional<nlohmann::json>& b) {
+                return client.call(m, t, b);
+            },
+            mcp::Options{args.tools, grant, args.label});
+    });
+    http::Router router;
+    sessions.register_routes(router);
+    auto server = http::HttpServer::start(cfg, router, nullptr);
+    if (!server) {
+        std::cerr << "agentd mcp: " << server.error() << "\n";
+        return 1;
+    }
+    std::cerr << "agentd mcp: streamable HTTP on http://" << args.http.substr(0, args.http.rfind(':')) << ":"
+              << (*server)->tcp_port() << "/mcp" << std::endl;
+    int sig = 0;
+    sigwait(&stop, &sig);
+    server->reset();  // no request in flight after this
+    sessions.close_all();
+    return 0;
+}
+
 int run_mcp(const McpArgs& args) {
     std::ios::sync_with_stdio(false);
     spdlog::set_default_logger(spdlog::stderr_color_mt("agentd-mcp"));
@@ -93,6 +144,7 @@ int run_mcp(const McpArgs& args) {
     pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // inherited by every thread below
 
     AgentdClient client(args.socket);
+    if (!args.http.empty()) return serve_http(args, client, *grant, stop);
     mcp::Server server([&client](std::string_view m, std::string_view t,
                                  const std::optional<nlohmann::json>& b) { return client.call(m, t, b); },
                        mcp::Options{args.tools, *grant, args.label});
@@ -167,6 +219,11 @@ void register_mcp(CLI::App& app) {
     mcp->add_option("--tools", args->tools, "the tools of the task, comma-separated (default: every tool served)")
         ->delimiter(',');
     mcp->add_option("--label", args->label, "the task's label (default \"mcp session\")");
+    mcp->add_option("--http", args->http,
+                    "serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (loopback only; one task per session)");
+    mcp->add_option("--token-sha256", args->token_sha256,
+                    "SHA-256 of a bearer token HTTP clients must send (`agentd token-hash`); required with --http")
+        ->delimiter(',');
     mcp->callback([args] { throw CLI::RuntimeError(run_mcp(*args)); });
 }
 

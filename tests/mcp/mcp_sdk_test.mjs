@@ -20,6 +20,8 @@ import assert from "node:assert/strict";
 import Ajv from "ajv";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import crypto from "node:crypto";
 import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
 
 const AGENTD = process.env.AGENTD;
@@ -277,6 +279,57 @@ async function sdkSession(d) {
   equal((await waitClosed(d.sock, task)).state, "closed", "the session's task is closed with the session");
 }
 
+// Streamable HTTP: `agentd mcp --http` on a loopback port with a bearer token.
+const HTTP_PORT = 18421;
+async function httpSession(d) {
+  const token = crypto.randomBytes(24).toString("hex");
+  const hash = crypto.createHash("sha256").update(token).digest("hex");
+  const server = spawn(AGENTD, ["mcp", "--socket", d.sock, "--tools", "cat", "--label", "http session",
+                                "--http", `127.0.0.1:${HTTP_PORT}`, "--token-sha256", hash],
+                       { stdio: ["ignore", "inherit", "pipe"] });
+  let said = "";
+  server.stderr.on("data", (c) => (said += c));
+  for (let i = 0; i < 200 && !said.includes("streamable HTTP on"); ++i) await sleep(50);
+  check(said.includes(`http://127.0.0.1:${HTTP_PORT}/mcp`), "agentd mcp --http is listening: " + said);
+  const url = `http://127.0.0.1:${HTTP_PORT}/mcp`;
+  const auth = { Authorization: `Bearer ${token}` };
+  try {
+    // Without the token, with a foreign Origin, without a session: refused.
+    const post = (headers, body) => fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers },
+      body: JSON.stringify(body),
+    });
+    const ping = { jsonrpc: "2.0", id: 1, method: "ping" };
+    equal((await post({}, ping)).status, 401, "no bearer token");
+    equal((await post({ Authorization: "Bearer " + "x".repeat(48) }, ping)).status, 401, "a wrong token");
+    equal((await post({ ...auth, Origin: "http://evil.example" }, ping)).status, 403, "a foreign Origin");
+    equal((await post(auth, ping)).status, 400, "no Mcp-Session-Id");
+    equal((await post({ ...auth, "mcp-session-id": "0".repeat(32) }, ping)).status, 404, "an unknown session");
+    equal((await fetch(url, { headers: auth })).status, 405, "GET: no server-sent stream");
+
+    const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: auth } });
+    const client = new Client({ name: "bulwark-mcp-http-test", version: "1.0.0" });
+    await client.connect(transport);
+    check(/^[0-9a-f]{32}$/.test(transport.sessionId ?? ""), "a session id: " + transport.sessionId);
+    const { tools } = await client.listTools();
+    equal(tools.map((t) => t.name), ["cat"], "the HTTP session's tools");
+    const ok = await client.callTool({ name: "cat", arguments: { args: ["-"], stdin: "over HTTP\n" } });
+    equal([ok.isError, ok.structuredContent.stdout], [false, "over HTTP\n"], "a call over HTTP");
+    const task = ok.structuredContent.task_id;
+    equal((await api(d.sock, "GET", `/v1/tasks/${task}`)).body.label, "http session", "the HTTP session's task");
+    const sid = transport.sessionId;
+    await transport.terminateSession();
+    equal((await waitClosed(d.sock, task)).state, "closed", "DELETE ends the session and closes its task");
+    equal((await post({ ...auth, "mcp-session-id": sid }, ping)).status, 404, "the ended session is gone");
+    await client.close();
+  } finally {
+    server.kill("SIGTERM");
+    const [code] = await Promise.race([once(server, "exit"), sleep(15000).then(() => [null])]);
+    equal(code, 0, "agentd mcp --http stops on SIGTERM");
+  }
+}
+
 const d = await startDaemon();
 let failed = false;
 try {
@@ -284,6 +337,7 @@ try {
   await rawProtocol(d);
   await noDaemon(d);
   await sdkSession(d);
+  await httpSession(d);
 } catch (e) {
   failed = true;
   console.error("mcp_sdk: FAIL:", e?.stack ?? e);
