@@ -279,6 +279,37 @@ async function sdkSession(d) {
   equal((await waitClosed(d.sock, task)).state, "closed", "the session's task is closed with the session");
 }
 
+// A session under a grant narrower than the tool's rules: sh may create only
+// in out/. A write elsewhere is denied by the grant, not by the rules.
+async function grantSession(d) {
+  const grant = { files: [{ path: "${workdir}/out", rights: ["create", "write"] }] };
+  const transport = new StdioClientTransport({
+    command: AGENTD,
+    args: ["mcp", "--socket", d.sock, "--tools", "sh", "--grant", JSON.stringify(grant)],
+    stderr: "inherit",
+  });
+  const client = new Client({ name: "bulwark-mcp-grant-test", version: "1.0.0" });
+  await client.connect(transport);
+  // Control: inside out/ the write lands.
+  const inside = await client.callTool({
+    name: "sh", arguments: { args: ["-c", "echo in > out/a.txt && cat out/a.txt"], files: { "out/.keep": "" } },
+  });
+  equal([inside.isError, inside.structuredContent.stdout], [false, "in\n"], "a write the grant allows");
+  const task = inside.structuredContent.task_id;
+  equal((await api(d.sock, "GET", `/v1/tasks/${task}`)).body.grant, grant, "the session's task has the grant");
+  const outside = await client.callTool({ name: "sh", arguments: { args: ["-c", "echo out > top.txt"] } });
+  const sc = outside.structuredContent;
+  equal(outside.isError, true, "a write outside the grant is an error");
+  check(sc.exit_status !== 0, "sh fails");
+  check(sc.stderr.includes("Permission denied"), "stderr: " + sc.stderr);
+  const workdir = (await api(d.sock, "GET", `/v1/tasks/${task}`)).body.workdir;
+  check(!fs.existsSync(path.join(workdir, "top.txt")), "top.txt was not created");
+  const rows = (await api(d.sock, "GET", `/v1/audit?run=${sc.run_id}&kind=decision`)).body.rows;
+  equal(sc.denials.filter((x) => x.seq !== undefined).length,
+        rows.filter((r) => r.decision === "deny" || r.decision === "audit").length, "one denial per deny record");
+  await client.close();
+}
+
 // Streamable HTTP: `agentd mcp --http` on a loopback port with a bearer token.
 const HTTP_PORT = 18421;
 async function httpSession(d) {
@@ -337,6 +368,7 @@ try {
   await rawProtocol(d);
   await noDaemon(d);
   await sdkSession(d);
+  await grantSession(d);
   await httpSession(d);
 } catch (e) {
   failed = true;
