@@ -105,15 +105,16 @@ std::expected<json, std::string> write_workdir_files(const std::string& workdir,
         Fd dir(::fcntl(root.get(), F_DUPFD_CLOEXEC, 0));
         if (!dir) return fail(why("dup", errno));
         for (size_t i = 0; i + 1 < comps.size(); ++i) {
-            if (::mkdirat(dir.get(), comps[i].c_str(), 0755) == 0) {
-                if (::fchownat(dir.get(), comps[i].c_str(), rst.st_uid, rst.st_gid, AT_SYMLINK_NOFOLLOW) != 0)
-                    return fail(why("fchownat", errno));
-            } else if (errno != EEXIST) {
-                return fail(why("mkdirat", errno));
-            }
+            bool created = ::mkdirat(dir.get(), comps[i].c_str(), 0755) == 0;
+            if (!created && errno != EEXIST) return fail(why("mkdirat", errno));
             int next = openat2_beneath(dir.get(), comps[i], O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
             if (next < 0) return fail(why("openat2", errno));
             dir.reset(next);
+            // Ownership through the descriptor: whatever a running tool may
+            // have swapped in by that name meanwhile, only this directory
+            // changes hands.
+            if (created && ::fchownat(dir.get(), "", rst.st_uid, rst.st_gid, AT_EMPTY_PATH) != 0)
+                return fail(why("fchownat", errno));
         }
         // The file itself: never truncated by open (an existing object is
         // checked first); O_NONBLOCK so a FIFO fails (ENXIO) instead of

@@ -319,6 +319,10 @@ TEST_CASE("exec files: working files land in the workdir; a planted symlink, `..
     REQUIRE(::stat((workdir + "/src/notes.txt").c_str(), &st) == 0);
     CHECK((st.st_mode & 07777) == 0644);
     CHECK(st.st_uid == 65534);
+    REQUIRE(::stat((workdir + "/src").c_str(), &st) == 0);  // the parent created for it
+    CHECK(S_ISDIR(st.st_mode));
+    CHECK((st.st_mode & 07777) == 0755);
+    CHECK(st.st_uid == 65534);
     // The run's start record lists the files.
     auto rows = d.call("GET", "/v1/audit?kind=run_start&run=" + ok.body["run_id"].dump());
     CHECK_THAT(rows.raw, Catch::Contains("src/notes.txt"));
