@@ -260,8 +260,19 @@ async function sdkSession(d) {
   equal(sc.denials.filter((x) => x.seq !== undefined).length, denyRows.length, "one denial per deny record");
   for (const x of sc.denials) {
     check(typeof x.explanation === "string" && x.explanation.length > 0, "each denial is explained");
-    if (x.rule) check(denied.content[0].text.includes(x.rule), "the text names the rule " + x.rule);
+    if (x.rule) check(denied.content[0].text.includes("rule: " + x.rule), "the text names the rule " + x.rule);
   }
+  // The kernel's denial of the read, explained: Landlock refused the open, the
+  // rule that decided is the default deny (no rule of cat covers /etc/passwd),
+  // and no grant can allow it since the tool's own rules do not.
+  const open = sc.denials.find((x) => x.layer === "landlock" && x.op === "file_open" && x.object === "/etc/passwd");
+  check(open, "Landlock's denial of the open of /etc/passwd is reported: " + JSON.stringify(sc.denials));
+  equal([open.decision, open.rule, open.grant_would_allow], ["deny", "the default", null], "the denial's rule");
+  check(open.explanation.includes("no rule allows read on /etc/passwd"), "explanation: " + open.explanation);
+  const text = denied.content[0].text;
+  check(text.includes("landlock layer: file_open /etc/passwd (deny)"), "text: the denial: " + text);
+  check(text.includes("why: " + open.explanation), "text: the explanation");
+  check(text.includes("no grant of this task would allow it"), "text: no grant can allow it");
 
   // A working file that may not be written: refused, named, no run.
   const refused = await client.callTool({ name: "cat", arguments: { args: ["x"], files: { "/etc/x": "x" } } });
@@ -307,6 +318,26 @@ async function grantSession(d) {
   const rows = (await api(d.sock, "GET", `/v1/audit?run=${sc.run_id}&kind=decision`)).body.rows;
   equal(sc.denials.filter((x) => x.seq !== undefined).length,
         rows.filter((r) => r.decision === "deny" || r.decision === "audit").length, "one denial per deny record");
+  // The kernel's denial names the tool's rule that would allow the create and
+  // the grant that would: the tool's rules allow it, the task's grant does not.
+  const create = sc.denials.find((x) => x.layer === "landlock" && x.op === "file_create");
+  check(create, "Landlock's denial of the create is reported: " + JSON.stringify(sc.denials));
+  equal(create.object, workdir, "the create was denied in the work directory");
+  check(/rules\/sh\.yaml:\d+:\d+/.test(create.explanation), "the explanation names sh.yaml:line: " + create.explanation);
+  check(create.grant_would_allow, "a grant would allow it");
+  check(/the tool's rules allow this \(.*rules\/sh\.yaml:\d+:\d+/.test(create.grant_would_allow.message),
+        "the grant suggestion names the rule: " + create.grant_would_allow.message);
+  const suggested = create.grant_would_allow.grant;
+  equal(suggested.files?.[0]?.path, workdir, "the suggested grant names the work directory");
+  check(suggested.files[0].rights.includes("create"), "the suggested grant names create");
+  check(outside.content[0].text.includes("grant: " + JSON.stringify(suggested)), "text: the grant that would allow it");
+
+  // Acting on it: the task takes the suggested grant, and the same call succeeds.
+  const put = await api(d.sock, "PUT", `/v1/tasks/${task}/grant`, { grant: suggested });
+  equal(put.status, 200, "the suggested grant is accepted: " + put.raw);
+  const again = await client.callTool({ name: "sh", arguments: { args: ["-c", "echo out > top.txt"] } });
+  equal([again.isError, again.structuredContent.denials], [false, []], "under the suggested grant the write is allowed");
+  check(fs.existsSync(path.join(workdir, "top.txt")), "top.txt was created");
   await client.close();
 }
 

@@ -41,11 +41,16 @@ class AgentLoopTest(unittest.TestCase):
             r"\[count into out/\] sh run \d+ \(epoch 1\): exit 0 -> ok",
             r"\[write report.txt \(narrow grant\)\] sh run \d+ \(epoch 1\): exit 2 -> FAILED",
             r"stderr: .*cannot create report.txt: Permission denied",
+            # the kernel's denial, explained: the rule of sh that allows it, the grant that would
+            rf"denied by landlock file_create {re.escape(workdir)}: denied: no rule allows create",
+            r"the tool's rules allow this \(\S+/rules/sh\.yaml:\d+:\d+ .*A grant that also names it would allow it\.",
+            rf'grant: {{"files": \[{{"path": "{re.escape(workdir)}", "rights": \["create"\]}}\]}}',
             r"-> denied as the narrow grant says",
             r"\[widen\] epoch 2:",
             r"\[write report.txt \(widened\)\] sh run \d+ \(epoch 2\): exit 0 -> ok",
             r"\[expiry\] epoch 3: back to the narrow grant \(expiry\)",
             r"\[write late.txt \(after expiry\)\] sh run \d+ \(epoch 3\): exit 2 -> FAILED",
+            rf"denied by landlock file_create {re.escape(workdir)}",
             r"-> denied again",
             rf"task {task_id} closed",
             rf"audit trail of task {task_id}:",
@@ -76,6 +81,12 @@ class AgentLoopTest(unittest.TestCase):
         self.assertIn(f"{len(rows)} records", out)
         self.assertEqual(sum(1 for r in rows if r["kind"] == "run_start"), 5)
         self.assertEqual(sum(1 for r in rows if r["kind"] == "run_exit"), 5)
+        # The two denied writes are the task's kernel deny records, and printed.
+        denies = [r for r in rows if r["kind"] == "decision" and r.get("decision") == "deny"]
+        self.assertGreaterEqual(len(denies), 2)
+        self.assertTrue(all(r["layer"] == "landlock" for r in denies), denies)
+        self.assertEqual(len(re.findall(r"^  #\d+ decision tool=sh run=\d+ landlock deny file_create ", out, re.M)),
+                         sum(1 for r in denies if r.get("op") == "file_create"))
 
 
 if __name__ == "__main__":

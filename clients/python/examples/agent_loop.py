@@ -42,6 +42,7 @@ def show_run(step: str, r: dict) -> None:
             print(f"      rule: {d['rule']}")
         if d.get("grant_would_allow"):
             print(f"      {d['grant_would_allow']['message']}")
+            print(f"      grant: {json.dumps(d['grant_would_allow']['grant'])}")
 
 
 def main() -> int:
