@@ -35,6 +35,7 @@ struct McpArgs {
     std::string label = "mcp session";
     std::string http;                   // Streamable HTTP instead of stdio
     std::vector<std::string> token_sha256;
+    uint64_t session_idle_ms = 30 * 60 * 1000;
 };
 
 std::expected<nlohmann::json, std::string> load_grant(const std::string& arg) {
@@ -112,7 +113,7 @@ int serve_http(const McpArgs& args, const AgentdClient& client, const nlohmann::
                 return client.call(m, t, b);
             },
             mcp::Options{args.tools, grant, args.label});
-    });
+    }, 64, std::chrono::milliseconds(args.session_idle_ms));
     http::Router router;
     sessions.register_routes(router);
     auto server = http::HttpServer::start(cfg, router, nullptr);
@@ -224,6 +225,9 @@ void register_mcp(CLI::App& app) {
     mcp->add_option("--token-sha256", args->token_sha256,
                     "SHA-256 of a bearer token HTTP clients must send (`agentd token-hash`); required with --http")
         ->delimiter(',');
+    mcp->add_option("--session-idle-ms", args->session_idle_ms,
+                    "with --http: a session unused this long ends and its task is closed (default 30 min)")
+        ->check(CLI::Range(uint64_t(1), uint64_t(7) * 24 * 3600 * 1000));
     mcp->callback([args] { throw CLI::RuntimeError(run_mcp(*args)); });
 }
 

@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace bulwark::mcp {
 
@@ -38,7 +39,24 @@ std::string new_session_id() {
 
 }  // namespace
 
-HttpSessions::HttpSessions(Factory make, size_t max_sessions) : make_(std::move(make)), max_(max_sessions) {}
+HttpSessions::HttpSessions(Factory make, size_t max_sessions, std::chrono::milliseconds idle)
+    : make_(std::move(make)), max_(max_sessions), idle_(idle) {}
+
+void HttpSessions::end_idle() {
+    std::vector<std::shared_ptr<Server>> idle;
+    {
+        std::lock_guard lk(mu_);
+        auto now = std::chrono::steady_clock::now();
+        for (auto it = sessions_.begin(); it != sessions_.end();)
+            if (now - it->second.last_used > idle_) {
+                idle.push_back(std::move(it->second.server));
+                it = sessions_.erase(it);
+            } else {
+                ++it;
+            }
+    }
+    for (auto& s : idle) (void)s->close();
+}
 
 size_t HttpSessions::size() const {
     std::lock_guard lk(mu_);
@@ -58,6 +76,7 @@ void HttpSessions::register_routes(http::Router& r) {
 }
 
 http::ApiResponse HttpSessions::post(const http::ApiRequest& req) {
+    end_idle();
     auto msg = json::parse(req.body, nullptr, false);
     if (msg.is_discarded()) return rpc_error(400, kParseError, "parse error: the body is not valid JSON");
     if (auto v = req.header("MCP-Protocol-Version")) {
@@ -83,7 +102,7 @@ http::ApiResponse HttpSessions::post(const http::ApiRequest& req) {
                 return rpc_error(500, kInternalError, "no random session id (RAND_bytes failed)");
             }
             std::lock_guard lk(mu_);
-            sessions_[id] = s;
+            sessions_[id] = Session{s, std::chrono::steady_clock::now()};
             resp.headers.emplace_back(std::string(kSessionHeader), id);
         }
         return resp;
@@ -95,7 +114,8 @@ http::ApiResponse HttpSessions::post(const http::ApiRequest& req) {
         std::lock_guard lk(mu_);
         auto it = sessions_.find(std::string(*sid));
         if (it == sessions_.end()) return rpc_error(404, kInvalidRequest, "no session " + std::string(*sid));
-        s = it->second;
+        it->second.last_used = std::chrono::steady_clock::now();
+        s = it->second.server;
     }
     auto r = s->handle(msg);
     if (!r) {
@@ -115,7 +135,7 @@ http::ApiResponse HttpSessions::remove(const http::ApiRequest& req) {
         std::lock_guard lk(mu_);
         auto it = sessions_.find(std::string(*sid));
         if (it == sessions_.end()) return rpc_error(404, kInvalidRequest, "no session " + std::string(*sid));
-        s = std::move(it->second);
+        s = std::move(it->second.server);
         sessions_.erase(it);
     }
     if (auto c = s->close(); !c)
@@ -124,12 +144,12 @@ http::ApiResponse HttpSessions::remove(const http::ApiRequest& req) {
 }
 
 void HttpSessions::close_all() {
-    std::map<std::string, std::shared_ptr<Server>> all;
+    std::map<std::string, Session> all;
     {
         std::lock_guard lk(mu_);
         all.swap(sessions_);
     }
-    for (auto& [id, s] : all) (void)s->close();
+    for (auto& [id, s] : all) (void)s.server->close();
 }
 
 }  // namespace bulwark::mcp

@@ -12,6 +12,10 @@
 //   DELETE /mcp  ends the session named by Mcp-Session-Id (its task is
 //                closed).
 //   GET /mcp     405: this server sends no messages of its own.
+//
+// A session unused for `idle` ends as if deleted (checked on each request),
+// so a client that vanishes does not hold its task open.
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -26,7 +30,8 @@ namespace bulwark::mcp {
 class HttpSessions {
 public:
     using Factory = std::function<std::unique_ptr<Server>()>;
-    explicit HttpSessions(Factory make, size_t max_sessions = 64);
+    explicit HttpSessions(Factory make, size_t max_sessions = 64,
+                          std::chrono::milliseconds idle = std::chrono::minutes(30));
 
     void register_routes(http::Router& r);
     http::ApiResponse post(const http::ApiRequest& req);
@@ -36,10 +41,17 @@ public:
     size_t size() const;
 
 private:
+    struct Session {
+        std::shared_ptr<Server> server;
+        std::chrono::steady_clock::time_point last_used;
+    };
+    void end_idle();
+
     Factory make_;
     size_t max_;
+    std::chrono::milliseconds idle_;
     mutable std::mutex mu_;
-    std::map<std::string, std::shared_ptr<Server>> sessions_;
+    std::map<std::string, Session> sessions_;
 };
 
 }  // namespace bulwark::mcp

@@ -392,6 +392,48 @@ async function httpSession(d) {
   }
 }
 
+// A session whose client vanished without DELETE ends after --session-idle-ms.
+async function httpIdle(d) {
+  const token = crypto.randomBytes(24).toString("hex");
+  const hash = crypto.createHash("sha256").update(token).digest("hex");
+  const port = HTTP_PORT + 1;
+  const server = spawn(AGENTD, ["mcp", "--socket", d.sock, "--tools", "cat", "--label", "idle session",
+                                "--http", `127.0.0.1:${port}`, "--token-sha256", hash, "--session-idle-ms", "1000"],
+                       { stdio: ["ignore", "inherit", "pipe"] });
+  let said = "";
+  server.stderr.on("data", (c) => (said += c));
+  for (let i = 0; i < 200 && !said.includes("streamable HTTP on"); ++i) await sleep(50);
+  const url = `http://127.0.0.1:${port}/mcp`;
+  const post = (headers, body) => fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream",
+               Authorization: `Bearer ${token}`, ...headers },
+    body: JSON.stringify(body),
+  });
+  try {
+    const init = await post({}, { jsonrpc: "2.0", id: 1, method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "idle", version: "0" } } });
+    equal(init.status, 200, "initialize over raw HTTP");
+    const sid = init.headers.get("mcp-session-id");
+    check(sid, "a session id header");
+    equal((await post({ "mcp-session-id": sid, "mcp-protocol-version": "1999-01-01" },
+                      { jsonrpc: "2.0", id: 2, method: "ping" })).status, 400, "an unsupported MCP-Protocol-Version");
+    const note = await post({ "mcp-session-id": sid }, { jsonrpc: "2.0", method: "notifications/initialized" });
+    equal(note.status, 202, "a notification is accepted without a body");
+    const tasks = (await api(d.sock, "GET", "/v1/tasks")).body.tasks.filter((t) => t.label === "idle session");
+    equal(tasks.map((t) => t.state), ["open"], "the idle session's task is open");
+    await sleep(1500);
+    // The next request (any session) ends the idle one.
+    await post({ "mcp-session-id": "0".repeat(32) }, { jsonrpc: "2.0", id: 3, method: "ping" });
+    equal((await waitClosed(d.sock, tasks[0].id)).state, "closed", "the idle session's task is closed");
+    equal((await post({ "mcp-session-id": sid }, { jsonrpc: "2.0", id: 4, method: "ping" })).status, 404,
+          "the idle session is gone");
+  } finally {
+    server.kill("SIGTERM");
+    await Promise.race([once(server, "exit"), sleep(15000)]);
+  }
+}
+
 const d = await startDaemon();
 let failed = false;
 try {
@@ -401,6 +443,7 @@ try {
   await sdkSession(d);
   await grantSession(d);
   await httpSession(d);
+  await httpIdle(d);
 } catch (e) {
   failed = true;
   console.error("mcp_sdk: FAIL:", e?.stack ?? e);
