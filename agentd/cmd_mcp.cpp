@@ -65,6 +65,7 @@ bool runs_long(const nlohmann::json& msg) {
 // One message per line, at most kMaxLine bytes: a longer line is consumed
 // to its end and reported, never buffered whole.
 constexpr size_t kMaxLine = 16u << 20;
+constexpr size_t kMaxInFlight = 32;
 
 bool read_line(std::streambuf* in, std::string& line, bool& too_long) {
     line.clear();
@@ -193,8 +194,10 @@ int run_mcp(const McpArgs& args) {
         auto serve = [&server, &send](const nlohmann::json& m) {
             if (auto r = server.handle(m)) send(r->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
         };
-        if (runs_long(msg)) {
-            std::erase_if(workers, [](Worker& w) { return w.done->load(); });  // joins the finished ones
+        std::erase_if(workers, [](Worker& w) { return w.done->load(); });  // joins the finished ones
+        // At most kMaxInFlight calls run side by side; beyond that the reader
+        // waits for one (backpressure on the client).
+        if (runs_long(msg) && workers.size() < kMaxInFlight) {
             auto done = std::make_shared<std::atomic<bool>>(false);
             workers.push_back({std::jthread([serve, done, m = std::move(msg)] {
                                    serve(m);

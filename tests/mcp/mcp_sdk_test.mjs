@@ -338,6 +338,19 @@ async function grantSession(d) {
   const again = await client.callTool({ name: "sh", arguments: { args: ["-c", "echo out > top.txt"] } });
   equal([again.isError, again.structuredContent.denials], [false, []], "under the suggested grant the write is allowed");
   check(fs.existsSync(path.join(workdir, "top.txt")), "top.txt was created");
+
+  // A long call does not hold up the session: a ping is answered while it
+  // runs; the call ends at its time limit and says so.
+  let spinDone = 0;
+  const spin = client.callTool({ name: "sh", arguments: { args: ["-c", "while :; do :; done"], timeout_ms: 2500 } })
+    .then((r) => { spinDone = Date.now(); return r; });
+  await sleep(300);
+  await client.ping();
+  const pinged = Date.now();
+  const spun = await spin;
+  check(pinged < spinDone, `the ping (${pinged}) was answered before the call ended (${spinDone})`);
+  equal([spun.isError, spun.structuredContent.exit_status], [true, 124], "the call ends at its time limit");
+  check(spun.content[0].text.includes("timed out"), "text: timed out: " + spun.content[0].text);
   await client.close();
 }
 
