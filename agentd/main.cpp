@@ -8,6 +8,7 @@
 
 namespace bulwark {
 void register_serve(CLI::App& app);  // cmd_serve.cpp
+void register_mcp(CLI::App& app);    // cmd_mcp.cpp
 }
 
 int main(int argc, char** argv) {
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
     app.add_flag("--version", show_version, "print the version and exit");
     bulwark::register_run(app);
     bulwark::register_serve(app);
+    bulwark::register_mcp(app);
     CLI11_PARSE(app, argc, argv);
     if (show_version) {
         std::cout << bulwark::version_string() << "\n";

@@ -21,6 +21,7 @@
 #include "run_report.h"
 #include "spawner.h"
 #include "tool_catalog.h"
+#include "workdir_files.h"
 
 namespace bulwark {
 
@@ -454,37 +455,52 @@ struct ExecRequest {
     std::vector<std::string> argv;
     std::optional<std::string> stdin_data;
     std::optional<uint64_t> timeout_ms;
+    std::vector<WorkdirFile> files;
 };
 
-std::expected<ExecRequest, std::string> parse_exec(const json& body) {
-    if (!body.is_object()) return std::unexpected("the body must be a JSON object");
+// A request the server understood but refuses to carry out (422): a working
+// file that may not be written.
+struct ExecParseError {
+    int status = 400;
+    std::string message;
+};
+
+std::expected<ExecRequest, ExecParseError> parse_exec(const json& body) {
+    auto bad = [](std::string m) { return std::unexpected(ExecParseError{400, std::move(m)}); };
+    if (!body.is_object()) return bad("the body must be a JSON object");
     ExecRequest r;
     for (auto it = body.begin(); it != body.end(); ++it)
-        if (it.key() != "tool" && it.key() != "argv" && it.key() != "stdin" && it.key() != "timeout_ms")
-            return std::unexpected("unknown key '" + it.key() + "'");
-    if (!body.contains("tool") || !body["tool"].is_string()) return std::unexpected("tool: a tool name is required");
+        if (it.key() != "tool" && it.key() != "argv" && it.key() != "stdin" && it.key() != "timeout_ms" &&
+            it.key() != "files")
+            return bad("unknown key '" + it.key() + "'");
+    if (!body.contains("tool") || !body["tool"].is_string()) return bad("tool: a tool name is required");
     r.tool = body["tool"].get<std::string>();
     if (!body.contains("argv") || !body["argv"].is_array() || body["argv"].empty())
-        return std::unexpected("argv: a non-empty array of strings is required");
-    if (body["argv"].size() > 4096) return std::unexpected("argv: at most 4096 arguments");
+        return bad("argv: a non-empty array of strings is required");
+    if (body["argv"].size() > 4096) return bad("argv: at most 4096 arguments");
     size_t total = 0;
     for (size_t i = 0; i < body["argv"].size(); ++i) {
         const auto& a = body["argv"][i];
-        if (!a.is_string()) return std::unexpected("argv[" + std::to_string(i) + "]: must be a string");
+        if (!a.is_string()) return bad("argv[" + std::to_string(i) + "]: must be a string");
         const auto& s = a.get_ref<const std::string&>();
-        if (s.find('\0') != std::string::npos) return std::unexpected("argv[" + std::to_string(i) + "]: contains NUL");
+        if (s.find('\0') != std::string::npos) return bad("argv[" + std::to_string(i) + "]: contains NUL");
         total += s.size() + 1;
         r.argv.push_back(s);
     }
-    if (total > 256 * 1024) return std::unexpected("argv: more than 256 KiB in all");
+    if (total > 256 * 1024) return bad("argv: more than 256 KiB in all");
     if (body.contains("stdin")) {
-        if (!body["stdin"].is_string()) return std::unexpected("stdin: must be a string");
+        if (!body["stdin"].is_string()) return bad("stdin: must be a string");
         r.stdin_data = body["stdin"].get<std::string>();
     }
     if (body.contains("timeout_ms")) {
         const auto& v = body["timeout_ms"];
-        if (!v.is_number_unsigned() || v.get<uint64_t>() == 0) return std::unexpected("timeout_ms: must be a positive integer");
+        if (!v.is_number_unsigned() || v.get<uint64_t>() == 0) return bad("timeout_ms: must be a positive integer");
         r.timeout_ms = v.get<uint64_t>();
+    }
+    if (body.contains("files")) {
+        auto f = parse_workdir_files(body["files"]);
+        if (!f) return std::unexpected(ExecParseError{422, f.error()});
+        r.files = std::move(*f);
     }
     return r;
 }
@@ -546,7 +562,9 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         }
     } done{this};
     auto req = parse_exec(body);
-    if (!req) return err(400, "bad_request", req.error());
+    if (!req)
+        return req.error().status == 422 ? err(422, "file_refused", req.error().message)
+                                         : err(400, "bad_request", req.error().message);
     if (store_ && !store_->accepting_runs())
         return err(503, "store_refusing", "the audit store refuses new runs: " + store_->status().reason);
 
@@ -555,6 +573,24 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     uint64_t run_id = 0, epoch = 0, version = 0, task_id = id;
     std::optional<SysClock::time_point> expires_at;
     bool has_grant = false;
+    // Working files land before the run is registered: a refused file means
+    // no run at all.
+    json files_written = json::array();
+    if (!req->files.empty()) {
+        std::string workdir;
+        {
+            std::lock_guard lk(mu_);
+            auto it = tasks_.find(id);
+            if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
+            if (it->second->closed) return err(409, "task_closed", "task " + std::to_string(id) + " is closed");
+            if (!it->second->current().bundles.contains(req->tool))
+                return err(404, "unknown_tool", "tool: '" + req->tool + "' is not a tool of task " + std::to_string(id));
+            workdir = it->second->workdir;
+        }
+        auto w = write_workdir_files(workdir, req->files);
+        if (!w) return err(422, "file_refused", w.error());
+        files_written = std::move(*w);
+    }
     Fd cancel(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!cancel) return err(500, "internal", std::string("eventfd: ") + std::strerror(errno));
     {
@@ -612,11 +648,12 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     }
 
     json start{{"run_id", run_id}, {"task_id", task_id}, {"tool", req->tool}, {"argv", req->argv},
-               {"epoch", epoch}, {"policy_version", version}, {"workdir", task->workdir}};
+               {"epoch", epoch}, {"policy_version", version}, {"workdir", task->workdir},
+               {"files", files_written}};
     if (store_) {
         auto seq = store_->enqueue(audit::run_start_record(task_id, run_id, req->tool, version,
                                                            {{"argv", req->argv}, {"epoch", epoch},
-                                                            {"workdir", task->workdir}}));
+                                                            {"workdir", task->workdir}, {"files", files_written}}));
         if (!seq || !store_->wait_committed(*seq, opts_.run_start_ack)) {
             finish_run("refused", std::nullopt);
             return err(503, "store_unacknowledged",

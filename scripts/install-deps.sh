@@ -27,6 +27,13 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+# MCP tier (tests/mcp): node runs the official MCP SDK as the client. Any
+# node with npm will do (NodeSource's nodejs carries npm and conflicts with
+# Debian's npm package), so the commands are checked, not the packages.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
+
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

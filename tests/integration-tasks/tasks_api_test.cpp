@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <future>
 #include <set>
@@ -305,4 +306,75 @@ TEST_CASE("kill -9 of agentd during a run: the tool dies, a restart leaves nothi
     CHECK(sql_value(db, "SELECT count(*) FROM records WHERE kind = 2 AND run_id = " + std::to_string(run)) == "1");
     auto reaped = d->call("GET", "/v1/audit?kind=host_status");
     CHECK_THAT(reaped.raw, Catch::Contains("stale_runs_reaped"));
+}
+
+TEST_CASE("exec files: working files land in the workdir; a planted symlink, `..` and absolute paths are refused",
+          "[tasks][files]") {
+    Daemon d;
+    uint64_t id = create_task(d, {{"tools", {"cat", "tar"}}});
+    std::string workdir = d.call("GET", "/v1/tasks/" + std::to_string(id)).body["workdir"];
+
+    // Control: a normal file (and its parent directory) lands and the tool reads it.
+    auto ok = d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "src/notes.txt"}}, {"files", {{"src/notes.txt", "carried in\n"}}}});
+    INFO(ok.raw);
+    REQUIRE(ok.status == 200);
+    CHECK(ok.body["exit_status"] == 0);
+    CHECK(ok.body["stdout"] == "carried in\n");
+    CHECK(ok.body["files"][0]["path"] == "src/notes.txt");
+    struct stat st{};
+    REQUIRE(::stat((workdir + "/src/notes.txt").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0644);
+    CHECK(st.st_uid == 65534);
+    REQUIRE(::stat((workdir + "/src").c_str(), &st) == 0);  // the parent created for it
+    CHECK(S_ISDIR(st.st_mode));
+    CHECK((st.st_mode & 07777) == 0755);
+    CHECK(st.st_uid == 65534);
+    // The run's start record lists the files.
+    auto rows = d.call("GET", "/v1/audit?kind=run_start&run=" + ok.body["run_id"].dump());
+    CHECK_THAT(rows.raw, Catch::Contains("src/notes.txt"));
+
+    // An earlier run of the task plants symlinks that lead out of the work
+    // directory (tar extracts them from an archive the task was handed).
+    TempDir outside, staging;
+    std::string out_dir = outside.path.string();
+    std::filesystem::create_directory_symlink(out_dir, staging.path / "escape");
+    std::filesystem::create_symlink(out_dir + "/target", staging.path / "link");
+    REQUIRE(std::system(("tar -C " + staging.path.string() + " -cf " + workdir + "/plant.tar escape link").c_str()) == 0);
+    REQUIRE(::chown((workdir + "/plant.tar").c_str(), 65534, 65534) == 0);
+    auto plant = d.exec(id, {{"tool", "tar"}, {"argv", {"tar", "-xf", "plant.tar"}}});
+    INFO(plant.raw);
+    REQUIRE(plant.body["exit_status"] == 0);
+    // Control: followed, the links do lead outside (a plain write through them lands there).
+    REQUIRE(std::filesystem::read_symlink(workdir + "/escape") == out_dir);
+    { std::ofstream(workdir + "/escape/probe") << "x"; }
+    REQUIRE(std::filesystem::exists(out_dir + "/probe"));
+    std::filesystem::remove(out_dir + "/probe");
+
+    // The attempts: through the planted directory link, and onto the planted file link.
+    auto via_dir = d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "escape/x"}}, {"files", {{"escape/x", "pwned"}}}});
+    INFO(via_dir.raw);
+    CHECK(via_dir.status == 422);
+    CHECK(via_dir.body["error"]["code"] == "file_refused");
+    CHECK_THAT(via_dir.body["error"]["message"].get<std::string>(), Catch::StartsWith("files.escape/x: "));
+    CHECK_FALSE(std::filesystem::exists(out_dir + "/x"));
+
+    auto via_link = d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "link"}}, {"files", {{"link", "pwned"}}}});
+    CHECK(via_link.status == 422);
+    CHECK_THAT(via_link.body["error"]["message"].get<std::string>(), Catch::StartsWith("files.link: "));
+    CHECK_FALSE(std::filesystem::exists(out_dir + "/target"));
+
+    auto abs = d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "x"}}, {"files", {{"/etc/x", "pwned"}}}});
+    CHECK(abs.status == 422);
+    CHECK_THAT(abs.body["error"]["message"].get<std::string>(), Catch::StartsWith("files./etc/x: "));
+    auto dotdot = d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "x"}}, {"files", {{"src/../../x", "pwned"}}}});
+    CHECK(dotdot.status == 422);
+    CHECK_THAT(dotdot.body["error"]["message"].get<std::string>(), Catch::Contains("`..`"));
+    CHECK_FALSE(std::filesystem::exists(std::filesystem::path(workdir).parent_path() / "x"));
+    auto not_string = d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "x"}}, {"files", {{"n", 1}}}});
+    CHECK(not_string.status == 422);
+    CHECK_THAT(not_string.raw, Catch::Contains("files.n: the content must be a string"));
+
+    // No run was started for any refused request: only the two runs above exist.
+    auto t = d.call("GET", "/v1/tasks/" + std::to_string(id)).body;
+    CHECK(t["runs"].size() == 2);
 }

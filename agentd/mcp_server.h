@@ -1,0 +1,95 @@
+#pragma once
+// The Model Context Protocol server of `agentd mcp`: JSON-RPC 2.0 messages
+// in, responses out, with no transport of its own (cmd_mcp.cpp puts it on
+// stdio), so it is testable line by line.
+//
+// An MCP session is one Bulwark task: `initialize` creates the task (the
+// tools of the loaded rules, or the ones asked for, under an optional
+// grant); every tool of the task is an MCP tool whose input is the program's
+// arguments, its stdin and working files; `tools/call` runs it through the
+// daemon's exec API, so every call is audited in the daemon's store; the
+// result carries the exit status, the outputs and each denial explained (the
+// rule that decided, and the grant that would allow it). close() ends the
+// task.
+#include <expected>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agentd_client.h"
+
+namespace bulwark::mcp {
+
+// Protocol versions served, newest first (https://modelcontextprotocol.io
+// specification revisions). An initialize naming another gets the newest.
+inline constexpr std::string_view kProtocolVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
+
+// JSON-RPC 2.0 error codes.
+enum ErrorCode : int {
+    kParseError = -32700,
+    kInvalidRequest = -32600,
+    kMethodNotFound = -32601,
+    kInvalidParams = -32602,
+    kInternalError = -32603,
+};
+
+// The daemon's HTTP API, as AgentdClient::call offers it.
+using ApiCall = std::function<std::expected<AgentdReply, std::string>(
+    std::string_view method, std::string_view target, const std::optional<nlohmann::json>& body)>;
+
+struct Options {
+    std::vector<std::string> tools;      // empty: every tool the daemon serves
+    nlohmann::json grant = nullptr;      // the task's grant (null: the tools' rules)
+    std::string label = "mcp session";
+};
+
+class Server {
+public:
+    Server(ApiCall api, Options opts);
+
+    // One message (a line without its newline). Returns the line to send
+    // back, or nothing (notifications, responses). Thread-safe: calls may
+    // run concurrently once the session is initialized.
+    std::optional<std::string> handle_line(std::string_view line);
+    std::optional<nlohmann::json> handle(const nlohmann::json& msg);
+
+    // Closes the task (idempotent). Returns the daemon's error, if any.
+    std::expected<void, std::string> close();
+
+    std::optional<uint64_t> task_id() const;
+    std::string protocol_version() const;
+
+private:
+    nlohmann::json dispatch(const nlohmann::json& id, const std::string& method, const nlohmann::json& params);
+    std::expected<nlohmann::json, std::pair<int, std::string>> initialize(const nlohmann::json& params);
+    nlohmann::json tools_list() const;
+    std::expected<nlohmann::json, std::pair<int, std::string>> tools_call(const nlohmann::json& params);
+
+    struct Tool {
+        std::string name;
+        std::string program;  // argv[0]: the rule file's first binary
+        nlohmann::json descriptor;
+    };
+
+    ApiCall api_;
+    Options opts_;
+    mutable std::mutex mu_;
+    bool initialized_ = false;
+    bool closed_ = false;
+    std::string version_;
+    std::optional<uint64_t> task_;
+    std::string workdir_;
+    std::vector<Tool> tools_;
+};
+
+// The text an agent reads for one exec result (exit, outputs, denials).
+std::string describe_exec(const std::string& tool, const nlohmann::json& exec);
+// Whether the run failed or was denied (the result's isError).
+bool exec_failed(const nlohmann::json& exec);
+
+}  // namespace bulwark::mcp
