@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include <spdlog/spdlog.h>
@@ -178,10 +179,16 @@ int run_serve(const ServeArgs& a) {
     }
     if (!dashboard_token.empty()) {
         std::string host = *cfg->api.tcp_host == "::1" ? "[::1]" : *cfg->api.tcp_host;
-        // stdout, not the log: the token opens the API; it is also in
-        // <state_dir>/dashboard.token (0600)
-        std::cout << "dashboard: http://" << host << ":" << (*server)->tcp_port() << "/#token=" << dashboard_token
-                  << std::endl;
+        // The token opens the API. Under systemd (JOURNAL_STREAM: stdout
+        // goes to the journal, which more users read) only the file is named;
+        // the token is in <state_dir>/dashboard.token (0600) either way.
+        auto tf = (cfg->state_dir / "dashboard.token").string();
+        if (std::getenv("JOURNAL_STREAM"))
+            std::cout << "dashboard: http://" << host << ":" << (*server)->tcp_port() << "/#token=$(cat " << tf
+                      << ")" << std::endl;
+        else
+            std::cout << "dashboard: http://" << host << ":" << (*server)->tcp_port() << "/#token=" << dashboard_token
+                      << std::endl;
         spdlog::info("dashboard on http://{}:{}/ (token in {})", host, (*server)->tcp_port(),
                      (cfg->state_dir / "dashboard.token").string());
     }

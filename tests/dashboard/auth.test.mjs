@@ -93,6 +93,32 @@ async function main() {
   } finally {
     await d.stop();
   }
+
+  // Without --http the listener comes from dashboard.listen (the default is
+  // 127.0.0.1:7878; a config moves it here to stay inside the test's ports).
+  const c = await startAgentd(PORT + 1, "auth-config", { config: `dashboard:\n  listen: 127.0.0.1:${PORT + 1}\n` });
+  try {
+    check(c.url.startsWith(`http://127.0.0.1:${PORT + 1}/#token=`), "without --http the dashboard listens on dashboard.listen", c.url);
+    check((await c.call("GET", "/")).status === 200 && (await c.call("GET", "/v1/health")).status === 200, "page and API answer there");
+  } finally {
+    await c.stop();
+  }
+  // A default listener whose port is taken is skipped with a warning; the
+  // daemon still serves its unix socket.
+  const { createServer } = await import("node:net");
+  const blocker = createServer();
+  await new Promise((r) => blocker.listen(PORT + 2, "127.0.0.1", r));
+  const t = await startAgentd(PORT + 2, "auth-taken", { config: `dashboard:\n  listen: 127.0.0.1:${PORT + 2}\n`, expectDashboard: false });
+  try {
+    const h = await t.unixGet("/v1/health").catch((e) => ({ status: 0, body: String(e) }));
+    check(h.status === 200, "with the dashboard port taken agentd still serves its unix socket", `${h.status} ${t.log()}`);
+    for (let i = 0; i < 40 && !/serving without it/.test(t.out() + t.log()); i++) await new Promise((r) => setTimeout(r, 50));
+    check(/dashboard listener 127\.0\.0\.1:\d+: .*serving without it/.test(t.out() + t.log()) && !/dashboard: http/.test(t.out()),
+      "it warns that the dashboard listener is skipped and prints no address", `log: ${t.log()}\nout: ${t.out()}`);
+  } finally {
+    await t.stop();
+    blocker.close();
+  }
   process.exitCode = finish();
 }
 
