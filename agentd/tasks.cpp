@@ -509,6 +509,10 @@ json explain_denial(const json& row, const audit::AuditRecord& rec, const policy
     }
     auto now = policy::evaluate(narrowed, *op);
     d["explanation"] = now.explanation;
+    // A layer that cannot name its rule (a Landlock or seccomp denial from
+    // the kernel's audit log): the rule the policy decides it with.
+    if (rec.rule_file.empty() && rec.rule_id == BW_NO_RULE && now.rule_id != BW_NO_RULE)
+        d["rule"] = policy::describe_rule(narrowed, now.rule_id);
     if (has_grant) {
         auto base = policy::evaluate(tool, *op);
         if (base.verdict == policy::Verdict::Allow) {
@@ -524,6 +528,7 @@ json explain_denial(const json& row, const audit::AuditRecord& rec, const policy
             d["grant_would_allow"] = {
                 {"message", "the tool's rules allow this (" + policy::describe_rule(tool, base.rule_id) +
                                 "); the task's grant does not. A grant that also names it would allow it."},
+                {"tool_rule", policy::describe_rule(tool, base.rule_id)},
                 {"grant", suggestion}};
         }
     }

@@ -174,13 +174,23 @@ try {
   const runIds = await page.$$eval("#task-runs tr", (rs) => rs.map((r) => r.dataset.run));
   check(runIds.includes(String(denied.run_id)) && runIds.includes(String(allowed.run_id)), "the task view lists the task's runs", runIds.join(","));
   const apiDenials = (await d.call("GET", `/v1/tasks/${A}/denials`)).json?.denials ?? [];
-  const withRule = apiDenials.find((x) => x.record?.rule?.file);
-  check(!!withRule, "the task's denials name their rule's file:line (GET /v1/tasks/{id}/denials)", JSON.stringify(apiDenials).slice(0, 400));
+  // the rule's file:line: recorded with the decision, or the rule the policy
+  // decides it with, or (a grant denial) the tool's rule the grant leaves out
+  const whereOf = (x) => {
+    if (x.record?.rule?.file) return `${x.record.rule.file}:${x.record.rule.line}`;
+    for (const t of [x.denial?.rule, x.denial?.grant_would_allow?.tool_rule]) {
+      const m = /(\S+\.yaml:\d+)/.exec(t ?? "");
+      if (m) return m[1];
+    }
+    return null;
+  };
+  const withRule = apiDenials.find(whereOf);
+  check(!!withRule, "the task's denials name a rule's file:line (GET /v1/tasks/{id}/denials)", JSON.stringify(apiDenials).slice(0, 600));
   const denialText = await page.$$eval("#task-denials tr", (rs) => rs.map((r) => r.textContent ?? ""));
   if (withRule) {
-    const where = `${withRule.record.rule.file}:${withRule.record.rule.line}`;
+    const where = whereOf(withRule);
     check(denialText.some((t) => t.includes(where)), `the task view shows the rule ${where}`, denialText.join("\n").slice(0, 400));
-    if (withRule.record.rule.text) check(denialText.some((t) => t.includes(withRule.record.rule.text)), "the task view shows the rule's text");
+    if (withRule.record.rule?.text) check(denialText.some((t) => t.includes(withRule.record.rule.text)), "the task view shows the rule's text");
   }
   const withGrant = apiDenials.find((x) => x.denial?.grant_would_allow);
   check(!!withGrant, "a denial of task A names the grant that would allow it", JSON.stringify(apiDenials).slice(0, 400));

@@ -52,7 +52,10 @@ export function outcomeClass(r: AuditRow): string {
 }
 
 export function summaryOf(r: AuditRow): string {
-  if (r.kind === "decision") return r.object ?? "";
+  if (r.kind === "decision") {
+    const why = r.detail?.access ?? r.detail?.syscall ?? "";
+    return `${r.object ?? ""}${why && why !== r.object ? ` (${why})` : ""}`;
+  }
   const d = r.detail;
   if (!d) return "";
   if (r.kind === "run_start" && Array.isArray(d.argv)) return d.argv.join(" ");

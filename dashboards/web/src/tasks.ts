@@ -39,7 +39,7 @@ interface Denial {
   denial: null | {
     rule: string | null;
     explanation?: string;
-    grant_would_allow: null | { message: string; grant: unknown };
+    grant_would_allow: null | { message: string; tool_rule?: string; grant: unknown };
   };
 }
 
@@ -176,13 +176,19 @@ export class TasksView {
           el(
             "td",
             { class: "rule-cell" },
-            r.rule ? el("div", { class: "rule-where" }, ruleWhere(r.rule)) : el("div", { class: "muted" }, "the policy's default"),
+            r.rule
+              ? el("div", { class: "rule-where" }, ruleWhere(r.rule))
+              : d.denial?.rule && d.denial.rule !== "the default"
+                ? el("div", { class: "rule-where" }, d.denial.rule)
+                : el("div", { class: "muted" }, "the policy's default"),
             r.rule?.text ? el("pre", { class: "rule-text" }, r.rule.text) : null,
+            !r.rule?.text && r.detail?.source === "kernel_audit" ? el("div", { class: "small muted" }, `reported by the kernel's audit log${r.detail.access ? ": " + r.detail.access : ""}`) : null,
             d.denial?.explanation ? el("div", { class: "small" }, d.denial.explanation) : null,
           ),
           el(
             "td",
             { class: "grant-cell" },
+            g?.tool_rule ? el("div", { class: "rule-where" }, g.tool_rule) : null,
             g ? el("div", { class: "small" }, g.message) : el("span", { class: "muted" }, "no grant of this task can allow it: the tool's rules deny it"),
             g ? el("pre", { class: "grant" }, JSON.stringify(g.grant, null, 1)) : null,
           ),
