@@ -18,9 +18,12 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <mutex>
 
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/instantiate.h"
+#include "kernel_audit.h"
+#include "run_registry.h"
 #include "run_report.h"
 #include "spawner.h"
 #include "tool_catalog.h"
@@ -71,6 +74,31 @@ void register_run(CLI::App& app) {
                                "workdir " + o->workdir + ": " + ec.message()))
                          : load_tool_bundle(o->rules, o->tool, workdir);
         RunReport rep;
+        // Kernel audit source: Landlock and seccomp denials of this run
+        // become the report's decisions (docs/kernel-audit.md).
+        RunRegistry registry;
+        std::mutex mu;
+        std::vector<audit::AuditRecord> decisions;
+        uint64_t lost = 0;
+        KernelAuditOptions kopts;
+        kopts.resolve = [&](const kaudit::KernelDenial& d) { return registry.resolve(d); };
+        kopts.sink = [&](audit::AuditRecord r) {
+            std::lock_guard lk(mu);
+            decisions.push_back(std::move(r));
+        };
+        kopts.on_lost = [&](const std::string&, uint64_t n) {
+            std::lock_guard lk(mu);
+            lost += n;
+        };
+        std::unique_ptr<KernelAuditReader> reader;
+        nlohmann::json kaudit_status;
+        if (bundle) {
+            if (auto r = KernelAuditReader::start(std::move(kopts))) {
+                reader = std::move(*r);
+            } else {
+                kaudit_status = {{"state", "unavailable: " + r.error()}};
+            }
+        }
         if (!bundle) {
             rep.tool = o->tool;
             rep.argv = o->cmd;
@@ -80,13 +108,46 @@ void register_run(CLI::App& app) {
             RunRequest req;
             req.argv = o->cmd;
             req.workdir = workdir;
+            std::string cgroup;
+            req.on_cgroup = [&](const std::string& path, pid_t pid) {
+                cgroup = path;
+                registry.add(path, pid, RunContext{0, 0, o->tool, 0});
+            };
             rep = run_tool(*bundle, req);
+            if (reader) {
+                // Records arrive asynchronously: wait (bounded) until the
+                // reader has consumed the audit queue up to the run's end.
+                bool drained = reader->barrier(std::chrono::milliseconds(2000));
+                if (!drained) rep.warnings.push_back("kernel audit: the backlog up to the run's end was not consumed within 2 s; decisions may be incomplete");
+                kaudit_status = reader->status();
+                kaudit_status["state"] = drained ? "read" : "incomplete";
+            }
+            registry.remove(cgroup);
+        }
+        nlohmann::json dj = nlohmann::json::array();
+        {
+            std::lock_guard lk(mu);
+            for (const auto& d : decisions) dj.push_back(audit::to_json(d));
+            if (lost) {
+                kaudit_status["lost_during_run"] = lost;
+                rep.warnings.push_back("kernel audit: " + std::to_string(lost) +
+                                       " record(s) lost during the run (kernel lost counter / socket overruns); "
+                                       "decisions may be incomplete");
+            }
         }
         if (o->json) {
-            std::cout << to_json(rep).dump(2) << std::endl;
+            nlohmann::json out = to_json(rep);
+            out["decisions"] = std::move(dj);
+            if (!kaudit_status.is_null()) out["kernel_audit"] = std::move(kaudit_status);
+            std::cout << out.dump(2) << std::endl;
         } else {
             std::cout << rep.stdout_data << std::flush;
-            std::cerr << rep.stderr_data << summary(rep) << std::flush;
+            std::string lines;
+            for (const auto& d : dj)
+                lines += "  decision: " + d.value("layer", "") + " " + d.value("decision", "") + " " +
+                         d.value("op", "") + " " + d.value("object", "") + " (pid " +
+                         std::to_string(d.value("pid", 0u)) + " " + d.value("comm", "") + ")\n";
+            std::cerr << rep.stderr_data << summary(rep) << lines << std::flush;
         }
         throw CLI::RuntimeError(rep.exit_status());
     });

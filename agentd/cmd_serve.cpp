@@ -21,6 +21,8 @@
 #include "http_server.h"
 #include "http_tasks.h"
 #include "host_layers.h"
+#include "kernel_audit.h"
+#include "run_registry.h"
 #include "tasks.h"
 #include "tool_catalog.h"
 #include "metrics.h"
@@ -115,9 +117,32 @@ int run_serve(const ServeArgs& a) {
         return 1;
     }
     spdlog::info("serving {} tools from {}", catalog->tools().size(), catalog->rules_dir().string());
+    // Kernel audit source: Landlock and seccomp denials of the runs, from
+    // the kernel's audit records, into the store (docs/kernel-audit.md).
+    RunRegistry runs;
+    std::unique_ptr<KernelAuditReader> kaudit;
+    std::string kaudit_error;
+    {
+        KernelAuditOptions ko;
+        ko.resolve = [&runs](const kaudit::KernelDenial& d) { return runs.resolve(d); };
+        ko.sink = [s = store->get()](audit::AuditRecord r) { s->enqueue(std::move(r)); };
+        ko.on_lost = [s = store->get()](std::string source, uint64_t n) { s->report_source_drops(std::move(source), n); };
+        if (auto r = KernelAuditReader::start(std::move(ko))) {
+            kaudit = std::move(*r);
+            spdlog::info("kernel audit source: audit {}", kaudit->status().value("audit", ""));
+        } else {
+            kaudit_error = r.error();
+            spdlog::error("kernel audit source unavailable: {}; Landlock and seccomp denials are not recorded",
+                          kaudit_error);
+        }
+    }
     TaskOptions topts;
     topts.work_root = cfg->work_root;
     topts.metrics = &metrics;
+    if (kaudit) {
+        topts.runs = &runs;
+        topts.kernel_audit_barrier = [k = kaudit.get()](std::chrono::milliseconds t) { return k->barrier(t); };
+    }
     if (!ensure_dir(topts.work_root, 0711)) return 1;
     TaskManager tasks(*catalog, store->get(), topts);
 
@@ -157,10 +182,15 @@ int run_serve(const ServeArgs& a) {
     ctx.metrics = &metrics;
     ctx.openapi_json = std::string(http::openapi_document());
     // The layers are probed once (canaries); BPF programs are not loaded by
-    // this daemon yet, and the status says so.
+    // this daemon yet, and the status says so. The kernel audit reader's
+    // state is live.
     auto host_status = std::make_shared<const nlohmann::json>(probe_host_layers(nullptr));
-    ctx.host_status = [host_status] { return *host_status; };
     (*store)->enqueue(audit::host_status_record({{"event", "host_layers"}, {"host", *host_status}}));
+    ctx.host_status = [host_status, &kaudit, &kaudit_error] {
+        nlohmann::json j = *host_status;
+        j["kernel_audit"] = kaudit ? kaudit->status() : nlohmann::json{{"state", "unavailable: " + kaudit_error}};
+        return j;
+    };
     http::register_v1_routes(router, ctx);
     http::register_task_routes(router, {.catalog = &*catalog, .tasks = &tasks, .store = store->get()});
     if (cfg->dashboard.enabled) dashboard::register_routes(router, assets);
@@ -193,7 +223,8 @@ int run_serve(const ServeArgs& a) {
                      (cfg->state_dir / "dashboard.token").string());
     }
     (*store)->enqueue(audit::host_status_record(
-        {{"event", "daemon_start"}, {"pid", getpid()}, {"audit_state", (*store)->status().to_json()}}));
+        {{"event", "daemon_start"}, {"pid", getpid()}, {"audit_state", (*store)->status().to_json()},
+         {"kernel_audit", kaudit ? kaudit->status() : nlohmann::json{{"state", "unavailable: " + kaudit_error}}}}));
     spdlog::info("agentd serving: socket {}{}; audit store {}", cfg->api.unix_path.value_or("(none)"),
                  cfg->api.tcp_host ? ", http " + *cfg->api.tcp_host + ":" + std::to_string((*server)->tcp_port()) : "",
                  cfg->audit.path.string());

@@ -198,7 +198,14 @@ std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPla
         prep.status.dropped.push_back("private /tmp: no grant, the workdir " + workdir +
                                       " is mounted below it (a grant on /tmp would cover the workdir)");
     }
-    if (abi >= 7) prep.restrict_flags = kRestrictLogNewExecOn;
+    // Landlock logs denials to the kernel audit only until the first execve
+    // after landlock_restrict_self unless LOG_NEW_EXEC_ON is set; the tool
+    // runs after exactly that execve (docs/kernel-audit.md).
+    if (abi >= 7)
+        prep.restrict_flags = kRestrictLogNewExecOn;
+    else
+        prep.status.dropped.push_back("audit of the tool's denials (LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON needs "
+                                      "ABI 7, this kernel has " + std::to_string(abi) + ")");
     prep.status.state = LayerState::Enforcing;
     prep.status.detail = "ABI " + std::to_string(abi) + ", " + std::to_string(plan.paths.size()) +
                          " path rules, " + std::to_string(plan.ports.size()) + " port rules" +

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 namespace bulwark {
 
@@ -54,12 +56,24 @@ std::expected<SeccompPrep, std::string> prepare_seccomp(const policy::SeccompPla
     prep.status.state = LayerState::Enforcing;
     prep.status.detail = std::to_string(plan.program.size()) + " BPF instructions, baseline " +
                          (plan.baseline.empty() ? std::string("(unnamed)") : plan.baseline) +
-                         ", canary denied";
+                         ", canary denied, denials logged to kernel audit (SECCOMP_FILTER_FLAG_LOG)";
+    // The kernel logs an action of a FLAG_LOG filter only when its name is
+    // in this sysctl (default: every action but allow).
+    std::ifstream logged("/proc/sys/kernel/seccomp/actions_logged");
+    std::string actions;
+    std::getline(logged, actions);
+    for (const char* a : {"errno", "kill_process", "kill_thread", "trap"})
+        if ((" " + actions + " ").find(std::string(" ") + a + " ") == std::string::npos)
+            prep.status.dropped.push_back(std::string("audit of ") + a + " actions (not in /proc/sys/kernel/seccomp/actions_logged: '" +
+                                          actions + "')");
     return prep;
 }
 
 int seccomp_child_install(const SeccompPrep& prep) {
-    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prep.fprog) != 0) return -errno;
+    // FLAG_LOG: every action but allow reaches the kernel audit (errno
+    // actions are otherwise never logged), where agentd's kernel audit
+    // source turns them into decision records.
+    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_LOG, &prep.fprog) != 0) return -errno;
     return 0;
 }
 

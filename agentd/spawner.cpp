@@ -586,6 +586,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
 
     // (p11) Parent side of the namespaces and cgroups, before the child moves:
     //       v1 limit leaves, uid/gid maps, the BPF policy binding.
+    if (req.on_cgroup) req.on_cgroup(cg.v2_path(), static_cast<pid_t>(pid));
     if (auto r = cg.add_v1(static_cast<pid_t>(pid)); !r)
         return abort_child(RunOutcome::SetupFailed, "cgroup v1: " + r.error().message());
     if (auto r = write_id_maps(static_cast<pid_t>(pid), uid, gid); !r)

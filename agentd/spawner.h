@@ -39,6 +39,11 @@ struct RunRequest {
     // Required for `network:` rules: such tools stay in the host netns.
     std::function<std::expected<std::string, std::string>(int cgroup_v2_fd, const std::string& cgroup_path)>
         attach_bpf;
+    // Called once the run's cgroup v2 leaf exists and the run's first
+    // process (the tool, before its exec) is in it, with that process's host
+    // pid: the kernel audit source maps records to runs by cgroup
+    // (run_registry.h). The caller unregisters after run_tool returns.
+    std::function<void(const std::string& cgroup_v2_path, pid_t pid)> on_cgroup;
     // Bytes written to the tool's stdin (then closed); none: /dev/null. The
     // caller ignores SIGPIPE (a tool may stop reading early).
     std::optional<std::string> stdin_data;

@@ -17,6 +17,7 @@
 #include "grant_json.h"
 #include "metrics.h"
 #include "record_operation.h"
+#include "run_registry.h"
 #include "run_report.h"
 #include "spawner.h"
 #include "tool_catalog.h"
@@ -645,9 +646,24 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
                 if (r.run_id == run_id) r.bpf = binding;
         }
     }
+    std::string run_cgroup;
+    if (opts_.runs)
+        rr.on_cgroup = [&, ctx = RunContext{task_id, run_id, req->tool, version}](const std::string& path, pid_t pid) {
+            run_cgroup = path;
+            opts_.runs->add(path, pid, ctx);
+        };
     auto t_run = std::chrono::steady_clock::now();
     if (opts_.metrics) opts_.metrics->runs_running.fetch_add(1, std::memory_order_relaxed);
     RunReport rep = run_tool(run_bundle, rr);
+    if (!run_cgroup.empty()) {
+        // Kernel audit records of the run arrive asynchronously: before its
+        // exit record (and so before its decisions are read back), wait until
+        // the reader has consumed the audit queue up to the run's end.
+        if (opts_.kernel_audit_barrier && !opts_.kernel_audit_barrier(opts_.kernel_audit_wait))
+            rep.warnings.push_back("kernel audit: the backlog up to the run's end was not consumed within " +
+                                   std::to_string(opts_.kernel_audit_wait.count()) + " ms; decisions may be incomplete");
+        opts_.runs->remove(run_cgroup);
+    }
     if (auto* m = opts_.metrics) {
         m->runs_running.fetch_sub(1, std::memory_order_relaxed);
         m->runs[size_t(rep.outcome)].fetch_add(1, std::memory_order_relaxed);

@@ -35,6 +35,7 @@
 
 namespace bulwark {
 class ToolCatalog;
+class RunRegistry;
 struct Metrics;
 namespace audit {
 class AuditStore;
@@ -67,6 +68,13 @@ struct TaskOptions {
     std::chrono::milliseconds run_start_ack{5000};
     policy::Resolver resolve;         // default: resolve_host (getaddrinfo)
     BpfBinder bpf;                    // empty: runs get no BPF binding
+    // Kernel audit source (kernel_audit.h): each run is registered by its
+    // cgroup while it lives, and after it ends the exec waits (bounded) until
+    // the reader consumed the audit queue up to the end before reading the
+    // run's decisions. Both empty: no kernel audit decisions.
+    RunRegistry* runs = nullptr;
+    std::function<bool(std::chrono::milliseconds)> kernel_audit_barrier;
+    std::chrono::milliseconds kernel_audit_wait{2000};
     Metrics* metrics = nullptr;
 };
 

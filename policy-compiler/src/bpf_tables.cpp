@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "bulwark/policy/match.h"
 
@@ -71,7 +72,8 @@ bw_policy build_policy_header(const Bundle& b) {
     bw_policy h{};
     h.version = 0;
     h.mode = b.mode == Mode::Audit ? BW_MODE_AUDIT : BW_MODE_ENFORCE;
-    h.flags = b.bpf.header.flags & (BW_POL_DENY_PTRACE | BW_POL_DENY_MOUNT | BW_POL_DENY_BPF);
+    h.flags = b.bpf.header.flags & (BW_POL_DENY_PTRACE | BW_POL_DENY_MOUNT | BW_POL_DENY_BPF |
+                                    BW_POL_FILES_ENFORCED | BW_POL_EXEC_ENFORCED);
     h.flags |= file_policy_flags(b);
     switch (b.network.mode) {
         case NetMode::None: h.flags |= BW_POL_NET_NONE; break;
@@ -85,23 +87,31 @@ bw_policy build_policy_header(const Bundle& b) {
 
 std::vector<BpfFileEntry> build_file_entries(const std::vector<FileRule>& files) {
     std::vector<BpfFileEntry> out;
+    std::unordered_map<std::string_view, size_t> index;
+    index.reserve(files.size());
     for (const auto& f : files) {
-        auto it = std::find_if(out.begin(), out.end(),
-                               [&](const BpfFileEntry& e) { return e.path == f.path; });
-        if (it == out.end()) {
+        auto [it, fresh] = index.emplace(f.path, out.size());
+        if (fresh) {
             BpfFileEntry e;
             e.path = f.path;
             e.value.allow_rule_id = BW_NO_RULE;
             e.value.deny_rule_id = BW_NO_RULE;
             out.push_back(std::move(e));
-            it = out.end() - 1;
         }
-        if (f.allow && it->value.allow_rule_id == BW_NO_RULE) it->value.allow_rule_id = f.rule_id;
-        if (f.deny && it->value.deny_rule_id == BW_NO_RULE) it->value.deny_rule_id = f.rule_id;
-        it->value.allow |= f.allow;
-        it->value.deny |= f.deny;
+        auto& v = out[it->second].value;
+        if (f.allow && v.allow_rule_id == BW_NO_RULE) v.allow_rule_id = f.rule_id;
+        if (f.deny && v.deny_rule_id == BW_NO_RULE) v.deny_rule_id = f.rule_id;
+        v.allow |= f.allow;
+        v.deny |= f.deny;
     }
     return out;
+}
+
+std::expected<void, TableError> check_file_capacity(const std::vector<BpfFileEntry>& entries) {
+    if (entries.size() <= BW_MAX_FILE_RULES) return {};
+    return std::unexpected(TableError{"too-many-file-rules", "the policy needs " + std::to_string(entries.size()) +
+                                          " file entries; the map holds " + std::to_string(BW_MAX_FILE_RULES),
+                                      BW_NO_RULE, {}});
 }
 
 std::vector<NetRule> effective_net_rules(const Bundle& b) {
@@ -129,28 +139,45 @@ std::vector<NetRule> effective_net_rules(const Bundle& b) {
     return rules;
 }
 
-std::expected<std::vector<BpfNetEntry>, std::string> build_net_entries(
-    const std::vector<NetRule>& rules) {
-    struct Prefix {
-        Addr16 addr;
-        uint8_t len;
-        std::vector<bw_port_range> own;
-    };
-    std::vector<Prefix> prefixes;
+namespace {
+
+struct PrefixKey {
+    Addr16 addr;
+    uint8_t len;
+    bool operator==(const PrefixKey&) const = default;
+};
+struct PrefixHash {
+    size_t operator()(const PrefixKey& k) const {
+        size_t h = k.len;
+        for (uint8_t b : k.addr) h = h * 131 + b;
+        return h;
+    }
+};
+
+}  // namespace
+
+std::expected<std::vector<BpfNetEntry>, TableError> build_net_entries(const std::vector<NetRule>& rules) {
+    // Distinct prefixes in first-seen order, each with its own ranges.
+    std::vector<PrefixKey> prefixes;
+    std::vector<std::vector<bw_port_range>> own;
+    std::unordered_map<PrefixKey, size_t, PrefixHash> index;
+    std::array<bool, 129> lengths{};
     for (const auto& r : rules) {
         if (r.host)
-            return std::unexpected("network rule " + std::to_string(r.rule_id) + " still names host '" +
-                                   *r.host + "': instantiate the bundle first");
+            return std::unexpected(TableError{"unresolved-host", "network rule " + std::to_string(r.rule_id) + " still names host '" +
+                                                  *r.host + "': instantiate the bundle first",
+                                              r.rule_id, {r.rule_id}});
         if (r.prefix > 128)
-            return std::unexpected("network rule " + std::to_string(r.rule_id) +
-                                   " has prefix length " + std::to_string(r.prefix) + " > 128");
-        Addr16 a = mask_addr(r.addr, r.prefix);
-        auto it = std::find_if(prefixes.begin(), prefixes.end(),
-                               [&](const Prefix& p) { return p.len == r.prefix && p.addr == a; });
-        if (it == prefixes.end()) {
-            prefixes.push_back({a, r.prefix, {}});
-            it = prefixes.end() - 1;
+            return std::unexpected(TableError{"bad-prefix", "network rule " + std::to_string(r.rule_id) + " has prefix length " +
+                                                  std::to_string(r.prefix) + " > 128",
+                                              r.rule_id, {r.rule_id}});
+        PrefixKey k{mask_addr(r.addr, r.prefix), r.prefix};
+        auto [it, fresh] = index.emplace(k, prefixes.size());
+        if (fresh) {
+            prefixes.push_back(k);
+            own.emplace_back();
         }
+        lengths[r.prefix] = true;
         bw_port_range pr{};
         pr.lo = r.port_lo;
         pr.hi = r.port_hi;
@@ -158,35 +185,51 @@ std::expected<std::vector<BpfNetEntry>, std::string> build_net_entries(
         pr.op_mask = r.op_mask;
         pr.action = r.action;
         pr.rule_id = r.rule_id;
-        it->own.push_back(pr);
+        own[it->second].push_back(pr);
     }
+    if (prefixes.size() > BW_MAX_NET_RULES)
+        return std::unexpected(TableError{"too-many-net-rules", "the policy needs " + std::to_string(prefixes.size()) +
+                                              " network prefixes; the map holds " + std::to_string(BW_MAX_NET_RULES),
+                                          BW_NO_RULE, {}});
     // Entries ordered by prefix length, then address.
-    std::stable_sort(prefixes.begin(), prefixes.end(), [](const Prefix& x, const Prefix& y) {
-        if (x.len != y.len) return x.len < y.len;
-        return x.addr < y.addr;
+    std::vector<size_t> order(prefixes.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        if (prefixes[a].len != prefixes[b].len) return prefixes[a].len < prefixes[b].len;
+        return prefixes[a].addr < prefixes[b].addr;
     });
     std::vector<BpfNetEntry> out;
-    for (const auto& p : prefixes) {
+    out.reserve(order.size());
+    for (size_t i : order) {
+        const PrefixKey& p = prefixes[i];
         // Every prefix containing this one (itself included), least specific first.
         std::vector<bw_port_range> ranges;
-        for (const auto& q : prefixes)
-            if (q.len <= p.len && prefix_contains(q.addr, q.len, p.addr))
-                ranges.insert(ranges.end(), q.own.begin(), q.own.end());
+        for (unsigned len = 0; len <= p.len; ++len) {
+            if (!lengths[len]) continue;
+            auto it = index.find(PrefixKey{mask_addr(p.addr, uint8_t(len)), uint8_t(len)});
+            if (it != index.end()) ranges.insert(ranges.end(), own[it->second].begin(), own[it->second].end());
+        }
         std::stable_sort(ranges.begin(), ranges.end(), range_before);
         std::vector<bw_port_range> uniq;
         for (const auto& r : ranges)
             if (uniq.empty() || !same_range(uniq.back(), r)) uniq.push_back(r);
-        if (uniq.size() > BW_PORT_RANGES_MAX)
-            return std::unexpected("network prefix " + format_cidr(p.addr, p.len) + " needs " +
-                                   std::to_string(uniq.size()) + " port ranges (with those of the " +
-                                   "prefixes containing it); the kernel table holds " +
-                                   std::to_string(BW_PORT_RANGES_MAX));
-        BpfNetEntry e;
+        if (uniq.size() > BW_PORT_RANGES_MAX) {
+            TableError e{"too-many-port-ranges", "network prefix " + format_cidr(p.addr, p.len) + " needs " + std::to_string(uniq.size()) +
+                             " port ranges (with those of the prefixes containing it); an entry holds " +
+                             std::to_string(BW_PORT_RANGES_MAX),
+                         BW_NO_RULE, {}};
+            e.at_rule = own[i].front().rule_id;
+            for (const auto& r : uniq)
+                if (std::find(e.rule_ids.begin(), e.rule_ids.end(), r.rule_id) == e.rule_ids.end())
+                    e.rule_ids.push_back(r.rule_id);
+            return std::unexpected(std::move(e));
+        }
+        BpfNetEntry e{};
         e.key.prefixlen = 32u + p.len;
         e.key.policy_id = 0;
         std::memcpy(e.key.addr, p.addr.data(), 16);
         e.value.count = static_cast<uint32_t>(uniq.size());
-        for (size_t k = 0; k < uniq.size(); ++k) e.value.ranges[k] = uniq[k];
+        std::copy(uniq.begin(), uniq.end(), e.value.ranges);
         out.push_back(e);
     }
     return out;
@@ -195,9 +238,11 @@ std::expected<std::vector<BpfNetEntry>, std::string> build_net_entries(
 std::expected<void, std::string> rebuild_bpf_tables(Bundle& b) {
     auto net = build_net_entries(b.network.mode == NetMode::Rules ? effective_net_rules(b)
                                                                    : std::vector<NetRule>{});
-    if (!net) return std::unexpected(net.error());
+    if (!net) return std::unexpected(net.error().message);
+    auto files = build_file_entries(b.files);
+    if (auto ok = check_file_capacity(files); !ok) return std::unexpected(ok.error().message);
     b.bpf.header = build_policy_header(b);
-    b.bpf.files = build_file_entries(b.files);
+    b.bpf.files = std::move(files);
     b.bpf.net = std::move(*net);
     return {};
 }

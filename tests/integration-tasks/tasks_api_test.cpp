@@ -256,9 +256,15 @@ TEST_CASE("kill -9 of agentd during a run: the tool dies, a restart leaves nothi
     auto d = std::make_unique<Daemon>();
     uint64_t id = create_task(*d, {{"tools", {"sh"}}});
     pid_t daemon_pid = d->child->pid;
-    std::thread runner([&] { d->exec(id, {{"tool", "sh"}, {"argv", {"sh", "-c", "while :; do :; done"}}}); });
+    std::jthread runner([&] { d->exec(id, {{"tool", "sh"}, {"argv", {"sh", "-c", "while :; do :; done"}}}); });
+    // A failed REQUIRE below must not leave the daemon and its tool running.
+    struct KillOnExit {
+        pid_t pid;
+        ~KillOnExit() { ::kill(pid, SIGKILL); }
+    } guard{daemon_pid};
     uint64_t run = 0;
-    for (int i = 0; i < 100 && !run; ++i) {
+    // Generous waits: the machine may be loaded by parallel tiers.
+    for (int i = 0; i < 400 && !run; ++i) {
         auto t = d->call("GET", "/v1/tasks/" + std::to_string(id)).body;
         if (t["running"] == 1) run = t["runs"][0]["run_id"];
         std::this_thread::sleep_for(50ms);
@@ -274,7 +280,7 @@ TEST_CASE("kill -9 of agentd during a run: the tool dies, a restart leaves nothi
     // The tool died with its supervisor (parent-death signal; it was pid 1 of
     // its pid namespace): within a moment no process is left in any leaf.
     bool empty = false;
-    for (int i = 0; i < 100 && !empty; ++i) {
+    for (int i = 0; i < 400 && !empty; ++i) {
         empty = run_leaves(prefix).processes == 0;
         if (!empty) std::this_thread::sleep_for(50ms);
     }

@@ -163,3 +163,32 @@ TEST_CASE("syscalls are decided by the compiled seccomp program", "[evaluator][c
     CHECK_THAT(d.explanation, Catch::Contains("errno 1"));
     CHECK(evaluate(b, syscall("no_such_call")).verdict == Verdict::Deny);
 }
+
+TEST_CASE("rebuilding keeps a present files: section enforcing when no rule is left in it", "[evaluator][tables]") {
+    Bundle b = compiled();
+    REQUIRE((b.bpf.header.flags & BW_POL_FILES_ENFORCED) != 0);
+    Bundle r = b;
+    std::erase_if(r.network.rules, [](const NetRule& n) { return n.host.has_value(); });
+    r.files.clear();  // e.g. a grant that leaves nothing readable
+    REQUIRE(rebuild_bpf_tables(r));
+    CHECK(r.bpf.files.empty());
+    CHECK((r.bpf.header.flags & BW_POL_FILES_ENFORCED) != 0);  // deny everything, never allow everything
+}
+
+TEST_CASE("tables that do not fit are refused with a code, never truncated", "[evaluator][tables]") {
+    std::vector<FileRule> many;
+    for (uint32_t i = 0; i <= BW_MAX_FILE_RULES; ++i) many.push_back({"/srv/f" + std::to_string(i), BW_FS_READ, 0, i});
+    auto entries = build_file_entries(many);
+    CHECK(entries.size() == BW_MAX_FILE_RULES + 1);
+    auto fit = check_file_capacity(entries);
+    REQUIRE_FALSE(fit);
+    CHECK(fit.error().code == "too-many-file-rules");
+
+    NetRule host;
+    host.host = "example.org";
+    host.rule_id = 7;
+    auto net = build_net_entries({host});
+    REQUIRE_FALSE(net);
+    CHECK(net.error().code == "unresolved-host");
+    CHECK(net.error().at_rule == 7);
+}

@@ -3,9 +3,9 @@
 // read (bulwark_abi.h). instantiate() and grants rebuild them after changing
 // paths or network rules; the reference evaluator's table path reads them.
 //
-// These builders belong with the compiler's map emitters; they are kept here,
-// separate and self-contained, so the two can be unified into one function
-// once both are on main (the table contract is documented in bulwark_abi.h).
+// The compiler's emit-bpf pass builds its tables with these same functions,
+// so a compiled bundle and a rebuilt one cannot drift apart (the table
+// contract is documented in bulwark_abi.h).
 #include <expected>
 #include <string>
 #include <vector>
@@ -24,23 +24,39 @@ uint32_t unrestricted_file_rights(const Bundle& b);
 uint32_t file_policy_flags(const Bundle& b);
 
 // bw_policy for the bundle: mode, file and network flags, socket masks.
-// Flags this module does not own (DENY_PTRACE/MOUNT/BPF) are kept from
-// b.bpf.header; version stays 0 (filled by the loader).
+// Flags set from outside the rules are kept from b.bpf.header: DENY_PTRACE/
+// MOUNT/BPF (from the seccomp allow-list) and FILES/EXEC_ENFORCED (a present
+// `files:` or `exec:` section enforces even when no rule is left in it, so
+// rebuilding never drops enforcement); rules add FILES/EXEC_ENFORCED. version
+// stays 0 (filled by the loader).
 bw_policy build_policy_header(const Bundle& b);
 
 // One entry per distinct path, in first-appearance order: allow and deny are
 // the unions of the rules on that exact path; allow_rule_id / deny_rule_id is
 // the first rule (source order) contributing allow / deny bits, BW_NO_RULE
-// when there is none. Paths must already be instantiated.
+// when there is none. Paths must already be instantiated. Entries beyond
+// BW_MAX_FILE_RULES are the caller's to refuse (check_file_capacity).
 std::vector<BpfFileEntry> build_file_entries(const std::vector<FileRule>& files);
+
+// Why a set of tables cannot be loaded: a diagnostic code, the message, the
+// rule to point at (BW_NO_RULE when the policy as a whole is at fault) and
+// the distinct rules that contributed to the entry that does not fit.
+struct TableError {
+    std::string code;  // too-many-file-rules, too-many-net-rules, too-many-port-ranges, unresolved-host, bad-prefix
+    std::string message;
+    uint32_t at_rule = BW_NO_RULE;
+    std::vector<uint32_t> rule_ids;
+};
+
+// Refuses more file entries than the kernel map holds.
+std::expected<void, TableError> check_file_capacity(const std::vector<BpfFileEntry>& entries);
 
 // The network rules the kernel sees in NetMode::Rules: the bundle's rules
 // plus one allow rule per `dns:` resolver (connect+send, tcp+udp, port 53)
 // unless an identical rule is already present.
 std::vector<NetRule> effective_net_rules(const Bundle& b);
 
-// Order of ranges inside an LPM entry, as the compiler's emitter writes them
-// (emit_bpf.cpp): deny before allow, then by lo, hi, protocols, operations;
+// Order of ranges inside an LPM entry: deny before allow, then by lo, hi, protocols, operations;
 // a stable sort of the containing prefixes' ranges, least specific first.
 // The kernel takes the first matching deny, else the first matching allow,
 // so this order also fixes which rule a decision is attributed to.
@@ -48,14 +64,13 @@ bool range_before(const bw_port_range& a, const bw_port_range& b);
 // Identical ranges (rule id aside) are kept once, the first.
 bool same_range(const bw_port_range& a, const bw_port_range& b);
 
-// LPM entries, byte-identical to the compiler's emitter: one per distinct
+// LPM entries: one per distinct
 // prefix, ordered by prefix length then address; each carries the ranges of
 // every prefix containing it (itself included), sorted by range_before and
 // deduplicated, so the longest match alone decides. Fails when a rule still
-// names a host or an entry needs more than BW_PORT_RANGES_MAX ranges
-// (nothing is truncated).
-std::expected<std::vector<BpfNetEntry>, std::string> build_net_entries(
-    const std::vector<NetRule>& rules);
+// names a host, there are more than BW_MAX_NET_RULES prefixes or an entry
+// needs more than BW_PORT_RANGES_MAX ranges (nothing is truncated).
+std::expected<std::vector<BpfNetEntry>, TableError> build_net_entries(const std::vector<NetRule>& rules);
 
 // Rebuilds b.bpf (header, files, net) from b's rules.
 std::expected<void, std::string> rebuild_bpf_tables(Bundle& b);
