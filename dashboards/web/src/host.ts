@@ -45,6 +45,9 @@ export class HostView {
         el("p", {}, `agentd ${health.version}: ${health.status}${health.accepting_runs ? ", accepting runs" : ", REFUSING new runs"}; audit store ${audit.state ?? "?"}${audit.reason ? " (" + audit.reason + ")" : ""}`),
         el("p", { class: "small" }, `kernel ${host.kernel ?? "?"}; LSMs ${host.lsm || "unknown"}; BTF ${host.btf ? "yes" : "no"}; bpffs ${host.bpffs ? "yes" : "no"}`),
         table(["layer", "state", "in force / why not", "programs"], layers, "layers"),
+        host.kernel_audit
+          ? el("p", { class: "small", id: "host-kaudit" }, `kernel audit log (Landlock and seccomp denials): ${kauditLine(host.kernel_audit)}`)
+          : null,
         el("h3", {}, "Hardening"),
         el("p", { class: "small" }, host.hardening?.detail ?? ""),
       ),
@@ -82,4 +85,11 @@ async function fetchHealth(): Promise<any> {
     if (e?.status === 503) return { status: "refusing", accepting_runs: false };
     throw e;
   }
+}
+
+function kauditLine(k: any): string {
+  if (typeof k !== "object" || k === null) return String(k);
+  return Object.entries(k)
+    .map(([key, v]) => `${key} ${typeof v === "object" ? JSON.stringify(v) : String(v)}`)
+    .join("; ");
 }
