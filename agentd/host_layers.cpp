@@ -64,7 +64,60 @@ json hardening_facts() {
     return {{"arch", cpu.arch}, {"mte", cpu.mte}, {"detail", d}};
 }
 
+int state_rank(std::string_view s) {
+    if (s == "enforcing") return 0;
+    if (s == "observing") return 1;
+    if (s == "attached") return 2;
+    return 3;
+}
+
 }  // namespace
+
+json bpf_layers_from_status(const json& status) {
+    static const char* kNames[] = {"bpf_lsm", "sock_addr", "monitor"};
+    json out = json::object();
+    const json* progs = status.is_object() && status.contains("programs") && status["programs"].is_object()
+                            ? &status["programs"]
+                            : nullptr;
+    if (!progs) {
+        std::string why = status.is_object() && status.contains("state") && status["state"].is_string()
+                              ? status["state"].get<std::string>()
+                              : "no BPF status";
+        if (why.starts_with("unavailable: ")) why = why.substr(13);
+        for (const char* n : kNames) out[n] = layer("unavailable", why);
+        return out;
+    }
+    struct Acc {
+        int worst = -1;
+        std::string reason;
+        json lines = json::array();
+    };
+    std::map<std::string, Acc> acc;
+    for (const auto& [section, v] : progs->items()) {
+        std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+        std::string word = text.substr(0, text.find(':'));
+        std::string name = section.starts_with("lsm") ? "bpf_lsm" : section.starts_with("cgroup") ? "sock_addr" : "monitor";
+        Acc& a = acc[name];
+        a.lines.push_back(section + ": " + text);
+        int rank = state_rank(word);
+        if (rank > 1 && a.reason.empty()) a.reason = section + ": " + text;
+        a.worst = std::max(a.worst, rank);
+    }
+    static const char* kStates[] = {"enforcing", "observing", "attached", "unavailable"};
+    for (const char* n : kNames) {
+        auto it = acc.find(n);
+        if (it == acc.end()) {
+            out[n] = layer("unavailable", "no program of this layer was loaded");
+            continue;
+        }
+        json l = layer(kStates[it->second.worst], it->second.reason.empty()
+                                                      ? std::to_string(it->second.lines.size()) + " programs proven by canaries"
+                                                      : it->second.reason);
+        l["programs"] = std::move(it->second.lines);
+        out[n] = std::move(l);
+    }
+    return out;
+}
 
 json probe_host_layers(const std::vector<bpf::ProgramStatus>* programs) {
     json layers = json::object();
