@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include <spdlog/spdlog.h>
@@ -14,10 +15,12 @@
 #include "audit_db.h"
 #include "cgroup.h"
 #include "config.h"
+#include "dashboard.h"
 #include "event_bus.h"
 #include "http_api.h"
 #include "http_server.h"
 #include "http_tasks.h"
+#include "host_layers.h"
 #include "kernel_audit.h"
 #include "run_registry.h"
 #include "tasks.h"
@@ -34,6 +37,7 @@ struct ServeArgs {
     std::string work_root;
     std::string socket;
     std::string http;
+    std::string dashboard_assets;
     std::string log_level;
 };
 
@@ -68,7 +72,10 @@ int run_serve(const ServeArgs& a) {
     if (!a.rules_dir.empty()) cfg->rules_dir = a.rules_dir;
     if (!a.work_root.empty()) cfg->work_root = a.work_root;
     if (!a.socket.empty()) cfg->api.unix_path = a.socket;
-    if (!a.http.empty()) {
+    if (a.http == "off") {
+        cfg->api.tcp_host.reset();
+        cfg->dashboard.listen.reset();
+    } else if (!a.http.empty()) {
         auto l = parse_listen(a.http);
         if (!l) {
             std::cerr << "--http: " << l.error() << "\n";
@@ -77,6 +84,7 @@ int run_serve(const ServeArgs& a) {
         cfg->api.tcp_host = l->first;
         cfg->api.tcp_port = l->second;
     }
+    if (!a.dashboard_assets.empty()) cfg->dashboard.assets_dir = a.dashboard_assets;
     if (!a.log_level.empty()) cfg->log_level = a.log_level;
     spdlog::set_level(spdlog::level::from_str(cfg->log_level));
 
@@ -139,23 +147,81 @@ int run_serve(const ServeArgs& a) {
     if (!ensure_dir(topts.work_root, 0711)) return 1;
     TaskManager tasks(*catalog, store->get(), topts);
 
+    // The dashboard: with no api.http configured it gets a loopback listener
+    // of its own (a soft default: skipped when the port is taken), and the
+    // browser a fresh token in <state_dir>/dashboard.token.
+    bool default_listener = false;
+    if (!cfg->api.tcp_host && cfg->dashboard.enabled && cfg->dashboard.listen) {
+        cfg->api.tcp_host = cfg->dashboard.listen->first;
+        cfg->api.tcp_port = cfg->dashboard.listen->second;
+        default_listener = true;
+    }
+    std::string dashboard_token;
+    if (cfg->api.tcp_host && cfg->dashboard.enabled) {
+        auto t = dashboard::create_token(cfg->state_dir);
+        if (!t) {
+            spdlog::critical("dashboard token: {}", t.error());
+            return 1;
+        }
+        dashboard_token = std::move(*t);
+        cfg->api.token_sha256.push_back(http::sha256(dashboard_token));
+    }
+    std::shared_ptr<const dashboard::Assets> assets;
+    if (cfg->dashboard.enabled) {
+        auto dir = cfg->dashboard.assets_dir.empty() ? dashboard::default_assets_dir() : cfg->dashboard.assets_dir;
+        auto loaded = dashboard::Assets::load(dir);
+        if (loaded)
+            assets = std::make_shared<const dashboard::Assets>(std::move(*loaded));
+        else
+            spdlog::warn("dashboard assets: {}; the page is not served", loaded.error());
+    }
+
     http::Router router;
     http::ApiContext ctx;
     ctx.store = store->get();
     ctx.bus = &bus;
     ctx.metrics = &metrics;
     ctx.openapi_json = std::string(http::openapi_document());
-    ctx.host_status = [&kaudit, &kaudit_error] {
-        return nlohmann::json{{"kernel_audit", kaudit ? kaudit->status()
-                                                     : nlohmann::json{{"state", "unavailable: " + kaudit_error}}}};
+    // The layers are probed once (canaries); BPF programs are not loaded by
+    // this daemon yet, and the status says so. The kernel audit reader's
+    // state is live.
+    auto host_status = std::make_shared<const nlohmann::json>(probe_host_layers(nullptr));
+    (*store)->enqueue(audit::host_status_record({{"event", "host_layers"}, {"host", *host_status}}));
+    ctx.host_status = [host_status, &kaudit, &kaudit_error] {
+        nlohmann::json j = *host_status;
+        j["kernel_audit"] = kaudit ? kaudit->status() : nlohmann::json{{"state", "unavailable: " + kaudit_error}};
+        return j;
     };
     http::register_v1_routes(router, ctx);
     http::register_task_routes(router, {.catalog = &*catalog, .tasks = &tasks, .store = store->get()});
+    if (cfg->dashboard.enabled) dashboard::register_routes(router, assets);
 
     auto server = http::HttpServer::start(cfg->api, router, &metrics);
+    if (!server && default_listener) {
+        spdlog::warn("dashboard listener {}:{}: {}; serving without it (set dashboard.listen or --http)",
+                     *cfg->api.tcp_host, cfg->api.tcp_port, server.error());
+        cfg->api.tcp_host.reset();
+        dashboard_token.clear();
+        server = http::HttpServer::start(cfg->api, router, &metrics);
+    }
     if (!server) {
         spdlog::critical("API server: {}", server.error());
         return 1;
+    }
+    if (!dashboard_token.empty()) {
+        std::string host = *cfg->api.tcp_host == "::1" ? "[::1]" : *cfg->api.tcp_host;
+        // The token opens the API. Under systemd (JOURNAL_STREAM: stdout
+        // goes to the journal, which more users read) only the file is named;
+        // the token is in <state_dir>/dashboard.token (0600) either way.
+        auto tf = (cfg->state_dir / "dashboard.token").string();
+        if (std::getenv("JOURNAL_STREAM"))
+            std::cout << "dashboard: http://" << host << ":" << (*server)->tcp_port() << "/#token=$(cat " << tf
+                      << ")" << std::endl;
+        else
+            std::cout << "dashboard: http://" << host << ":" << (*server)->tcp_port() << "/#token=" << dashboard_token
+                      << std::endl;
+        spdlog::info("dashboard on http://{}:{}/ (token in {})", host, (*server)->tcp_port(),
+                     (cfg->state_dir / "dashboard.token").string());
     }
     (*store)->enqueue(audit::host_status_record(
         {{"event", "daemon_start"}, {"pid", getpid()}, {"audit_state", (*store)->status().to_json()},
@@ -184,7 +250,9 @@ void register_serve(CLI::App& app) {
     serve->add_option("--rules", args->rules_dir, "directory of rule files served as tools (default: the shipped rules)");
     serve->add_option("--work-root", args->work_root, "default task work directories (default /var/lib/bulwark-tasks)");
     serve->add_option("--socket", args->socket, "unix socket path (default /run/bulwark/agentd.sock)");
-    serve->add_option("--http", args->http, "also listen on HTTP, loopback only, e.g. 127.0.0.1:7878");
+    serve->add_option("--http", args->http,
+                      "HTTP listener, loopback only (default 127.0.0.1:7878 for the dashboard); off: none");
+    serve->add_option("--dashboard-assets", args->dashboard_assets, "directory of the built dashboard page");
     serve->add_option("--log-level", args->log_level, "trace, debug, info, warn, error");
     serve->callback([args] { throw CLI::RuntimeError(run_serve(*args)); });
 

@@ -77,7 +77,7 @@ private:
 
 void apply(DaemonConfig& c, const YAML::Node& root, const Reader& r) {
     if (root.IsNull()) return;  // empty file: defaults
-    r.check_keys(root, "top level", {"state_dir", "rules_dir", "work_root", "log_level", "api", "audit"});
+    r.check_keys(root, "top level", {"state_dir", "rules_dir", "work_root", "log_level", "api", "audit", "dashboard"});
     if (auto n = root["work_root"]) {
         c.work_root = r.str(n, "work_root");
         if (!c.work_root.is_absolute()) r.fail(n, "'work_root' must be an absolute path");
@@ -150,6 +150,28 @@ void apply(DaemonConfig& c, const YAML::Node& root, const Reader& r) {
             a.read_timeout = std::chrono::milliseconds(r.u64(n, "api.read_timeout_ms", 100, 3600000));
         if (auto n = api["write_timeout_ms"])
             a.write_timeout = std::chrono::milliseconds(r.u64(n, "api.write_timeout_ms", 100, 3600000));
+    }
+    if (auto d = root["dashboard"]) {
+        r.check_keys(d, "dashboard", {"enabled", "listen", "assets_dir"});
+        if (auto n = d["enabled"]) {
+            auto v = r.str(n, "dashboard.enabled");
+            if (v != "true" && v != "false") r.fail(n, "'dashboard.enabled' must be true or false");
+            c.dashboard.enabled = v == "true";
+        }
+        if (auto n = d["listen"]) {
+            auto v = r.str(n, "dashboard.listen");
+            if (v == "off") {
+                c.dashboard.listen.reset();
+            } else {
+                auto l = parse_listen(v);
+                if (!l) r.fail(n, l.error());
+                c.dashboard.listen = *l;
+            }
+        }
+        if (auto n = d["assets_dir"]) {
+            c.dashboard.assets_dir = r.str(n, "dashboard.assets_dir");
+            if (!c.dashboard.assets_dir.is_absolute()) r.fail(n, "'dashboard.assets_dir' must be an absolute path");
+        }
     }
     if (auto au = root["audit"]) {
         r.check_keys(au, "audit",

@@ -21,6 +21,11 @@
 //     uri_limit_bytes: 8192
 //     read_timeout_ms: 10000
 //     write_timeout_ms: 10000
+//   dashboard:
+//     enabled: true                    # serve the page; token in <state_dir>/dashboard.token
+//     listen: 127.0.0.1:7878           # when api.http is not set; "off": none. A default
+//                                      # listener whose port is taken is skipped (warned)
+//     assets_dir: /usr/local/share/bulwark/dashboard   # default: installed, else build tree
 //   audit:
 //     queue_capacity: 65536
 //     batch_rows: 8192
@@ -31,12 +36,22 @@
 //     retention_days: 30               # 0 = keep forever
 #include <expected>
 #include <filesystem>
+#include <optional>
+#include <utility>
 #include <string>
 
 #include "audit_db.h"
 #include "http_server.h"
 
 namespace bulwark {
+
+struct DashboardConfig {
+    bool enabled = true;
+    // The listener used when api.http is not configured (soft: skipped with a
+    // warning when the port is taken); nullopt: none.
+    std::optional<std::pair<std::string, uint16_t>> listen = std::pair<std::string, uint16_t>{"127.0.0.1", 7878};
+    std::filesystem::path assets_dir;  // empty: dashboard::default_assets_dir()
+};
 
 struct DaemonConfig {
     std::filesystem::path state_dir = "/var/lib/bulwark";
@@ -48,6 +63,7 @@ struct DaemonConfig {
     std::string log_level = "info";
     http::ServerConfig api;
     audit::StoreOptions audit;  // path is state_dir/audit.db unless set
+    DashboardConfig dashboard;
 };
 
 DaemonConfig default_config();

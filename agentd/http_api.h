@@ -79,6 +79,9 @@ struct RouteOptions {
     bool websocket = false;  // the handler runs for an Upgrade: websocket request only
     bool offload = false;    // may block (database): run on the worker pool
     bool long_running = false;  // with offload: blocks for a whole tool run; own pool
+    // TCP: served without a bearer token (Host and Origin are still checked).
+    // Only for static dashboard assets that hold no data.
+    bool public_asset = false;
 };
 
 class Router {

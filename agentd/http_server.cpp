@@ -194,7 +194,39 @@ private:
         return false;
     }
 
-    std::optional<ApiResponse> authorize(const bh::request<bh::string_body>& req) {
+    // A browser cannot set Authorization on a WebSocket: it offers the token
+    // as the subprotocol "bulwark.token.<token>" next to "bulwark.v1", and
+    // the server answers with "bulwark.v1" (the token is never echoed).
+    static constexpr std::string_view kTokenProtocol = "bulwark.token.";
+    static constexpr std::string_view kWsProtocol = "bulwark.v1";
+    static std::vector<std::string_view> ws_protocols(const bh::request<bh::string_body>& req) {
+        std::vector<std::string_view> out;
+        for (auto it = req.find(bh::field::sec_websocket_protocol); it != req.end() && it->name() == bh::field::sec_websocket_protocol; ++it) {
+            std::string_view v(it->value().data(), it->value().size());
+            while (!v.empty()) {
+                auto comma = v.find(',');
+                auto item = v.substr(0, comma);
+                while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+                while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+                if (!item.empty()) out.push_back(item);
+                if (comma == std::string_view::npos) break;
+                v.remove_prefix(comma + 1);
+            }
+        }
+        return out;
+    }
+
+    std::optional<ApiResponse> check_token(std::string_view token) const {
+        auto h = sha256(token);
+        int match = 0;
+        for (const auto& t : srv_.cfg.token_sha256) match |= CRYPTO_memcmp(h.data(), t.data(), h.size()) == 0;
+        if (match) return std::nullopt;
+        auto r = error_response(401, "bad_token", "token not accepted");
+        r.headers.emplace_back("WWW-Authenticate", "Bearer error=\"invalid_token\"");
+        return r;
+    }
+
+    std::optional<ApiResponse> authorize(const bh::request<bh::string_body>& req, bool public_asset) {
         if (!tcp_) {
             if (peer_allowed()) return std::nullopt;
             return error_response(403, "forbidden_peer",
@@ -208,7 +240,12 @@ private:
         if (auto o = req.find(bh::field::origin); o != req.end() &&
             !origin_allowed(std::string_view(o->value().data(), o->value().size()), srv_.bound_port))
             return error_response(403, "forbidden_origin", "cross-origin requests are refused");
+        if (public_asset) return std::nullopt;
         auto auth = req.find(bh::field::authorization);
+        if (auth == req.end() && ws::is_upgrade(req)) {
+            for (auto p : ws_protocols(req))
+                if (p.starts_with(kTokenProtocol)) return check_token(p.substr(kTokenProtocol.size()));
+        }
         if (auth == req.end()) {
             auto r = error_response(401, "missing_token", "send Authorization: Bearer <token>");
             r.headers.emplace_back("WWW-Authenticate", "Bearer");
@@ -220,35 +257,29 @@ private:
             r.headers.emplace_back("WWW-Authenticate", "Bearer");
             return r;
         }
-        auto h = sha256(v.substr(7));
-        int match = 0;
-        for (const auto& t : srv_.cfg.token_sha256) match |= CRYPTO_memcmp(h.data(), t.data(), h.size()) == 0;
-        if (!match) {
-            auto r = error_response(401, "bad_token", "token not accepted");
-            r.headers.emplace_back("WWW-Authenticate", "Bearer error=\"invalid_token\"");
-            return r;
-        }
-        return std::nullopt;
+        return check_token(v.substr(7));
     }
 
     void on_request() {
         auto& req = parser_->get();
         unsigned version = req.version();
         bool keep = req.keep_alive();
-        // a refused caller gets its answer and the connection ends
-        if (auto denied = authorize(req)) return respond(std::move(*denied), true, version);
-
         ApiRequest ar;
         ar.method = std::string(req.method_string());
         std::string_view target(req.target().data(), req.target().size());
         auto qpos = target.find('?');
         auto path = percent_decode(target.substr(0, qpos), false);
-        if (!path) return respond(error_response(400, "bad_target", "malformed percent-encoding in path"), true, version);
+        if (!path) {
+            if (auto denied = authorize(req, false)) return respond(std::move(*denied), true, version);
+            return respond(error_response(400, "bad_target", "malformed percent-encoding in path"), true, version);
+        }
         ar.path = std::move(*path);
         if (qpos != std::string_view::npos) {
             auto q = parse_query(target.substr(qpos + 1));
-            if (!q)
+            if (!q) {
+                if (auto denied = authorize(req, false)) return respond(std::move(*denied), true, version);
                 return respond(error_response(400, "bad_query", "malformed or repeated query parameter"), true, version);
+            }
             ar.query = std::move(*q);
         }
         for (const auto& f : req) ar.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
@@ -257,6 +288,10 @@ private:
 
         ApiResponse err;
         const Router::Route* route = srv_.router.match(ar.method, ar.path, ar.params, err);
+        // a refused caller gets its answer and the connection ends; an
+        // unknown path is not told apart from a known one before the token
+        if (auto denied = authorize(req, route && route->opts.public_asset))
+            return respond(std::move(*denied), true, version);
         if (!route) return respond(std::move(err), !keep, version);
 
         if (route->opts.websocket) {
@@ -381,7 +416,15 @@ private:
         ws_ = std::make_unique<ws::stream<Socket>>(std::move(sock_));
         ws_->set_option(ws::stream_base::timeout{srv_.cfg.write_timeout, srv_.cfg.stream_keepalive * 2, true});
         ws_->read_message_max(64 * 1024);
-        ws_->set_option(ws::stream_base::decorator([](ws::response_type& r) { r.set(bh::field::server, "bulwark-agentd"); }));
+        // Echo one offered subprotocol (a browser drops the connection
+        // otherwise): "bulwark.v1", never the token.
+        std::string proto;
+        for (auto p : ws_protocols(req))
+            if (p == kWsProtocol) proto = std::string(p);
+        ws_->set_option(ws::stream_base::decorator([proto](ws::response_type& r) {
+            r.set(bh::field::server, "bulwark-agentd");
+            if (!proto.empty()) r.set(bh::field::sec_websocket_protocol, proto);
+        }));
         auto reqp = std::make_shared<bh::request<bh::string_body>>(std::move(req));
         ws_->async_accept(*reqp, [self = shared_from_this(), reqp](error_code ec) {
             if (ec) return self->close();

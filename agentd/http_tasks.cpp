@@ -4,6 +4,8 @@
 #include "http_tasks.h"
 
 #include <charconv>
+#include <fstream>
+#include <sstream>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -333,6 +335,11 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
         if (!t) return error_response(404, "unknown_tool", "no tool named '" + req.params.at("name") + "'");
         json j = ToolCatalog::summary(*t);
         j["bundle"] = policy::bundle_to_json(t->bundle);
+        // the rule file's text as served (the starting point of a replay candidate)
+        std::ifstream in(t->source, std::ios::binary);
+        std::ostringstream text;
+        if (in) text << in.rdbuf();
+        j["rules_text"] = in ? json(text.str()) : json(nullptr);
         return json_response(200, j);
     });
     r.add("GET", "/v1/tools/{name}/explain", [ctx](const ApiRequest& req) {
@@ -387,6 +394,31 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
         auto id = task_id_param(req, bad);
         return id ? reply(ctx.tasks->get(*id)) : bad;
     });
+    r.add(
+        "GET", "/v1/tasks/{id}/denials",
+        [ctx](const ApiRequest& req) {
+            ApiResponse bad;
+            auto id = task_id_param(req, bad);
+            if (!id) return bad;
+            uint64_t after = 0;
+            uint32_t limit = 100;
+            for (const auto& [k, v] : req.query) {
+                uint64_t n = 0;
+                auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+                bool num = !v.empty() && ec == std::errc() && p == v.data() + v.size();
+                if (k == "after_seq" && num)
+                    after = n;
+                else if (k == "limit" && num && n >= 1 && n <= 1000)
+                    limit = uint32_t(n);
+                else if (k == "after_seq" || k == "limit")
+                    return error_response(400, "bad_parameter",
+                                          "'" + k + "' must be " + (k == "limit" ? "1..1000" : "a non-negative integer"));
+                else
+                    return error_response(400, "bad_parameter", "unknown query parameter '" + k + "'");
+            }
+            return reply(ctx.tasks->denials(*id, after, limit));
+        },
+        {.offload = true});
     r.add("DELETE", "/v1/tasks/{id}", [ctx](const ApiRequest& req) {
         ApiResponse bad;
         auto id = task_id_param(req, bad);

@@ -526,6 +526,10 @@ json explain_denial(const json& row, const audit::AuditRecord& rec, const policy
     }
     auto now = policy::evaluate(narrowed, *op);
     d["explanation"] = now.explanation;
+    // A layer that cannot name its rule (a Landlock or seccomp denial from
+    // the kernel's audit log): the rule the policy decides it with.
+    if (rec.rule_file.empty() && rec.rule_id == BW_NO_RULE && now.rule_id != BW_NO_RULE)
+        d["rule"] = policy::describe_rule(narrowed, now.rule_id);
     if (has_grant) {
         auto base = policy::evaluate(tool, *op);
         if (base.verdict == policy::Verdict::Allow) {
@@ -541,6 +545,7 @@ json explain_denial(const json& row, const audit::AuditRecord& rec, const policy
             d["grant_would_allow"] = {
                 {"message", "the tool's rules allow this (" + policy::describe_rule(tool, base.rule_id) +
                                 "); the task's grant does not. A grant that also names it would allow it."},
+                {"tool_rule", policy::describe_rule(tool, base.rule_id)},
                 {"grant", suggestion}};
         }
     }
@@ -732,7 +737,8 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
             {{"exit_status", rep.exit_status()}, {"outcome", outcome_name(rep.outcome)},
              {"cpu_user_us", rep.usage.cpu_user_us}, {"cpu_system_us", rep.usage.cpu_system_us},
              {"peak_memory_bytes", rep.usage.peak_memory_bytes}, {"wall_us", rep.usage.wall_us},
-             {"error", rep.error}, {"denials", rep.denials}}));
+             {"error", rep.error}, {"denials", rep.denials}, {"hardening", rep.hardening},
+             {"layers", to_json(rep)["layers"]}}));
         if (seq) store_->wait_committed(*seq, std::chrono::milliseconds(5000));
         audit::Query q;
         q.run_id = run_id;
@@ -774,6 +780,45 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         opts_.metrics->run_latency.observe(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count());
     return out;
+}
+
+std::expected<json, ApiError> TaskManager::denials(uint64_t id, uint64_t after_seq, uint32_t limit) const {
+    if (!store_) return err(503, "no_store", "the audit store is not open");
+    using Pair = std::pair<std::shared_ptr<const policy::Bundle>, std::shared_ptr<const policy::Bundle>>;
+    std::map<std::pair<uint64_t, std::string>, std::pair<Pair, bool>> by_epoch;  // (version, tool)
+    std::map<std::string, std::pair<Pair, bool>> current;
+    {
+        std::lock_guard lk(mu_);
+        auto it = tasks_.find(id);
+        if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
+        const Task& t = *it->second;
+        for (const auto& e : t.epochs)
+            for (const auto& [tool, b] : e.bundles)
+                by_epoch[{e.policy_version, tool}] = {{b, t.instantiated.at(tool)}, !e.grant.is_null()};
+        for (const auto& [tool, b] : t.current().bundles)
+            current[tool] = {{b, t.instantiated.at(tool)}, !t.current().grant.is_null()};
+    }
+    audit::Query q;
+    q.task_id = id;
+    q.kind = audit::RecordKind::Decision;
+    q.decision = BW_DECISION_DENY;
+    q.after_seq = after_seq;
+    q.limit = limit;
+    auto res = store_->query(q);
+    if (!res) return err(500, "query_failed", res.error().message);
+    json out = json::array();
+    for (const auto& rec : res->rows) {
+        json row = audit::to_json(rec);
+        // explained under the epoch that decided it, else the current one
+        const std::pair<Pair, bool>* e = nullptr;
+        if (auto f = by_epoch.find({rec.policy_version, rec.tool}); f != by_epoch.end()) e = &f->second;
+        else if (auto c = current.find(rec.tool); c != current.end()) e = &c->second;
+        json d = e ? explain_denial(row, rec, *e->first.first, *e->first.second, e->second) : json(nullptr);
+        out.push_back({{"record", std::move(row)}, {"denial", std::move(d)}});
+    }
+    return json{{"task_id", id},
+                {"denials", std::move(out)},
+                {"next_after_seq", res->next_after_seq ? json(*res->next_after_seq) : json(nullptr)}};
 }
 
 }  // namespace bulwark

@@ -103,6 +103,11 @@ public:
     // an explanation of each denial.
     std::expected<nlohmann::json, ApiError> exec(uint64_t id, const nlohmann::json& body, ExecHooks hooks = {});
 
+    // The task's denial records (oldest first, keyset paging like
+    // /v1/audit), each explained like exec explains its own: the rule's
+    // file:line and text, and the grant that would allow it.
+    std::expected<nlohmann::json, ApiError> denials(uint64_t id, uint64_t after_seq, uint32_t limit) const;
+
     // The instantiated (un-narrowed) bundle of a task's tool, and the bundle
     // of its current epoch: explain and replay judge operations with them.
     std::shared_ptr<const policy::Bundle> tool_bundle(uint64_t id, const std::string& tool, bool narrowed) const;

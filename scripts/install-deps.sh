@@ -18,7 +18,12 @@ PACKAGES=(
   bubblewrap hyperfine
   # process tools used by tests
   procps iproute2 util-linux
+  # the dashboard page (built with npm) and its real-browser tier (tests/dashboard)
+  nodejs chromium
 )
+# Debian's npm package, unless npm is already there (a nodejs build that bundles
+# npm conflicts with it)
+command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -31,4 +31,5 @@ extra=()
 [ -n "${BULWARK_HTTP:-}" ] && extra+=(--http "$BULWARK_HTTP")
 echo "== agentd serve: state $STATE, socket /run/bulwark/agentd.sock"
 echo "   try: curl --unix-socket /run/bulwark/agentd.sock http://agentd/v1/health"
+echo "   the live audit dashboard: open the 'dashboard: http://127.0.0.1:7878/#token=...' address it prints"
 exec "$AGENTD" serve --state-dir "$STATE" "${extra[@]}" "$@"

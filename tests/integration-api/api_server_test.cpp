@@ -556,3 +556,76 @@ TEST_CASE("health reports a refusing store with 503", "[api]") {
     CHECK(j["accepting_runs"] == false);
     CHECK_THAT(j["audit"]["reason"].get<std::string>(), Catch::Contains("disk full"));
 }
+
+TEST_CASE("task denials: each deny record explained with its rule and the grant that would allow it",
+          "[api][tasks][denials]") {
+    if (geteuid() != 0) {
+        WARN("not root: task work directories cannot be given to the sandbox uid; case not run");
+        return;
+    }
+    Api api;
+    auto post = [&](const std::string& target, const json& body) {
+        Fd c(connect_unix(api.sock));
+        std::string b = body.dump();
+        return request(c.fd, "POST " + target + " HTTP/1.1\r\nHost: agentd\r\nContent-Type: application/json\r\nContent-Length: " +
+                                 std::to_string(b.size()) + "\r\nConnection: close\r\n\r\n" + b);
+    };
+    auto created = post("/v1/tasks", {{"tools", {"sh"}},
+                                      {"grant", {{"files", {{{"path", "${workdir}/out"}, {"rights", {"create", "write"}}}}}}}});
+    REQUIRE(created.status == 201);
+    auto task = body_json(created);
+    uint64_t id = task["id"];
+    std::string workdir = task["workdir"];
+
+    // A decision record the way the kernel layers hand one over: sh's rules
+    // allow creating in the work directory, the task's grant confines it to
+    // out/, so the grant is what stands in the way.
+    audit::AuditRecord r;
+    r.kind = audit::RecordKind::Decision;
+    r.ts_ns = audit::realtime_now_ns();
+    r.task_id = id;
+    r.run_id = 7;
+    r.tool = "sh";
+    r.policy_version = task["policy_version"];
+    r.rule_id = 3;
+    r.rule_file = "rules/sh.yaml";
+    r.rule_line = 17;
+    r.rule_text = "create: [\"${workdir}/out\"]";
+    r.layer = BW_LAYER_LANDLOCK;
+    r.op = BW_OP_FILE_CREATE;
+    r.object = workdir + "/b.txt";
+    r.decision = BW_DECISION_DENY;
+    r.err = EACCES;
+    auto seq = api.store->enqueue(r);
+    REQUIRE(seq);
+    REQUIRE(api.store->wait_committed(*seq, 5000ms));
+    // an allow of the same task and a denial of another task are not listed
+    r.decision = BW_DECISION_ALLOW;
+    api.store->enqueue(r);
+    r.decision = BW_DECISION_DENY;
+    r.task_id = id + 100;
+    auto last = api.store->enqueue(r);
+    REQUIRE(last);
+    REQUIRE(api.store->wait_committed(*last, 5000ms));
+
+    auto res = get(api.sock, 0, "/v1/tasks/" + std::to_string(id) + "/denials");
+    REQUIRE(res.status == 200);
+    auto j = body_json(res);
+    INFO(j.dump(1));
+    REQUIRE(j["denials"].size() == 1);
+    const auto& d = j["denials"][0];
+    CHECK(d["record"]["seq"] == *seq);
+    CHECK(d["record"]["rule"]["file"] == "rules/sh.yaml");
+    CHECK(d["record"]["rule"]["line"] == 17);
+    CHECK(d["denial"]["rule"].get<std::string>().starts_with("rules/sh.yaml:17 "));
+    REQUIRE(d["denial"]["grant_would_allow"].is_object());
+    CHECK(d["denial"]["grant_would_allow"]["grant"]["files"][0]["path"] == workdir + "/b.txt");
+    CHECK(j["next_after_seq"].is_null());
+
+    // paging and parameters
+    auto after = body_json(get(api.sock, 0, "/v1/tasks/" + std::to_string(id) + "/denials?after_seq=" + std::to_string(*seq)));
+    CHECK(after["denials"].empty());
+    check_error(get(api.sock, 0, "/v1/tasks/" + std::to_string(id) + "/denials?limit=0"), 400, "bad_parameter");
+    check_error(get(api.sock, 0, "/v1/tasks/" + std::to_string(id) + "/denials?colour=red"), 400, "bad_parameter");
+    check_error(get(api.sock, 0, "/v1/tasks/999/denials"), 404, "unknown_task");
+}

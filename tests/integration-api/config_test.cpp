@@ -69,3 +69,37 @@ TEST_CASE("config errors name file, line and column", "[config]") {
     CHECK_THAT(e.error(), Catch::StartsWith("a.yaml:"));
     CHECK(parse_config("", "empty.yaml"));
 }
+
+TEST_CASE("the dashboard section: defaults, values, errors", "[config][dashboard]") {
+    auto c = default_config();
+    CHECK(c.dashboard.enabled);
+    REQUIRE(c.dashboard.listen);
+    CHECK(c.dashboard.listen->first == "127.0.0.1");
+    CHECK(c.dashboard.listen->second == 7878);
+    CHECK(c.dashboard.assets_dir.empty());
+
+    auto v = parse_config("dashboard:\n  enabled: false\n  listen: \"[::1]:18399\"\n  assets_dir: /srv/dash\n", "d.yaml");
+    REQUIRE(v);
+    CHECK_FALSE(v->dashboard.enabled);
+    REQUIRE(v->dashboard.listen);
+    CHECK(v->dashboard.listen->first == "::1");
+    CHECK(v->dashboard.listen->second == 18399);
+    CHECK(v->dashboard.assets_dir == "/srv/dash");
+    auto off = parse_config("dashboard:\n  listen: \"off\"\n", "d.yaml");
+    REQUIRE(off);
+    CHECK_FALSE(off->dashboard.listen);
+
+    auto e = parse_config("dashboard:\n  listen: 0.0.0.0:7878\n", "d.yaml");
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.error(), Catch::StartsWith("d.yaml:2:11: error:"));
+    CHECK_THAT(e.error(), Catch::Contains("loopback"));
+    e = parse_config("dashboard:\n  enabled: yes please\n", "d.yaml");
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.error(), Catch::Contains("true or false"));
+    e = parse_config("dashboard:\n  assets_dir: dist\n", "d.yaml");
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.error(), Catch::Contains("absolute"));
+    e = parse_config("dashboard:\n  port: 1\n", "d.yaml");
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.error(), Catch::StartsWith("d.yaml:2:3: error: unknown key 'port' in 'dashboard'"));
+}

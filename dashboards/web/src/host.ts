@@ -1,0 +1,95 @@
+// The host's enforcement status (/v1/health host.layers: enforcing,
+// observing, attached or unavailable with the reason), its kernel facts, and
+// the hardening each recent run had (from run_exit records).
+import { getJson, latest } from "./api";
+import { clear, el, errorText, fmtTime, table } from "./dom";
+
+export class HostView {
+  readonly root: HTMLElement;
+  private body = el("div", { id: "host-body" });
+
+  constructor() {
+    const refresh = el("button", { type: "button", id: "host-refresh" }, "Refresh");
+    refresh.addEventListener("click", () => void this.refresh());
+    this.root = el("section", { id: "view-host", class: "view" }, el("h2", {}, "Host enforcement ", refresh), this.body);
+  }
+
+  async refresh(): Promise<void> {
+    clear(this.body);
+    let health: any;
+    try {
+      const r = await fetchHealth();
+      health = r;
+    } catch (e) {
+      this.body.appendChild(el("p", { class: "error" }, errorText(e)));
+      return;
+    }
+    const host = health.host ?? {};
+    const layers = el("tbody", { id: "host-layers" });
+    for (const [name, l] of Object.entries<any>(host.layers ?? {}))
+      layers.appendChild(
+        el(
+          "tr",
+          { class: `state-${l.state}`, "data-layer": name },
+          el("td", {}, name),
+          el("td", { class: "state" }, l.state),
+          el("td", { class: "small" }, l.detail ?? ""),
+          el("td", { class: "small" }, Array.isArray(l.programs) ? l.programs.join("\n") : ""),
+        ),
+      );
+    const audit = health.audit ?? {};
+    this.body.appendChild(
+      el(
+        "div",
+        {},
+        el("p", {}, `agentd ${health.version}: ${health.status}${health.accepting_runs ? ", accepting runs" : ", REFUSING new runs"}; audit store ${audit.state ?? "?"}${audit.reason ? " (" + audit.reason + ")" : ""}`),
+        el("p", { class: "small" }, `kernel ${host.kernel ?? "?"}; LSMs ${host.lsm || "unknown"}; BTF ${host.btf ? "yes" : "no"}; bpffs ${host.bpffs ? "yes" : "no"}`),
+        table(["layer", "state", "in force / why not", "programs"], layers, "layers"),
+        host.kernel_audit
+          ? el("p", { class: "small", id: "host-kaudit" }, `kernel audit log (Landlock and seccomp denials): ${kauditLine(host.kernel_audit)}`)
+          : null,
+        el("h3", {}, "Hardening"),
+        el("p", { class: "small" }, host.hardening?.detail ?? ""),
+      ),
+    );
+    const runs = el("tbody", { id: "host-runs" });
+    try {
+      const exits = await latest({ kind: "run_exit" }, 20);
+      for (const x of exits.reverse()) {
+        const d = x.detail ?? {};
+        runs.appendChild(
+          el(
+            "tr",
+            {},
+            el("td", {}, fmtTime(x.ts_ns)),
+            el("td", { class: "num" }, x.task_id ?? ""),
+            el("td", { class: "num" }, x.run_id ?? ""),
+            el("td", {}, x.tool ?? ""),
+            el("td", { class: "small" }, (Array.isArray(d.layers) ? d.layers : []).map((l: any) => `${l.name}: ${l.state}`).join("; ")),
+            el("td", { class: "small" }, (Array.isArray(d.hardening) ? d.hardening : []).join("; ")),
+          ),
+        );
+      }
+    } catch (e) {
+      runs.appendChild(el("tr", {}, el("td", { colspan: 6, class: "error" }, errorText(e))));
+    }
+    this.body.appendChild(el("div", {}, el("h3", {}, "Recent runs: layers and hardening in force"), table(["ended", "task", "run", "tool", "layers", "hardening"], runs, "runs")));
+  }
+}
+
+// /v1/health answers 503 with the same document when the store refuses.
+async function fetchHealth(): Promise<any> {
+  try {
+    return await getJson("/v1/health");
+  } catch (e: any) {
+    if (e?.status === 503) return { status: "refusing", accepting_runs: false };
+    throw e;
+  }
+}
+
+function kauditLine(k: any): string {
+  if (typeof k !== "object" || k === null) return String(k);
+  return Object.entries(k)
+    .map(([key, v]) => `${key} ${typeof v === "object" ? JSON.stringify(v) : String(v)}`)
+    .join("; ");
+}

@@ -1,0 +1,275 @@
+// Tier dashboard_browser: the page in a real browser (Debian's chromium,
+// headless, driven by playwright-core) against a real `agentd serve`.
+// A task runs a tool whose operation is denied; the denial's decision record
+// must show in the live stream within one second of the decision, a filter
+// must narrow the stream (on the page and on the server), the task view must
+// show the deciding rule's file:line and the grant that would allow it, audit
+// search must page, and a replay must show its differences. Screenshots go to
+// $DASHBOARD_ARTIFACTS (the build tree's Testing/artifacts/dashboard).
+import { existsSync, mkdirSync, mkdtempSync, rmSync, chownSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { check, finish, skip, sleep, startAgentd } from "./lib.mjs";
+
+const CHROMIUM = "/usr/bin/chromium";
+const PORT = Number(process.env.DASHBOARD_BROWSER_PORT ?? 18320);
+const ART = process.env.DASHBOARD_ARTIFACTS ?? join(process.cwd(), "artifacts");
+const STREAM_BUDGET_MS = 1000;
+
+if (process.getuid && process.getuid() !== 0) skip("agentd serve runs tools in sandboxes: needs root");
+if (!existsSync(CHROMIUM)) skip(`no ${CHROMIUM} (Debian's chromium package)`);
+let chromium;
+try {
+  ({ chromium } = await import("playwright-core"));
+} catch (e) {
+  skip(`playwright-core not installed next to the test (npm ci in tests/dashboard): ${e.message}`);
+}
+
+mkdirSync(ART, { recursive: true });
+const profile = mkdtempSync(join(tmpdir(), "dashboard-chromium-"));
+const d = await startAgentd(PORT, "browser");
+const ctx = await chromium.launchPersistentContext(profile, {
+  executablePath: CHROMIUM,
+  headless: true,
+  viewport: { width: 1400, height: 900 },
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync"],
+});
+const page = ctx.pages()[0] ?? (await ctx.newPage());
+const cspViolations = [];
+const pageErrors = [];
+page.on("console", (m) => {
+  if (/Content Security Policy|Refused to/.test(m.text())) cspViolations.push(m.text());
+});
+page.on("pageerror", (e) => pageErrors.push(String(e)));
+
+let shot = 0;
+async function screenshot(name) {
+  const file = join(ART, `${String(++shot).padStart(2, "0")}-${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  console.log(`  screenshot ${file}`);
+}
+
+const visible = (sel) => page.$$eval(sel, (rows) => rows.filter((r) => !r.hidden).map((r) => ({ ...r.dataset })));
+async function waitRow(sel, ms) {
+  try {
+    await page.waitForSelector(sel, { state: "attached", timeout: ms });
+    return true;
+  } catch {
+    return false;
+  }
+}
+// When the page added each stream row (by seq), measured in the page.
+const arrivals = () => page.evaluate(() => window.__arrivals);
+
+async function exec(task, body) {
+  const r = await d.call("POST", `/v1/tasks/${task}/exec`, body);
+  if (r.status !== 200) throw new Error(`exec: ${r.status} ${r.text}`);
+  return r.json;
+}
+
+try {
+  // --- the page loads, takes the token from the fragment, goes live -------
+  await page.goto(d.url);
+  const loaded = await waitRow('body[data-ready="1"]', 10000);
+  check(loaded, "the page loads and authenticates with the token from the URL fragment");
+  check(await waitRow('#conn[data-state="live"]', 10000), "the live stream connects (WebSocket, token subprotocol)");
+  check(!page.url().includes("token="), "the token is removed from the address bar", page.url());
+  await page.evaluate(() => {
+    window.__arrivals = {};
+    new MutationObserver((muts) => {
+      for (const m of muts)
+        for (const n of m.addedNodes) if (n.dataset && n.dataset.seq) window.__arrivals[n.dataset.seq] ??= Date.now();
+    }).observe(document.getElementById("stream-rows"), { childList: true });
+  });
+  await screenshot("loaded");
+
+  // --- a denial through the API -------------------------------------------
+  // Task A: sh may create anywhere in its work directory by its rules; the
+  // task's grant confines creation to out/. Creating b.txt is denied.
+  const a = await d.call("POST", "/v1/tasks", {
+    tools: ["sh"], label: "browser test: grant confines creation",
+    grant: { files: [{ path: "${workdir}/out", rights: ["create", "write"] }] },
+  });
+  check(a.status === 201 || a.status === 200, "task A created", a.text);
+  const A = a.json.id;
+  mkdirSync(join(a.json.workdir, "out"));
+  chownSync(join(a.json.workdir, "out"), 65534, 65534);
+  const denied = await exec(A, { tool: "sh", argv: ["sh", "-c", "echo b > b.txt"] });
+  const tExecDone = Date.now();
+  check(denied.exit_status !== 0, "the run outside the grant fails", JSON.stringify(denied.report?.layers ?? denied).slice(0, 400));
+  const allowed = await exec(A, { tool: "sh", argv: ["sh", "-c", "echo a > out/a.txt"] });
+  check(allowed.exit_status === 0, "control: the same tool creates inside the grant", allowed.stderr);
+
+  // the run's exit record reaches the page within the budget
+  const exitSel = `#stream-rows tr[data-kind="run_exit"][data-task="${A}"]`;
+  check(await waitRow(exitSel, Math.max(1, STREAM_BUDGET_MS - (Date.now() - tExecDone))), "the denied run's exit record appears in the live stream");
+
+  // the denial's decision record: recorded by the kernel layer, in the store,
+  // and on the page within one second of the decision
+  const deny = await d.call("GET", `/v1/audit?task=${A}&kind=decision&decision=deny&run=${denied.run_id}`);
+  const denyRows = deny.json?.rows ?? [];
+  check(denyRows.length > 0, "the denied run has a deny decision record in the audit store (kernel layer)",
+    `exec denials: ${JSON.stringify(denied.denials)}; decisions: ${JSON.stringify(denied.decisions)}`);
+  let denyRow = denyRows[0];
+  if (denyRow) {
+    const sel = `#stream-rows tr[data-seq="${denyRow.seq}"]`;
+    const shown = await waitRow(sel, STREAM_BUDGET_MS);
+    const arr = (await arrivals())[String(denyRow.seq)];
+    const latency = arr ? arr - denyRow.ts_ns / 1e6 : NaN;
+    check(shown && latency <= STREAM_BUDGET_MS, `the deny decision (seq ${denyRow.seq}) appears in the live stream within ${STREAM_BUDGET_MS} ms of the decision`,
+      `shown ${shown}, ${latency.toFixed?.(0)} ms after the decision`);
+    console.log(`  figure: decision to page ${latency.toFixed(0)} ms`);
+    const cls = await page.$eval(sel, (r) => r.className).catch(() => "");
+    check(/dec-deny/.test(cls), "the denial row is coloured as a denial", cls);
+  }
+  await screenshot("stream-denial");
+
+  // --- a filter narrows the stream -----------------------------------------
+  const b = await d.call("POST", "/v1/tasks", { tools: ["cat"], label: "browser test: other task" });
+  const B = b.json.id;
+  await exec(B, { tool: "cat", argv: ["cat", "/etc/passwd"] });
+  check(await waitRow(`#stream-rows tr[data-kind="run_exit"][data-task="${B}"]`, 2000), "task B's run shows in the stream");
+  const before = await visible("#stream-rows tr");
+  await page.fill("#f-task", String(A));
+  await page.click("#f-apply");
+  await page.waitForSelector('#conn[data-state="live"]', { timeout: 5000 });
+  const afterTask = await visible("#stream-rows tr");
+  check(afterTask.length > 0 && afterTask.length < before.length && afterTask.every((r) => r.task === String(A)),
+    `the task filter narrows the stream to task ${A}`, `${before.length} -> ${afterTask.length} rows`);
+  // the server narrows the live stream too: a new run of task B never arrives
+  const seqBefore = Object.keys(await arrivals()).length;
+  const bRun = await exec(B, { tool: "cat", argv: ["cat", "/etc/hostname"] });
+  await sleep(700);
+  const bRows = await page.$$(`#stream-rows tr[data-task="${B}"][data-kind="run_start"]`);
+  const bRowsForRun = await page.$$eval(`#stream-rows tr[data-task="${B}"]`, (rs, run) => rs.filter((r) => r.cells[5]?.textContent === String(run)).length, bRun.run_id);
+  check(bRowsForRun === 0, "the filtered WebSocket does not deliver task B's new run", `${bRows.length} rows of B, ${bRowsForRun} of the new run; ${seqBefore} rows before`);
+  await page.selectOption("#f-decision", "deny");
+  await page.waitForSelector('#conn[data-state="live"]', { timeout: 5000 });
+  const afterDeny = await visible("#stream-rows tr");
+  check(afterDeny.length > 0 && afterDeny.every((r) => r.decision === "deny" && r.task === String(A)),
+    "task + decision=deny filters leave only the task's denials", JSON.stringify(afterDeny.slice(0, 5)));
+  await screenshot("stream-filtered");
+  await page.click("#f-clear");
+  await page.waitForSelector('#conn[data-state="live"]', { timeout: 5000 });
+
+  // --- pause holds rows back ----------------------------------------------
+  await page.click("#stream-pause");
+  const paused = await exec(A, { tool: "sh", argv: ["sh", "-c", "ls out"] });
+  await sleep(700);
+  const heldText = await page.textContent("#stream-held");
+  const pausedRow = `#stream-rows tr[data-kind="run_exit"][data-task="${A}"]:nth-child(1)`;
+  const firstExitRun = await page.$eval(pausedRow, (r) => r.cells[5]?.textContent).catch(() => "");
+  check(/paused: [1-9]\d* new/.test(heldText ?? "") && firstExitRun !== String(paused.run_id), "pause holds new rows back", heldText);
+  await page.click("#stream-pause");
+  const resumed = await page.$$eval(`#stream-rows tr[data-kind="run_exit"]`, (rs, run) => rs.some((r) => r.cells[5]?.textContent === String(run)), paused.run_id);
+  check(resumed, "resume shows the held rows");
+
+  // --- the task view: epochs, runs, the denial's rule and grant --------------
+  await page.click("#nav-tasks");
+  await page.waitForSelector(`#task-list a[data-task="${A}"]`, { timeout: 5000 });
+  await page.click(`#task-list a[data-task="${A}"]`);
+  await page.waitForSelector(`.task-detail[data-task="${A}"]`, { timeout: 5000 });
+  check((await page.$$("#epoch-timeline .epoch")).length >= 1, "the task view draws the policy epochs on a timeline");
+  const runIds = await page.$$eval("#task-runs tr", (rs) => rs.map((r) => r.dataset.run));
+  check(runIds.includes(String(denied.run_id)) && runIds.includes(String(allowed.run_id)), "the task view lists the task's runs", runIds.join(","));
+  const apiDenials = (await d.call("GET", `/v1/tasks/${A}/denials`)).json?.denials ?? [];
+  // the rule's file:line: recorded with the decision, or the rule the policy
+  // decides it with, or (a grant denial) the tool's rule the grant leaves out
+  const whereOf = (x) => {
+    if (x.record?.rule?.file) return `${x.record.rule.file}:${x.record.rule.line}`;
+    for (const t of [x.denial?.rule, x.denial?.grant_would_allow?.tool_rule]) {
+      const m = /(\S+\.yaml:\d+)/.exec(t ?? "");
+      if (m) return m[1];
+    }
+    return null;
+  };
+  const withRule = apiDenials.find(whereOf);
+  check(!!withRule, "the task's denials name a rule's file:line (GET /v1/tasks/{id}/denials)", JSON.stringify(apiDenials).slice(0, 600));
+  const denialText = await page.$$eval("#task-denials tr", (rs) => rs.map((r) => r.textContent ?? ""));
+  if (withRule) {
+    const where = whereOf(withRule);
+    check(denialText.some((t) => t.includes(where)), `the task view shows the rule ${where}`, denialText.join("\n").slice(0, 400));
+    if (withRule.record.rule?.text) check(denialText.some((t) => t.includes(withRule.record.rule.text)), "the task view shows the rule's text");
+  }
+  const withGrant = apiDenials.find((x) => x.denial?.grant_would_allow);
+  check(!!withGrant, "a denial of task A names the grant that would allow it", JSON.stringify(apiDenials).slice(0, 400));
+  if (withGrant) {
+    const path = withGrant.denial.grant_would_allow.grant?.files?.[0]?.path ?? "";
+    const grantCells = await page.$$eval("#task-denials td.grant-cell", (cs) => cs.map((c) => c.textContent ?? ""));
+    check(path !== "" && grantCells.some((t) => t.includes(path) && /would allow/.test(t)), `the task view shows the grant that would allow it (${path})`, grantCells.join("\n").slice(0, 400));
+  }
+  await screenshot("task-view");
+
+  // --- host enforcement ---------------------------------------------------
+  await page.click("#nav-host");
+  await page.waitForSelector("#host-layers tr", { timeout: 5000 });
+  const health = (await d.call("GET", "/v1/health")).json;
+  const layerRows = await page.$$eval("#host-layers tr", (rs) => rs.map((r) => [r.dataset.layer, r.querySelector(".state")?.textContent]));
+  const expected = Object.entries(health.host.layers).map(([k, v]) => [k, v.state]);
+  check(JSON.stringify(layerRows.sort()) === JSON.stringify(expected.sort()), "the host view shows every layer's state from /v1/health", JSON.stringify(layerRows));
+  await screenshot("host");
+
+  // --- counters and charts ---------------------------------------------------
+  await page.click("#nav-charts");
+  check(await waitRow("#chart-rates canvas", 6000), "the decisions-per-second chart (uPlot) is drawn");
+  await page.waitForFunction(() => document.querySelectorAll("#top-rules tr").length > 0, null, { timeout: 8000 }).catch(() => {});
+  const runsCard = await page.$eval('.card[data-metric="runs"] .value', (e) => Number(e.textContent.replace(/\D/g, ""))).catch(() => -1);
+  check(runsCard >= 5, "the runs counter counts the runs made", runsCard);
+  const topRules = await page.$$eval("#top-rules tr.dec-deny", (rs) => rs.length);
+  check(topRules >= 1, "top denied rules lists the denials' rules", topRules);
+  await screenshot("charts");
+
+  // --- audit search pages ------------------------------------------------------
+  for (let i = 0; i < 6; i++) await exec(B, { tool: "cat", argv: ["cat", "/etc/hostname"] });
+  await page.click("#nav-audit");
+  await page.selectOption("#a-limit", "25");
+  await page.click("#audit-search");
+  await page.waitForSelector("#audit-rows tr[data-seq]", { timeout: 5000 });
+  const page1 = await page.$$eval("#audit-rows tr[data-seq]", (rs) => rs.map((r) => Number(r.dataset.seq)));
+  check(page1.length === 25, "audit search shows a page of 25", page1.length);
+  await page.click("#audit-next");
+  await page.waitForFunction((first) => Number(document.querySelector("#audit-rows tr[data-seq]")?.dataset.seq) !== first, page1[0], { timeout: 5000 }).catch(() => {});
+  const page2 = await page.$$eval("#audit-rows tr[data-seq]", (rs) => rs.map((r) => Number(r.dataset.seq)));
+  check(page2.length > 0 && Math.min(...page2) > Math.max(...page1), "the next page continues after the first (keyset paging)", `${page1.at(-1)} -> ${page2[0]}`);
+  await screenshot("audit-page2");
+  await page.click("#audit-prev");
+  await page.waitForFunction((first) => Number(document.querySelector("#audit-rows tr[data-seq]")?.dataset.seq) === first, page1[0], { timeout: 5000 }).catch(() => {});
+  const back = await page.$$eval("#audit-rows tr[data-seq]", (rs) => rs.map((r) => Number(r.dataset.seq)));
+  check(JSON.stringify(back) === JSON.stringify(page1), "previous returns to the first page");
+  await page.fill("#a-task", String(B));
+  await page.selectOption("#a-kind", "run_exit");
+  await page.click("#audit-search");
+  await page.waitForFunction(() => [...document.querySelectorAll("#audit-rows tr[data-seq]")].every((r) => r.dataset.kind === "run_exit" || r.cells[2].textContent === "run_exit"), null, { timeout: 5000 }).catch(() => {});
+  const filtered = await page.$$eval("#audit-rows tr[data-seq]", (rs) => rs.map((r) => r.cells[2].textContent + "/" + r.cells[4].textContent));
+  check(filtered.length >= 8 && filtered.every((x) => x === `run_exit/${B}`), "audit search filters by task and kind", filtered.join(" "));
+
+  // --- replay a candidate rule file ---------------------------------------------
+  await page.click("#nav-replay");
+  await page.waitForFunction(() => document.querySelectorAll("#r-tool option").length > 0, null, { timeout: 5000 });
+  await page.selectOption("#r-tool", "cat");
+  await page.waitForFunction(() => document.querySelector("#r-rules").value.includes("tool: cat"), null, { timeout: 5000 });
+  const current = await page.inputValue("#r-rules");
+  const candidate = current.replace('read: ["${workdir}"]', 'read: ["${workdir}", /etc/passwd]');
+  check(candidate !== current, "the candidate widens cat's reads to /etc/passwd");
+  await page.fill("#r-rules", candidate);
+  await page.click("#replay-run");
+  await page.waitForSelector("#replay-summary, #replay-error", { timeout: 15000 });
+  const diffAdds = await page.$$eval("#replay-diff .add", (e) => e.map((x) => x.textContent));
+  check(diffAdds.some((t) => t.includes("/etc/passwd")), "replay shows the candidate's text differences", diffAdds.join("\n"));
+  const changes = await page.$$eval("#replay-changes tr.change", (rs) => rs.map((r) => r.textContent ?? ""));
+  check(changes.some((t) => t.includes("/etc/passwd") && t.includes("deny → allow")), "replay lists the recorded denial of /etc/passwd the candidate would allow",
+    (await page.textContent("#replay-result"))?.slice(0, 400));
+  await screenshot("replay");
+
+  check(cspViolations.length === 0, "no Content-Security-Policy violation in the page", cspViolations.join("\n"));
+  check(pageErrors.length === 0, "no uncaught error in the page", pageErrors.join("\n"));
+} catch (e) {
+  check(false, "the browser run completed", e.stack ?? String(e));
+  await screenshot("error").catch(() => {});
+} finally {
+  await ctx.close().catch(() => {});
+  await d.stop();
+  rmSync(profile, { recursive: true, force: true });
+}
+process.exitCode = finish();
