@@ -69,7 +69,7 @@ chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$cache/initramfs.cpio.gz" || fail "cpio"
 
 log="$cache/serial.log"
-timeout 600 qemu-system-x86_64 -accel tcg -m 1024 -smp 2 -nographic -no-reboot \
+timeout 1000 qemu-system-x86_64 -accel tcg -m 1024 -smp 2 -nographic -no-reboot \
   -kernel "$cache/vmlinuz" -initrd "$cache/initramfs.cpio.gz" \
   -append "console=ttyS0 quiet panic=-1" </dev/null >"$log" 2>&1
 qrc=$?
