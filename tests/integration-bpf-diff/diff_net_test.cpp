@@ -254,7 +254,7 @@ TEST_CASE("sock_addr programs and the reference evaluator agree on a random corp
 
 // Regression: connecting or sending to the wildcard address reaches the local
 // host; the programs judge it as 127.0.0.1 / ::1 and so must the evaluator
-// (found by seed 20261203).
+// (the corpus's 0.0.0.0, :: and ::ffff:0.0.0.0 targets keep checking it).
 TEST_CASE("regression: connect and send to 0.0.0.0 and :: are judged as loopback") {
     const std::string text =
         "tool: wildcard\nmode: enforce\nnetwork:\n  families: [inet, inet6]\n"

@@ -144,11 +144,11 @@ TEST_CASE("syscalls decided from the seccomp plan's rule map", "[evaluator]") {
     CHECK_THAT(d.explanation, Catch::Contains("errno 38"));
 }
 
-// Regression (integration_bpf_diff, seed 20261203): the sock_addr programs
-// judge a connect or send to the wildcard address as loopback (connecting to
-// it reaches the local host); the evaluator did not, so a deny on 127.0.0.1
-// looked sidestepped through 0.0.0.0 and a loopback policy looked stricter
-// than the kernel.
+// Regression: the sock_addr programs judge a connect or send to the wildcard
+// address as loopback (connecting to it reaches the local host); the evaluator
+// did not, so a deny on 127.0.0.1 looked sidestepped through 0.0.0.0 and a
+// loopback policy looked stricter than the kernel (integration_bpf_diff
+// compares the two on the wildcard targets of its corpus).
 TEST_CASE("connect and send to the wildcard address are judged as loopback, bind keeps it", "[evaluator]") {
     BundleBuilder bb;
     bb.net_rule("127.0.0.1/32", 18501, 18501)
