@@ -18,7 +18,13 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <mutex>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "audit_record.h"
+#include "bpf_runtime.h"
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/instantiate.h"
 #include "run_report.h"
@@ -54,6 +60,9 @@ void register_run(CLI::App& app) {
     struct Opts {
         std::string rules, tool, workdir;
         bool json = false;
+        bool no_bpf = false;
+        std::string bpf_pin_root = "/sys/fs/bpf/bulwark";
+        std::string bpf_cgroup_parent;
         std::vector<std::string> cmd;
     };
     auto o = std::make_shared<Opts>();
@@ -62,8 +71,15 @@ void register_run(CLI::App& app) {
     run->add_option("--tool", o->tool, "tool name (rules/<tool>.yaml)")->required();
     run->add_option("--workdir", o->workdir, "directory bound read-write as the tool's cwd");
     run->add_flag("--json", o->json, "print the run report as JSON on stdout");
+    run->add_option("--bpf-pin-root", o->bpf_pin_root, "bpffs directory of the shared BPF programs and maps");
+    run->add_option("--bpf-cgroup-parent", o->bpf_cgroup_parent,
+                    "cgroup v2 directory the BPF cgroup programs are attached to (default: <own cgroup>/bulwark)");
+    run->add_flag("--no-bpf", o->no_bpf, "run without the BPF layer (tools with network rules are refused)");
     run->add_option("cmd", o->cmd, "command and arguments (after --)")->required();
     run->callback([o] {
+        // stdout carries the tool's output or the JSON document: logs go to stderr.
+        if (!spdlog::get("agentd-run")) spdlog::set_default_logger(spdlog::stderr_color_mt("agentd-run"));
+        spdlog::set_level(spdlog::level::warn);
         std::error_code ec;
         std::string workdir = o->workdir.empty() ? std::filesystem::current_path(ec).string()
                                                  : std::filesystem::canonical(o->workdir, ec).string();
@@ -71,6 +87,11 @@ void register_run(CLI::App& app) {
                                "workdir " + o->workdir + ": " + ec.message()))
                          : load_tool_bundle(o->rules, o->tool, workdir);
         RunReport rep;
+        // Decisions of this run, as the BPF runtime reads them from the ring buffer.
+        std::mutex dmu;
+        std::vector<audit::AuditRecord> decisions;
+        std::vector<std::string> gaps;
+        nlohmann::json bpf_status = nullptr;
         if (!bundle) {
             rep.tool = o->tool;
             rep.argv = o->cmd;
@@ -80,13 +101,69 @@ void register_run(CLI::App& app) {
             RunRequest req;
             req.argv = o->cmd;
             req.workdir = workdir;
+            std::unique_ptr<bpf::BpfRuntime> rt;
+            std::shared_ptr<bpf::Attachment> att;
+            if (o->no_bpf) {
+                req.bpf_unavailable = "BPF layer switched off (--no-bpf)";
+            } else {
+                bpf::RuntimeOptions ro;
+                ro.pin_root = o->bpf_pin_root;
+                ro.cgroup_parent = o->bpf_cgroup_parent;
+                ro.sink = [&](audit::AuditRecord r) {
+                    std::lock_guard lk(dmu);
+                    decisions.push_back(std::move(r));
+                };
+                ro.on_drops = [&](const std::string& source, uint64_t n) {
+                    std::lock_guard lk(dmu);
+                    gaps.push_back(std::to_string(n) + " record(s) lost: " + source);
+                };
+                auto r = bpf::BpfRuntime::start(std::move(ro));
+                if (!r) {
+                    req.bpf_unavailable = "BPF runtime did not start: " + r.error().message();
+                } else {
+                    rt = std::move(*r);
+                    bpf_status = rt->status();
+                    auto a = rt->attach(*bundle, 0, static_cast<uint64_t>(::getpid()), o->tool, 0);
+                    if (!a) {
+                        req.bpf_unavailable = a.error();
+                    } else {
+                        att = std::move(*a);
+                        req.attach_bpf = att->hook();
+                        req.cgroup_v2_parent = rt->cgroup_parent();
+                    }
+                }
+            }
             rep = run_tool(*bundle, req);
+            if (att) att->release();  // delivers the run's last events
+            att.reset();
+            rt.reset();
         }
+        std::vector<audit::AuditRecord> mine;
+        for (auto& d : decisions)
+            if (d.run_id == static_cast<uint64_t>(::getpid()) && d.task_id == 0) mine.push_back(std::move(d));
+        for (const auto& g : gaps) rep.warnings.push_back("audit gap: " + g);
         if (o->json) {
-            std::cout << to_json(rep).dump(2) << std::endl;
+            nlohmann::json doc = to_json(rep);
+            nlohmann::json ds = nlohmann::json::array();
+            for (const auto& d : mine) ds.push_back(audit::to_json(d));
+            doc["decisions"] = std::move(ds);
+            doc["bpf"] = std::move(bpf_status);
+            std::cout << doc.dump(2) << std::endl;
         } else {
             std::cout << rep.stdout_data << std::flush;
-            std::cerr << rep.stderr_data << summary(rep) << std::flush;
+            std::string lines;
+            for (const auto& d : mine) {
+                lines += "decision: " + std::string(audit::decision_name(d.decision)) + " " +
+                         std::string(audit::layer_name(d.layer)) + " " + std::string(audit::op_name(d.op)) + " " +
+                         d.object;
+                if (d.err) lines += " (errno " + std::to_string(d.err) + ")";
+                if (!d.rule_file.empty())
+                    lines += " by " + d.rule_file + ":" + std::to_string(d.rule_line) + " " + d.rule_text;
+                else if (d.rule_id == BW_NO_RULE)
+                    lines += " by the policy's default";
+                lines += "\n";
+            }
+            std::cerr << rep.stderr_data << summary(rep) << lines << std::flush;
         }
         throw CLI::RuntimeError(rep.exit_status());
     });

@@ -39,6 +39,13 @@ struct RunRequest {
     // Required for `network:` rules: such tools stay in the host netns.
     std::function<std::expected<std::string, std::string>(int cgroup_v2_fd, const std::string& cgroup_path)>
         attach_bpf;
+    // Why there is no attach_bpf (shown as the bpf layer's detail), e.g.
+    // "BPF runtime: bpf_obj_get(...): EPERM".
+    std::string bpf_unavailable;
+    // Absolute cgroup v2 directory the run's leaf is created in: the BPF
+    // runtime's cgroup parent, where its cgroup programs are attached. Empty:
+    // the cgroup this process runs in.
+    std::string cgroup_v2_parent;
     // Bytes written to the tool's stdin (then closed); none: /dev/null. The
     // caller ignores SIGPIPE (a tool may stop reading early).
     std::optional<std::string> stdin_data;
