@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "audit_db.h"
+#include "bpf_runtime.h"
 #include "cgroup.h"
 #include "config.h"
 #include "event_bus.h"
@@ -33,6 +34,9 @@ struct ServeArgs {
     std::string socket;
     std::string http;
     std::string log_level;
+    std::string bpf_pin_root = "/sys/fs/bpf/bulwark";
+    std::string bpf_cgroup_parent;
+    bool no_bpf = false;
 };
 
 bool ensure_dir(const std::filesystem::path& p, mode_t mode) {
@@ -92,10 +96,40 @@ int run_serve(const ServeArgs& a) {
     if (!(*store)->accepting_runs())
         spdlog::error("audit store refuses new runs: {}", (*store)->status().reason);
 
+    // The BPF layer: programs loaded or re-adopted from the pin root (shared
+    // with `agentd run` on this host under its lock), decisions into the store,
+    // ring-buffer losses as gap records.
+    std::unique_ptr<bpf::BpfRuntime> bpf_rt;
+    std::string bpf_unavailable;
+    if (a.no_bpf) {
+        bpf_unavailable = "BPF layer switched off (--no-bpf)";
+    } else {
+        bpf::RuntimeOptions ro;
+        ro.pin_root = a.bpf_pin_root;
+        ro.cgroup_parent = a.bpf_cgroup_parent;
+        audit::AuditStore* st = store->get();
+        ro.sink = [st](audit::AuditRecord r) { st->enqueue(std::move(r)); };  // a drop becomes a gap record
+        ro.on_drops = [st](const std::string& source, uint64_t n) { st->report_source_drops(source, n); };
+        auto rt = bpf::BpfRuntime::start(std::move(ro));
+        if (!rt) {
+            bpf_unavailable = "BPF runtime did not start: " + rt.error().message();
+            spdlog::error("bpf: {}; tools with network rules are refused", bpf_unavailable);
+        } else {
+            bpf_rt = std::move(*rt);
+            for (const auto& [sec, state] : bpf_rt->status()["programs"].items())
+                spdlog::info("bpf: {}: {}", sec, state.get<std::string>());
+        }
+    }
+    auto bpf_status = [&bpf_rt, &bpf_unavailable]() -> nlohmann::json {
+        if (bpf_rt) return bpf_rt->status();
+        return {{"state", "unavailable: " + bpf_unavailable}};
+    };
+    (*store)->enqueue(audit::host_status_record({{"event", "bpf_layer"}, {"bpf", bpf_status()}}));
+
     // Sandboxes of a daemon that died (kill -9, crash): their tools were
     // killed with it (parent-death signal, pid namespace); what is left is
     // killed and the leaves removed, deterministically, before serving.
-    if (size_t n = reap_stale_cgroups()) {
+    if (size_t n = reap_stale_cgroups(bpf_rt ? bpf_rt->cgroup_parent() : std::string())) {
         spdlog::warn("removed {} run cgroup(s) left by a previous agentd", n);
         (*store)->enqueue(audit::host_status_record({{"event", "stale_runs_reaped"}, {"cgroups", n}}));
     }
@@ -110,6 +144,28 @@ int run_serve(const ServeArgs& a) {
     TaskOptions topts;
     topts.work_root = cfg->work_root;
     topts.metrics = &metrics;
+    // Every run's cgroup is bound to its policy through the runtime; grant
+    // updates rebind running tools (TaskManager::switch_epoch).
+    topts.bpf = [&bpf_rt, &bpf_unavailable](const policy::Bundle& b, uint64_t task_id, uint64_t run_id,
+                                            const std::string& tool,
+                                            uint64_t version) -> std::optional<BpfRunBinding> {
+        BpfRunBinding out;
+        if (!bpf_rt) {
+            out.unavailable = bpf_unavailable;
+            return out;
+        }
+        auto att = bpf_rt->attach(b, task_id, run_id, tool, version);
+        if (!att) {
+            out.unavailable = att.error();
+            return out;
+        }
+        std::shared_ptr<bpf::Attachment> at = std::move(*att);
+        out.attach = at->hook();
+        out.rebind = [at](const policy::Bundle& nb, uint64_t v) { return at->rebind(nb, v); };
+        out.release = [at] { at->release(); };
+        out.cgroup_parent = bpf_rt->cgroup_parent();
+        return out;
+    };
     if (!ensure_dir(topts.work_root, 0711)) return 1;
     TaskManager tasks(*catalog, store->get(), topts);
 
@@ -119,6 +175,7 @@ int run_serve(const ServeArgs& a) {
     ctx.bus = &bus;
     ctx.metrics = &metrics;
     ctx.openapi_json = std::string(http::openapi_document());
+    ctx.host_status = [bpf_status] { return nlohmann::json{{"bpf", bpf_status()}}; };
     http::register_v1_routes(router, ctx);
     http::register_task_routes(router, {.catalog = &*catalog, .tasks = &tasks, .store = store->get()});
 
@@ -155,6 +212,10 @@ void register_serve(CLI::App& app) {
     serve->add_option("--socket", args->socket, "unix socket path (default /run/bulwark/agentd.sock)");
     serve->add_option("--http", args->http, "also listen on HTTP, loopback only, e.g. 127.0.0.1:7878");
     serve->add_option("--log-level", args->log_level, "trace, debug, info, warn, error");
+    serve->add_option("--bpf-pin-root", args->bpf_pin_root, "bpffs directory of the shared BPF programs and maps");
+    serve->add_option("--bpf-cgroup-parent", args->bpf_cgroup_parent,
+                      "cgroup v2 directory the BPF cgroup programs are attached to (default: <own cgroup>/bulwark)");
+    serve->add_flag("--no-bpf", args->no_bpf, "serve without the BPF layer (tools with network rules are refused)");
     serve->callback([args] { throw CLI::RuntimeError(run_serve(*args)); });
 
     auto* th = app.add_subcommand("token-hash", "print the SHA-256 of a token read from stdin (for api.tokens_sha256)");
