@@ -256,6 +256,11 @@ int run_serve(const ServeArgs& a) {
     http::register_task_routes(router, {.catalog = &*catalog, .tasks = &tasks, .store = store->get()});
     if (cfg->dashboard.enabled) dashboard::register_routes(router, assets);
 
+    // The start is on record (committed) before the first request is served.
+    if (auto seq = (*store)->enqueue(audit::host_status_record(
+            {{"event", "daemon_start"}, {"pid", getpid()}, {"audit_state", (*store)->status().to_json()},
+             {"kernel_audit", kaudit ? kaudit->status() : nlohmann::json{{"state", "unavailable: " + kaudit_error}}}})))
+        (*store)->wait_committed(*seq, std::chrono::seconds(5));
     auto server = http::HttpServer::start(cfg->api, router, &metrics);
     if (!server && default_listener) {
         spdlog::warn("dashboard listener {}:{}: {}; serving without it (set dashboard.listen or --http)",
@@ -283,9 +288,6 @@ int run_serve(const ServeArgs& a) {
         spdlog::info("dashboard on http://{}:{}/ (token in {})", host, (*server)->tcp_port(),
                      (cfg->state_dir / "dashboard.token").string());
     }
-    (*store)->enqueue(audit::host_status_record(
-        {{"event", "daemon_start"}, {"pid", getpid()}, {"audit_state", (*store)->status().to_json()},
-         {"kernel_audit", kaudit ? kaudit->status() : nlohmann::json{{"state", "unavailable: " + kaudit_error}}}}));
     spdlog::info("agentd serving: socket {}{}; audit store {}", cfg->api.unix_path.value_or("(none)"),
                  cfg->api.tcp_host ? ", http " + *cfg->api.tcp_host + ":" + std::to_string((*server)->tcp_port()) : "",
                  cfg->audit.path.string());
