@@ -244,7 +244,9 @@ int run_serve(const ServeArgs& a) {
     auto host_now = [host_status, &kaudit, &kaudit_error, bpf_status] {
         nlohmann::json j = *host_status;
         nlohmann::json bpf = bpf_status();
-        for (auto& [name, l] : bpf_layers_from_status(bpf).items()) j["layers"][name] = l;
+        // A named document: items() of a temporary would outlive it.
+        nlohmann::json layers = bpf_layers_from_status(bpf);
+        for (auto& [name, l] : layers.items()) j["layers"][name] = l;
         j["bpf"] = std::move(bpf);
         j["kernel_audit"] = kaudit ? kaudit->status() : nlohmann::json{{"state", "unavailable: " + kaudit_error}};
         return j;
