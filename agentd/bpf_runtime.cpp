@@ -50,8 +50,12 @@ bool cgroup_alive(int mnt_fd, int handle_type, uint64_t id) {
 BpfRuntime::MapsLock::MapsLock(BpfRuntime& rt) : rt_(rt), lk_(rt.maps_mu_) {
     while (::flock(rt_.lock_fd_.get(), LOCK_EX) != 0 && errno == EINTR) {
     }
+    rt_.ex_held_.store(true);
 }
-BpfRuntime::MapsLock::~MapsLock() { ::flock(rt_.lock_fd_.get(), LOCK_UN); }
+BpfRuntime::MapsLock::~MapsLock() {
+    rt_.ex_held_.store(false);
+    ::flock(rt_.lock_fd_.get(), LOCK_UN);
+}
 
 // ---------------------------------------------------------------- start / stop
 
@@ -65,6 +69,9 @@ std::expected<std::unique_ptr<BpfRuntime>, SysError> BpfRuntime::start(RuntimeOp
     if (ec) return std::unexpected(SysError{"mkdir -p " + rt->opts_.pin_root, ec.value()});
     rt->lock_fd_ = Fd(::open(rt->opts_.pin_root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!rt->lock_fd_) return std::unexpected(SysError::last("open(" + rt->opts_.pin_root + ", O_DIRECTORY)"));
+    rt->consume_lock_fd_ = Fd(::open(rt->opts_.pin_root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!rt->consume_lock_fd_)
+        return std::unexpected(SysError::last("open(" + rt->opts_.pin_root + ", O_DIRECTORY)"));
     {
         MapsLock lk(*rt);
         LoaderOptions lo;
@@ -215,10 +222,21 @@ void BpfRuntime::check_drops() {
     }
 }
 
-void BpfRuntime::drain() {
+bool BpfRuntime::drain() {
     std::lock_guard lk(reader_mu_);
+    // The ring buffer has one consumer position for every process: while
+    // another process holds the pin root exclusively (its truth check waits
+    // for its canary's events), this reader stands back. Under our own
+    // exclusive lock (release() draining a run) it consumes directly.
+    bool shared = false;
+    if (!ex_held_.load()) {
+        if (::flock(consume_lock_fd_.get(), LOCK_SH | LOCK_NB) != 0) return false;
+        shared = true;
+    }
     if (auto r = reader_->consume(); !r) spdlog::warn("bpf: {}", r.error().message());
+    if (shared) ::flock(consume_lock_fd_.get(), LOCK_UN);
     check_drops();
+    return true;
 }
 
 void BpfRuntime::reader_loop() {
@@ -235,7 +253,7 @@ void BpfRuntime::reader_loop() {
         bool stop = false;
         for (int i = 0; i < n; ++i)
             if (got[i].data.u32 == 2) stop = true;
-        drain();
+        if (!drain() && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(2));
         if (stop) return;
     }
 }
@@ -436,7 +454,9 @@ void Attachment::release() {
         BpfRuntime::MapsLock ml(*rt_);
         if (auto r = rt_->loader_->maps().unbind(cgid_); !r) spdlog::warn("bpf: {}", r.error().message());
     }
-    rt_->drain();  // the run's processes are gone: everything they caused is in the buffer
+    // The run's processes are gone: everything they caused is in the buffer.
+    // Another process's exclusive hold (a truth check, a map change) is short.
+    for (int i = 0; i < 1000 && !rt_->drain(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     {
         BpfRuntime::MapsLock ml(*rt_);
         for (uint32_t s : slots_)

@@ -114,8 +114,10 @@ public:
     // {"state": "enforcing"|"partial"|"unavailable", "programs": {section: "enforcing" |
     //  "unavailable: <reason>" ...}, counters}
     nlohmann::json status() const;
-    // Consumes every event waiting in the ring buffer now (delivered to the sink).
-    void drain();
+    // Consumes every event waiting in the ring buffer now (delivered to the
+    // sink). False when it stood back because another process holds the pin
+    // root's exclusive lock (its canary reads its own events meanwhile).
+    bool drain();
 
     struct Counters {
         uint64_t events = 0, decisions = 0, foreign = 0, malformed = 0, reserve_failures = 0, reaped_bindings = 0,
@@ -158,6 +160,12 @@ private:
     RuntimeOptions opts_;
     std::unique_ptr<BpfLoader> loader_;
     Fd lock_fd_;
+    // A second open file description of the pin root: readers hold a shared
+    // flock on it while they consume, so that while any process holds the
+    // exclusive lock (a truth check runs its canary, maps change) no other
+    // process's reader takes the events it is waiting for.
+    Fd consume_lock_fd_;
+    std::atomic<bool> ex_held_{false};  // this process holds the exclusive lock
     std::mutex maps_mu_;
     bool lsm_files_ = false;  // a BPF LSM file program enforces: file tables are written
 

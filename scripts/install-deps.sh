@@ -18,6 +18,8 @@ PACKAGES=(
   bubblewrap hyperfine
   # process tools used by tests
   procps iproute2 util-linux
+  # tools the shipped rules and the main job run (curl, python3 for the client and its demo)
+  curl python3
   # the dashboard page (built with npm) and its real-browser tier (tests/dashboard)
   nodejs chromium
 )

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The main job: check, test and explain the shipped rules, run two sandboxed
 # tools (one allowed read, one denied), then start agentd with the embedded
-# SQLite audit store and the API on its unix socket (Ctrl-C stops it).
-# BULWARK_HTTP=127.0.0.1:7878 with a config holding api.tokens_sha256 (see
-# `agentd token-hash`) adds the loopback HTTP listener.
+# SQLite audit store, the API on its unix socket and the live dashboard on
+# 127.0.0.1:7878, and run a scripted agent session against it (files, exec
+# and network, allowed and denied) every 30 s for BULWARK_DEMO_ROUNDS rounds
+# (default 10); agentd keeps serving until Ctrl-C. BULWARK_HTTP=HOST:PORT
+# moves the HTTP listener.
 set -euo pipefail
 BUILD=$1
 shift || true
@@ -27,9 +29,25 @@ echo "== agentd run cat /etc/passwd (outside the rule file: denied)"
 "$AGENTD" run --rules "$ROOT/rules" --tool cat --workdir "$work" -- /usr/bin/cat /etc/passwd || true
 
 STATE=${BULWARK_STATE_DIR:-/var/lib/bulwark}
+SOCK=/run/bulwark/agentd.sock
 extra=()
 [ -n "${BULWARK_HTTP:-}" ] && extra+=(--http "$BULWARK_HTTP")
-echo "== agentd serve: state $STATE, socket /run/bulwark/agentd.sock"
-echo "   try: curl --unix-socket /run/bulwark/agentd.sock http://agentd/v1/health"
-echo "   the live audit dashboard: open the 'dashboard: http://127.0.0.1:7878/#token=...' address it prints"
-exec "$AGENTD" serve --state-dir "$STATE" "${extra[@]}" "$@"
+echo "== agentd serve: state $STATE, socket $SOCK"
+"$AGENTD" serve --state-dir "$STATE" --socket "$SOCK" "${extra[@]}" "$@" &
+daemon=$!
+trap 'kill -TERM $daemon 2>/dev/null; wait $daemon' INT TERM
+for _ in $(seq 1 200); do
+  if curl -sf --unix-socket "$SOCK" http://agentd/v1/health >/dev/null 2>&1; then break; fi
+  kill -0 "$daemon" 2>/dev/null || { echo "agentd serve exited" >&2; wait "$daemon"; exit 1; }
+  sleep 0.1
+done
+echo "   try: curl --unix-socket $SOCK http://agentd/v1/health"
+echo "   the live audit dashboard: open the 'dashboard: http://127.0.0.1:7878/#token=...' address above"
+
+# A scripted agent session against the daemon, once now and then every 30 s
+# for a while, so the dashboard shows decisions as they happen.
+ROUNDS=${BULWARK_DEMO_ROUNDS:-10}
+echo "== demo agent session ($ROUNDS rounds, 30 s apart): files, exec and network, allowed and denied"
+python3 "$ROOT/clients/python/examples/demo_session.py" --socket "$SOCK" --rounds "$ROUNDS" --pause 30 || true
+echo "== agentd keeps serving (Ctrl-C stops it)"
+wait "$daemon"
