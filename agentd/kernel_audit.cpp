@@ -354,6 +354,10 @@ void KernelAuditReader::run(std::stop_token st) {
         std::lock_guard lk(mu_);
         stats_snapshot_ = assembler_.stats();
     }
+    // Stopping: events still waiting for their EOE are delivered as they are.
+    std::vector<kaudit::KernelDenial> out;
+    assembler_.flush_all(out);
+    deliver(out);
 }
 
 nlohmann::json KernelAuditReader::status() const {

@@ -15,6 +15,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define BW_FMODE_READ 0x1
 #define BW_FMODE_WRITE 0x2
 #define BW_FMODE_EXEC 0x20
+#define BW_FFLAGS_EXEC 0x20 /* __FMODE_EXEC */
 #define BW_PROT_EXEC 0x4
 #define BW_RENAME_EXCHANGE 0x2
 
@@ -27,9 +28,13 @@ int BPF_PROG(bw_file_open, struct file *file)
 	if (!bw_sandbox(&s))
 		return 0;
 	__u32 fmode = BPF_CORE_READ(file, f_mode);
+	__u32 fflags = BPF_CORE_READ(file, f_flags);
 	__u32 req = 0;
-	if (fmode & BW_FMODE_EXEC) {
-		req = BW_FS_EXEC; /* the kernel's own open of an executable */
+	/* The kernel's own open of an executable (execve, uselib, the ELF
+	 * interpreter) carries __FMODE_EXEC in f_flags; f_mode gains FMODE_EXEC
+	 * only on some kernels (not 6.1). Judged as exec, not read. */
+	if ((fflags & BW_FFLAGS_EXEC) || (fmode & BW_FMODE_EXEC)) {
+		req = BW_FS_EXEC;
 	} else {
 		if (fmode & BW_FMODE_READ)
 			req |= BW_FS_READ;
@@ -136,8 +141,12 @@ static __always_inline int bw_move(const struct bw_sbx *s, __u16 op, struct dent
 {
 	struct bw_walk src, dst;
 	__u32 rule_src = BW_NO_RULE, rule_dst = BW_NO_RULE;
-	bw_walk(s->policy_id, obj, obj_mnt, src_req | BW_FS_CONTENT, &src);
-	bw_walk(s->policy_id, dst_dir, dst_mnt, BW_FS_CREATE | BW_FS_CONTENT, &dst);
+	/* Each walk is attributed for the right it decides (the nearest rule
+	 * carrying that right), so a rule granting some other right nearer the
+	 * object never takes the credit; the allow/deny unions the gain check
+	 * needs do not depend on it. */
+	bw_walk(s->policy_id, obj, obj_mnt, src_req, &src);
+	bw_walk(s->policy_id, dst_dir, dst_mnt, BW_FS_CREATE, &dst);
 	int deny = 0;
 	__u32 rule_id = BW_NO_RULE;
 	if (src_req && bw_fs_judge(s, &src, src_req, &rule_src)) {
@@ -149,8 +158,11 @@ static __always_inline int bw_move(const struct bw_sbx *s, __u16 op, struct dent
 	} else {
 		__u32 gain = bw_effective(s, &dst) & ~bw_effective(s, &src) & BW_FS_CONTENT;
 		if (gain) {
+			/* the rule at the destination that grants what would be gained */
+			struct bw_walk g;
+			bw_walk(s->policy_id, dst_dir, dst_mnt, gain, &g);
 			deny = 1;
-			rule_id = dst.allow_rule;
+			rule_id = g.allow_rule;
 		} else {
 			rule_id = rule_dst;
 		}

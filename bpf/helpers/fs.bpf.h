@@ -22,6 +22,68 @@ struct bw_walk {
 	__u32 pad;
 };
 
+#define BW_SB_MOUNTS_MAX 32 /* mounts of one superblock searched for the whole-filesystem one */
+
+/* Kernels before 6.15 chain a superblock's mounts in a list_head
+ * (sb->s_mounts, mount->mnt_instance); later ones in a singly linked list
+ * (sb->s_mounts, mount->mnt_next_for_sb). CO-RE picks the layout at load. */
+struct super_block___list {
+	struct list_head s_mounts;
+} __attribute__((preserve_access_index));
+struct mount___list {
+	struct list_head mnt_instance;
+} __attribute__((preserve_access_index));
+
+/* 1 when m shows the whole filesystem (root) and is mounted somewhere. */
+static __always_inline int bw_mount_shows_root(struct mount *m, __u64 root_addr)
+{
+	if ((__u64)BPF_CORE_READ(m, mnt.mnt_root) != root_addr)
+		return 0;
+	struct mount *up = BPF_CORE_READ(m, mnt_parent);
+	return up && up != m;
+}
+
+/* For a filesystem (super_block at sb_addr) whose root was reached through a
+ * bind mount of one of its subdirectories: the mount that shows the whole filesystem
+ * and is mounted somewhere, so the walk can go on above it; 0 when there is
+ * none (the object's ancestors end here); 1 when the search bound ran out
+ * (the caller fails closed). A global function: verified once, on its own. */
+__noinline __u64 bw_whole_fs_mount(__u64 sb_addr)
+{
+	if (!sb_addr)
+		return 0;
+	__u64 root_addr = (__u64)BPF_CORE_READ((struct super_block *)sb_addr, s_root);
+	if (bpf_core_field_exists(struct super_block___list, s_mounts) &&
+	    bpf_core_field_exists(struct mount___list, mnt_instance)) {
+		struct super_block___list *sb = (struct super_block___list *)sb_addr;
+		struct list_head *head = &sb->s_mounts;
+		struct list_head *pos = BPF_CORE_READ(sb, s_mounts.next);
+		for (int i = 0; i < BW_SB_MOUNTS_MAX; i++) {
+			if (!pos || pos == head)
+				return 0;
+			struct mount *m =
+				(struct mount *)((void *)pos - bpf_core_field_offset(struct mount___list, mnt_instance));
+			if (bw_mount_shows_root(m, root_addr))
+				return (__u64)m;
+			pos = BPF_CORE_READ(pos, next);
+		}
+		return 1;
+	}
+	if (bpf_core_field_exists(struct mount, mnt_next_for_sb)) {
+		struct super_block *sb = (struct super_block *)sb_addr;
+		struct mount *m = BPF_CORE_READ(sb, s_mounts);
+		for (int i = 0; i < BW_SB_MOUNTS_MAX; i++) {
+			if (!m)
+				return 0;
+			if (bw_mount_shows_root(m, root_addr))
+				return (__u64)m;
+			m = BPF_CORE_READ(m, mnt_next_for_sb);
+		}
+		return 1;
+	}
+	return 0;
+}
+
 /* Walks from d (on vfsmount vmnt, or NULL: stay inside d's filesystem). */
 static __noinline int bw_walk(__u32 policy_id, struct dentry *d, struct vfsmount *vmnt, __u32 req,
 			      struct bw_walk *w)
@@ -63,12 +125,31 @@ static __noinline int bw_walk(__u32 policy_id, struct dentry *d, struct vfsmount
 		}
 		struct dentry *parent = BPF_CORE_READ(d, d_parent);
 		if (d == parent) {
-			/* root of this filesystem: continue at its mount point only when the
-			 * mount shows the whole filesystem; for a bind mount of a subdirectory
-			 * the object's true ancestors are done (aliases gain nothing) */
-			if (!mnt || BPF_CORE_READ(mnt, mnt.mnt_root) != d) {
+			/* root of this filesystem: continue at its mount point. A bind mount
+			 * of a subdirectory is an alias: the object's true ancestors go on
+			 * where the whole filesystem is mounted (rules above that mount
+			 * point cover it), never where the alias is (aliases gain nothing). */
+			if (!mnt) {
 				w->too_deep = 0;
 				break;
+			}
+			if (BPF_CORE_READ(mnt, mnt.mnt_root) != d) {
+				/* only the filesystem's own root continues (a disconnected
+				 * dentry's ancestors end here); the global function takes the
+				 * super_block as a scalar read from memory, never d itself */
+				struct super_block *sb = BPF_CORE_READ(d, d_sb);
+				if ((struct dentry *)BPF_CORE_READ(sb, s_root) != d) {
+					w->too_deep = 0;
+					break;
+				}
+				__u64 whole = bw_whole_fs_mount((__u64)sb);
+				if (whole == 1)
+					break; /* search bound exhausted: fail closed (too_deep) */
+				if (!whole) {
+					w->too_deep = 0;
+					break;
+				}
+				mnt = (struct mount *)whole;
 			}
 			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
 			if (!up || up == mnt) {
@@ -84,12 +165,14 @@ static __noinline int bw_walk(__u32 policy_id, struct dentry *d, struct vfsmount
 	return 0;
 }
 
-/* Rights the policy gates (default deny) for this policy. */
+/* Rights the policy gates (default deny) for this policy. Once any files
+ * rule exists everything not covered is denied, exec included (files.exec is
+ * a files right); an exec allow-list alone gates exec only. */
 static __always_inline __u32 bw_gated(const struct bw_sbx *s)
 {
 	__u32 g = 0;
 	if (s->flags & BW_POL_FILES_ENFORCED)
-		g |= BW_FS_READ | BW_FS_WRITE | BW_FS_CREATE | BW_FS_REMOVE;
+		g |= BW_FS_ALL;
 	if (s->flags & BW_POL_EXEC_ENFORCED)
 		g |= BW_FS_EXEC;
 	return g;

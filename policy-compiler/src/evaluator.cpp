@@ -214,6 +214,30 @@ Decision eval_file(const Bundle& b, const Operation& op, bool tables) {
     return apply_mode(audit, decide_file(b, shown, v, *path, right, enforced));
 }
 
+// Rights in force at a path (allows or unrestricted, minus denies) and the
+// rule id the kernel attributes to the deepest entry granting any of `want`.
+struct Effective {
+    uint32_t rights = 0;
+    uint32_t rule = BW_NO_RULE;
+    std::string rule_path;
+    uint32_t exact = BW_NO_RULE;
+};
+
+Effective effective_at(const Bundle& b, const std::string& path, uint32_t want) {
+    FileView v;
+    for (const auto& f : b.files) {
+        if (!path_covers(f.path, path)) continue;
+        uint32_t ar = BW_NO_RULE, ae = BW_NO_RULE;
+        for (const auto& g : b.files) {
+            if (g.path != f.path) continue;
+            if (ar == BW_NO_RULE && g.allow) ar = g.rule_id;
+            if (ae == BW_NO_RULE && (g.allow & want)) ae = g.rule_id;
+        }
+        consider(v, want, f.path, f.allow, f.deny, ar, BW_NO_RULE, ae, BW_NO_RULE);
+    }
+    return {(v.allow | unrestricted_file_rights(b)) & ~v.deny & BW_FS_ALL, v.allow_rule, v.allow_path, v.allow_exact};
+}
+
 // ---------------------------------------------------------------- network
 
 struct NetMatch {
@@ -264,7 +288,26 @@ bool range_matches(uint16_t lo, uint16_t hi, uint8_t protos, uint8_t ops, const 
     return op.port >= lo && op.port <= hi && (protos & op.proto) && (ops & net_op_bit(op.kind));
 }
 
-Decision eval_net(const Bundle& b, const Operation& op, bool tables) {
+// Connecting or sending to the wildcard address reaches the local host: it is
+// judged as the loopback address of its family (0.0.0.0 and ::ffff:0.0.0.0 as
+// 127.0.0.1, :: as ::1), as the BPF programs do (net.bpf.h
+// bw_canonicalise), so a rule about 127.0.0.1 cannot be sidestepped through
+// 0.0.0.0. A bind keeps the wildcard: it names every local address.
+Operation canonical_destination(const Operation& op) {
+    Operation out = op;
+    if (op.kind == OpKind::Bind) return out;
+    Addr16& a = out.addr;
+    bool rest_zero = std::all_of(a.begin() + 12, a.end(), [](uint8_t x) { return x == 0; });
+    if (is_v4_mapped(a) && rest_zero) {
+        a[12] = 127, a[15] = 1;
+    } else if (rest_zero && std::all_of(a.begin(), a.begin() + 12, [](uint8_t x) { return x == 0; })) {
+        a[15] = 1;
+    }
+    return out;
+}
+
+Decision eval_net(const Bundle& b, const Operation& given, bool tables) {
+    const Operation op = canonical_destination(given);
     if (!tables) {
         bool audit = b.mode == Mode::Audit;
         if (b.network.mode != NetMode::Rules) return apply_mode(audit, decide_net_mode(op, b.network.mode));
@@ -469,6 +512,42 @@ uint32_t required_right(const Operation& op) {
 }
 
 Decision evaluate(const Bundle& bundle, const Operation& op) { return eval(bundle, op, false); }
+
+Decision evaluate_move(const Bundle& b, const std::string& from, const std::string& to, bool rename) {
+    const char* verb = rename ? "rename" : "link";
+    auto src = resolve_operation_path(from);
+    auto dst = resolve_operation_path(to);
+    bool audit = b.mode == Mode::Audit;
+    if (!src || !dst)
+        return apply_mode(audit, make(Verdict::Deny, BW_LAYER_BPF_LSM, BW_NO_RULE,
+                                      "denied: " + (!src ? src.error() : dst.error())));
+    auto prefixed = [&](Decision d) {
+        d.explanation = std::string(verb) + " " + *src + " -> " + *dst + ": " + d.explanation;
+        return d;
+    };
+    Operation op;
+    if (rename) {
+        op.kind = OpKind::Remove;
+        op.path = *src;
+        Decision d = eval_file(b, op, false);
+        if (d.verdict != Verdict::Allow) return prefixed(std::move(d));
+    }
+    op.kind = OpKind::Create;
+    op.path = *dst;
+    Decision created = eval_file(b, op, false);
+    if (created.verdict != Verdict::Allow) return prefixed(std::move(created));
+    constexpr uint32_t kContent = BW_FS_READ | BW_FS_WRITE | BW_FS_EXEC;
+    uint32_t gain = effective_at(b, *dst, kContent).rights & ~effective_at(b, *src, kContent).rights & kContent;
+    if (gain) {
+        Effective g = effective_at(b, *dst, gain);
+        return apply_mode(audit, make(Verdict::Deny, BW_LAYER_BPF_LSM, g.rule,
+                                      "denied: " + std::string(verb) + " " + *src + " -> " + *dst +
+                                          " would give the object " + format_rights(gain) + " it does not have at " +
+                                          *src + " (granted there by " + describe_rule(b, g.exact) + ", covers " +
+                                          g.rule_path + "); a move may not widen what a file can be used for"));
+    }
+    return prefixed(std::move(created));
+}
 Decision evaluate_tables(const Bundle& bundle, const Operation& op) { return eval(bundle, op, true); }
 
 std::string_view to_string(Verdict v) {

@@ -160,6 +160,37 @@ TEST_CASE("records interleaved from two events stay apart") {
     CHECK(out[1].pid == 11);
 }
 
+TEST_CASE("CWD and PATH records of the event (sent when audit rules make the context non-dummy)") {
+    // Layout as the kernel writes them (kernel/auditsc.c audit_log_name);
+    // the name is hex because it holds a space.
+    EventAssembler a;
+    std::vector<KernelDenial> out;
+    a.feed(rtype::kLandlockAccess,
+           "audit(7.100:50): domain=2b blockers=fs.write_file,fs.truncate path=\"/w/o\" dev=\"vda\" ino=5", 0, out);
+    a.feed(rtype::kSyscall,
+           "audit(7.100:50): arch=c000003e syscall=257 success=no exit=-13 a0=ffffff9c a1=55 a2=241 a3=1b6 items=1 "
+           "ppid=10 pid=11 auid=4294967295 uid=65534 gid=65534 euid=65534 suid=65534 fsuid=65534 egid=65534 "
+           "sgid=65534 fsgid=65534 tty=(none) ses=4294967295 comm=\"sh\" exe=\"/usr/bin/dash\" key=(null)",
+           0, out);
+    a.feed(rtype::kCwd, "audit(7.100:50): cwd=2F776F726B20646972", 0, out);
+    a.feed(rtype::kPath,
+           "audit(7.100:50): item=0 name=\"o\" inode=5 dev=fe:01 mode=0100644 ouid=65534 ogid=65534 rdev=00:00 "
+           "nametype=NORMAL cap_fp=0 cap_fi=0 cap_fe=0 cap_fver=0 cap_frootid=0",
+           0, out);
+    a.feed(rtype::kProctitle, "audit(7.100:50): proctitle=7368002D63006563686F2061203E206F", 0, out);
+    a.feed(rtype::kEoe, "audit(7.100:50): ", 0, out);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].cwd == "/work dir");
+    REQUIRE(out[0].path_names.size() == 1);
+    CHECK(out[0].path_names[0] == "o");
+    CHECK(out[0].object == "/w/o");
+    CHECK(out[0].blockers == "fs.write_file,fs.truncate");
+    CHECK(out[0].proctitle == "sh -c echo a > o");
+    CHECK(out[0].exe == "/usr/bin/dash");
+    CHECK(out[0].pid == 11);
+    CHECK(a.stats().malformed == 0);
+}
+
 TEST_CASE("the pending bound evicts the oldest event, counted") {
     EventAssembler a(4);
     std::vector<KernelDenial> out;

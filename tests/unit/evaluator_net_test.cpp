@@ -143,3 +143,36 @@ TEST_CASE("syscalls decided from the seccomp plan's rule map", "[evaluator]") {
     CHECK(d.rule_id == BW_NO_RULE);
     CHECK_THAT(d.explanation, Catch::Contains("errno 38"));
 }
+
+// Regression: the sock_addr programs judge a connect or send to the wildcard
+// address as loopback (connecting to it reaches the local host); the evaluator
+// did not, so a deny on 127.0.0.1 looked sidestepped through 0.0.0.0 and a
+// loopback policy looked stricter than the kernel (integration_bpf_diff
+// compares the two on the wildcard targets of its corpus).
+TEST_CASE("connect and send to the wildcard address are judged as loopback, bind keeps it", "[evaluator]") {
+    BundleBuilder bb;
+    bb.net_rule("127.0.0.1/32", 18501, 18501)
+        .net_rule("::1/128", 18501, 18501)
+        .net_rule("0.0.0.0/32", 18503, 18503, BW_NET_BIND)
+        .net_rule("127.0.0.1/32", 18504, 18504, BW_NET_CONNECT, BW_NET_ACTION_DENY)
+        .net_rule("0.0.0.0/0", 18504, 18504);
+    Bundle b = bb.build();
+    for (auto eval : {&evaluate, &evaluate_tables}) {
+        CHECK(eval(b, net_op(OpKind::Connect, "0.0.0.0", 18501)).verdict == Verdict::Allow);
+        CHECK(eval(b, net_op(OpKind::Connect, "::ffff:0.0.0.0", 18501)).verdict == Verdict::Allow);
+        CHECK(eval(b, net_op(OpKind::Connect, "::", 18501)).verdict == Verdict::Allow);
+        CHECK(eval(b, net_op(OpKind::Connect, "::", 18501)).rule_id == 1);
+        CHECK(eval(b, net_op(OpKind::Bind, "0.0.0.0", 18503)).verdict == Verdict::Allow);
+        CHECK(eval(b, net_op(OpKind::Bind, "127.0.0.1", 18503)).verdict == Verdict::Deny);
+        // the deny on 127.0.0.1 holds for 0.0.0.0 too
+        CHECK(eval(b, net_op(OpKind::Connect, "0.0.0.0", 18504)).verdict == Verdict::Deny);
+        CHECK(eval(b, net_op(OpKind::Connect, "0.0.0.0", 18504)).rule_id == 3);
+        CHECK(eval(b, net_op(OpKind::Connect, "10.0.0.1", 18504)).verdict == Verdict::Allow);
+    }
+    b.network.mode = NetMode::Loopback;
+    b.bpf.header.flags = (b.bpf.header.flags & ~BW_POL_NET_RULES) | BW_POL_NET_LOOPBACK;
+    for (auto eval : {&evaluate, &evaluate_tables}) {
+        CHECK(eval(b, net_op(OpKind::Send, "0.0.0.0", 9, BW_PROTO_UDP)).verdict == Verdict::Allow);
+        CHECK(eval(b, net_op(OpKind::Bind, "0.0.0.0", 9)).verdict == Verdict::Deny);
+    }
+}

@@ -3,10 +3,14 @@
 # and vm_runner, and maps vm_runner's "VMTEST <case> PASS|FAIL" lines to an
 # exit code: 0 all passed, 1 a case failed or the guest gave no summary,
 # 77 (skip) only when qemu or the kernel package cannot be obtained.
-#   usage: run_vm.sh <vm_runner> <cache_dir>
+#   usage: run_vm.sh <vm_runner> <cache_dir> [<diff_vm_corpus>]
+# With diff_vm_corpus, the differential corpus (BULWARK_DIFF_SEED,
+# BULWARK_DIFF_VM_POLICIES, BULWARK_DIFF_VM_OPS) is written on the host and
+# shipped in the initramfs as /diff.corpus.
 set -uo pipefail
 runner=$(realpath -m "$1")
 cache=$(realpath -m "$2")
+corpus_gen=${3:+$(realpath -m "$3")}
 mkdir -p "$cache"
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
@@ -41,6 +45,10 @@ rm -rf "$root"
 mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,data,etc}
 cp /bin/busybox "$root/bin/busybox"
 cp "$runner" "$root/vm_runner"
+if [ -n "$corpus_gen" ]; then
+  "$corpus_gen" "$root/diff.corpus" "${BULWARK_DIFF_VM_POLICIES:-40}" "${BULWARK_DIFF_VM_OPS:-30}" ||
+    fail "diff_vm_corpus could not write the corpus"
+fi
 cat >"$root/init" <<'INIT'
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -61,7 +69,7 @@ chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$cache/initramfs.cpio.gz" || fail "cpio"
 
 log="$cache/serial.log"
-timeout 600 qemu-system-x86_64 -accel tcg -m 1024 -smp 2 -nographic -no-reboot \
+timeout 1000 qemu-system-x86_64 -accel tcg -m 1024 -smp 2 -nographic -no-reboot \
   -kernel "$cache/vmlinuz" -initrd "$cache/initramfs.cpio.gz" \
   -append "console=ttyS0 quiet panic=-1" </dev/null >"$log" 2>&1
 qrc=$?

@@ -19,12 +19,14 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
 #include "bpf_loader.h"
+#include "bpf_maps.h"
 #include "ringbuf_reader.h"
 
 using namespace bulwark::bpf;
@@ -205,6 +207,229 @@ int memfd_exec_err() {
     }
     int rc = wait_exit(p);
     return rc >= 200 ? rc - 200 : (rc == 0 ? 0 : -rc);
+}
+
+
+// ---- differential group: the file/exec corpus written by diff_vm_corpus on
+// the host (random rule files through the real compiler, their exact map
+// contents and the reference evaluator's answers), replayed here for real.
+
+struct DiffOp {
+    unsigned method = 0, verdict = 0;  // FileMethod, policy::Verdict (0 allow, 1 deny, 2 audit)
+    uint32_t rule = BW_NO_RULE;
+    std::string path, judged, to;
+};
+struct DiffPolicy {
+    std::string name;
+    size_t index = 0;
+    BpfTables tables;
+    std::string text;
+    std::vector<DiffOp> ops;
+};
+struct DiffCorpus {
+    unsigned long long seed = 0;
+    std::vector<std::string> dirs, progs;
+    std::string mount, alias, alias_of;
+    std::vector<DiffPolicy> policies;
+};
+
+const char* const kDiffRoot = "/data/diff";
+const char* const kMethodNames[] = {"open(O_RDONLY)", "open(O_WRONLY)", "mknod", "mkdir", "symlink",
+                                    "unlink",         "execve",         "rename", "link"};
+enum : unsigned { M_READ, M_WRITE, M_MKNOD, M_MKDIR, M_SYMLINK, M_UNLINK, M_EXEC, M_RENAME, M_LINK };
+
+std::string diff_abs(const std::string& rel) { return rel == "." ? kDiffRoot : std::string(kDiffRoot) + "/" + rel; }
+
+std::optional<DiffCorpus> read_corpus(const char* path, std::string& err) {
+    FILE* f = std::fopen(path, "r");
+    if (!f) {
+        err = std::string(path) + ": " + strerror(errno);
+        return std::nullopt;
+    }
+    DiffCorpus c;
+    char word[32];
+    char a[4096], b[4096], c3[4096];
+    while (std::fscanf(f, "%31s", word) == 1) {
+        std::string w = word;
+        if (w == "seed") {
+            if (std::fscanf(f, "%llu", &c.seed) != 1) break;
+        } else if (w == "dir" && std::fscanf(f, "%4095s", a) == 1) {
+            c.dirs.push_back(a);
+        } else if (w == "prog" && std::fscanf(f, "%4095s", a) == 1) {
+            c.progs.push_back(a);
+        } else if (w == "mount" && std::fscanf(f, "%4095s", a) == 1) {
+            c.mount = a;
+        } else if (w == "alias" && std::fscanf(f, "%4095s %4095s", a, b) == 2) {
+            c.alias = a;
+            c.alias_of = b;
+        } else if (w == "policy") {
+            DiffPolicy p;
+            unsigned long long af;
+            size_t nfiles, nops, tlen;
+            if (std::fscanf(f, "%4095s %zu %u %u %llu %u %zu %zu %zu", a, &p.index, &p.tables.header.mode,
+                            &p.tables.header.flags, &af, &p.tables.header.sock_type_allow, &nfiles, &nops,
+                            &tlen) != 9) {
+                err = "bad policy line";
+                break;
+            }
+            p.tables.header.af_allow = af;
+            p.name = a;
+            std::fgetc(f);  // the newline after the header
+            p.text.resize(tlen);
+            if (std::fread(p.text.data(), 1, tlen, f) != tlen) {
+                err = "short policy text";
+                break;
+            }
+            for (size_t i = 0; i < nfiles; ++i) {
+                bulwark::policy::BpfFileEntry e;
+                if (std::fscanf(f, " file %u %u %u %u %4095s", &e.value.allow, &e.value.deny, &e.value.allow_rule_id,
+                                &e.value.deny_rule_id, a) != 5) {
+                    err = "bad file line";
+                    break;
+                }
+                e.path = a;
+                p.tables.files.push_back(std::move(e));
+            }
+            for (size_t i = 0; i < nops; ++i) {
+                DiffOp o;
+                if (std::fscanf(f, " op %u %u %u %4095s %4095s %4095s", &o.method, &o.verdict, &o.rule, a, b,
+                                c3) != 6 ||
+                    o.method > M_LINK) {
+                    err = "bad op line";
+                    break;
+                }
+                o.path = a;
+                o.judged = b;
+                o.to = c3;
+                p.ops.push_back(std::move(o));
+            }
+            if (!err.empty()) break;
+            c.policies.push_back(std::move(p));
+        } else {
+            err = "unknown record '" + w + "'";
+            break;
+        }
+    }
+    std::fclose(f);
+    if (!err.empty()) return std::nullopt;
+    return c;
+}
+
+void setup_diff_tree(const DiffCorpus& c) {
+    mkdir("/data", 0755);
+    for (const auto& d : c.dirs) {
+        std::string p = diff_abs(d);
+        mkdir(p.c_str(), 0755);
+        if (d == c.mount) mount("diff", p.c_str(), "tmpfs", 0, "mode=0755");
+    }
+    for (const auto& d : c.dirs) {
+        write_file(diff_abs(d) + "/x", "x");
+        write_file(diff_abs(d) + "/y", "y");
+    }
+    for (const auto& d : c.progs) copy_file("/bin/busybox", (diff_abs(d) + "/prog").c_str());
+    std::string al = diff_abs(c.alias);
+    mkdir(al.c_str(), 0755);
+    mount(diff_abs(c.alias_of).c_str(), al.c_str(), nullptr, MS_BIND, nullptr);
+}
+
+int diff_perform(unsigned method, const std::string& path, const std::string& to) {
+    const char* p = path.c_str();
+    switch (method) {
+        case M_READ: return open_err(p, O_RDONLY);
+        case M_WRITE: return open_err(p, O_WRONLY);
+        case M_MKNOD: return err_of(mknod(p, S_IFREG | 0600, 0));
+        case M_MKDIR: return err_of(mkdir(p, 0700));
+        case M_SYMLINK: return err_of(symlink("x", p));
+        case M_UNLINK: return err_of(unlink(p));
+        case M_EXEC: return exec_err(p);
+        case M_RENAME: return err_of(rename(p, to.c_str()));
+        case M_LINK: return err_of(link(p, to.c_str()));
+    }
+    return EINVAL;
+}
+
+// The object the LSM judges: the file itself, or for a new name its directory.
+bool judged_object(unsigned method, const std::string& path, uint64_t& dev, uint64_t& ino) {
+    std::string obj = path;
+    if (method == M_MKNOD || method == M_MKDIR || method == M_SYMLINK) obj = path.substr(0, path.rfind('/'));
+    struct stat st;
+    if (stat(obj.c_str(), &st) != 0) return false;
+    dev = kernel_dev_of(st.st_dev);
+    ino = st.st_ino;
+    return true;
+}
+
+std::string diff_rule(uint32_t r) { return r == BW_NO_RULE ? "none" : std::to_string(r); }
+
+void run_diff_group(BpfLoader& L, Events& ev, const char* corpus_path) {
+    std::string err;
+    auto corpus = read_corpus(corpus_path, err);
+    if (!corpus) {
+        result("diff_corpus", false, err);
+        return;
+    }
+    std::printf("VMTEST-INFO diff corpus seed=%llu policies=%zu (replay on the host: BULWARK_DIFF_SEED=%llu)\n",
+                corpus->seed, corpus->policies.size(), corpus->seed);
+    setup_diff_tree(*corpus);
+    auto& M = L.maps();
+    static const char* verdicts[] = {"allow", "deny", "audit"};
+    for (auto& p : corpus->policies) {
+        p.tables.header.flags |= BW_POL_REPORT_ALLOW;  // a record for every decision
+        auto h = M.load(p.tables);
+        const std::string& name = p.name;
+        if (!h) {
+            result(name, false, "load: " + h.error().message());
+            continue;
+        }
+        Leaf leaf(L.parent_cgroup(), "diff" + std::to_string(p.index));
+        (void)M.bind(leaf.id, h->handle);
+        (void)ev.of(leaf.id);
+        size_t bad = 0, denied = 0;
+        std::string first;
+        for (const auto& o : p.ops) {
+            if (o.method == M_UNLINK || o.method == M_RENAME || o.method == M_LINK) write_file(o.path, "victim");
+            uint64_t dev = 0, ino = 0;
+            bool have_obj = judged_object(o.method, o.path, dev, ino);
+            int got = in(leaf.path, [&] { return diff_perform(o.method, o.path, o.to); });
+            auto evs = ev.of(leaf.id);
+            uint8_t want_dec = o.verdict == 0 ? BW_DECISION_ALLOW : o.verdict == 1 ? BW_DECISION_DENY : BW_DECISION_AUDIT;
+            int want_err = o.verdict == 1 ? EPERM : 0;
+            size_t seen = 0;
+            bool ok = have_obj && got == want_err;
+            std::string kernel = "errno=" + ename(got);
+            for (const auto& e : evs) {
+                if (e.layer != BW_LAYER_BPF_LSM || e.obj_kind != BW_OBJ_FILE || e.obj.file.dev != dev ||
+                    e.obj.file.ino != ino)
+                    continue;
+                ++seen;
+                kernel += std::string(" event(op ") + std::to_string(e.op) + " " +
+                          (e.decision < 3 ? verdicts[e.decision] : "?") + " rule=" + diff_rule(e.rule_id) + ")";
+                ok = ok && e.decision == want_dec && e.rule_id == o.rule;
+            }
+            ok = ok && seen > 0;
+            denied += o.verdict == 1;
+            if (ok) continue;
+            ++bad;
+            std::string repro = "DISAGREEMENT seed=" + std::to_string(corpus->seed) + " policy=" +
+                                std::to_string(p.index) + "\n--- rule file\n" + p.text + "--- operation: " +
+                                kMethodNames[o.method] + " " + o.path + (o.to == "-" ? "" : " -> " + o.to) +
+                                " (judged as " + o.judged + ")\n" +
+                                "--- evaluator: " + verdicts[o.verdict] + " rule=" + diff_rule(o.rule) +
+                                "\n--- kernel:    " + kernel + "\n";
+            size_t at = 0;
+            while (at < repro.size()) {
+                size_t nl = repro.find('\n', at);
+                std::printf("VMTEST-DIFF %s\n", repro.substr(at, nl - at).c_str());
+                at = nl == std::string::npos ? repro.size() : nl + 1;
+            }
+        }
+        result(name, bad == 0,
+               "ops=" + std::to_string(p.ops.size()) + " denied=" + std::to_string(denied) +
+                   " disagreements=" + std::to_string(bad));
+        (void)M.unbind(leaf.id);
+        rmdir(leaf.path.c_str());
+        (void)M.free(h->handle.slot);
+    }
 }
 
 }  // namespace
@@ -398,6 +623,9 @@ int main() {
         result("subtask_switch_next_op", r[0] == 0 && r[1] == EPERM && r[2] == 0,
                "results=" + ename(r[0]) + "," + ename(r[1]) + "," + ename(r[2]));
     }
+
+    // ---- differential: random policies and operations against the reference evaluator
+    run_diff_group(L, ev, "/diff.corpus");
 
     // ---- pinned enforcement survives the loader exiting
     {

@@ -60,6 +60,14 @@ struct Decision {
 Decision evaluate(const Bundle& bundle, const Operation& op);
 Decision evaluate_tables(const Bundle& bundle, const Operation& op);
 
+// Renaming (rename = true) or hard-linking the object at `from` to the new
+// name `to`, as the BPF LSM judges it: a rename needs remove at `from`, both
+// need create at `to`, and the object may not gain a content right (read,
+// write, exec) at `to` it does not have at `from`. The rule id is the failing
+// check's (for a gain: the deepest rule at `to` granting a gained right), or
+// the create decision's when allowed. From the bundle's rules.
+Decision evaluate_move(const Bundle& bundle, const std::string& from, const std::string& to, bool rename);
+
 // BW_FS_* right an operation needs (0 for non-file operations).
 uint32_t required_right(const Operation& op);
 
