@@ -95,6 +95,32 @@ uint64_t PolicyMaps::next_version() {
     return last_version_;
 }
 
+std::expected<void, SysError> PolicyMaps::sync_slots() {
+    for (uint32_t slot = 0; slot < BW_MAX_POLICIES; ++slot) {
+        bw_policy p{};
+        if (int rc = bpf_map_lookup_elem(policies_.get(), &slot, &p); rc)
+            return std::unexpected(SysError{"bpf_map_lookup_elem(bw_policies, " + std::to_string(slot) + ")", -rc});
+        bool used = p.version != 0;
+        if (used_[slot] && !used) keys_[slot] = SlotKeys{};  // freed by another process
+        used_[slot] = used;
+        if (used) last_version_ = std::max<uint64_t>(last_version_, p.version);
+    }
+    return {};
+}
+
+std::expected<std::vector<std::pair<uint64_t, bw_binding>>, SysError> PolicyMaps::bindings() const {
+    std::vector<std::pair<uint64_t, bw_binding>> out;
+    uint64_t key = 0, next = 0;
+    const void* prev = nullptr;
+    while (bpf_map_get_next_key(sandboxes_.get(), prev, &next) == 0) {
+        bw_binding b{};
+        if (bpf_map_lookup_elem(sandboxes_.get(), &next, &b) == 0) out.emplace_back(next, b);
+        key = next;
+        prev = &key;
+    }
+    return out;
+}
+
 size_t PolicyMaps::free_slots() const { return static_cast<size_t>(std::count(used_.begin(), used_.end(), false)); }
 
 std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& tables) {

@@ -58,6 +58,13 @@ public:
     std::expected<uint64_t, SysError> rule_hits(uint32_t slot, uint32_t rule_id) const;
     std::expected<bw_binding, SysError> binding(uint64_t cgroup_id) const;
     size_t free_slots() const;
+    bool slot_used(uint32_t slot) const { return slot < used_.size() && used_[slot]; }
+    // Re-reads which slots are in use from the kernel (version != 0). Several
+    // processes share the pinned maps (agentd run, agentd serve): call it
+    // under the pin-root lock before load(), so no two pick one slot.
+    std::expected<void, SysError> sync_slots();
+    // Every (cgroup id, binding) in bw_sandboxes.
+    std::expected<std::vector<std::pair<uint64_t, bw_binding>>, SysError> bindings() const;
 
     int events_fd() const { return events_.get(); }
     int sandboxes_fd() const { return sandboxes_.get(); }

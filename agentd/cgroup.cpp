@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <string_view>
 #include <sstream>
 #include <thread>
 
@@ -77,12 +78,19 @@ void rmdir_retry(const std::string& dir) {
 
 }  // namespace
 
-size_t reap_stale_cgroups() {
+size_t reap_stale_cgroups(const std::string& v2_extra) {
     size_t removed = 0;
-    for (const char* ctrl : {"", "memory", "pids", "cpu", "cpuacct"}) {
-        std::string mnt = cgroup_mount(ctrl), own = own_cgroup(ctrl);
-        if (mnt.empty() || own.empty()) continue;
-        std::string dir = mnt + (own == "/" ? "" : own);
+    for (const char* ctrl : {"", "memory", "pids", "cpu", "cpuacct", "+"}) {
+        std::string dir;
+        if (std::string_view(ctrl) == "+") {
+            if (v2_extra.empty()) continue;
+            dir = v2_extra;
+            ctrl = "";
+        } else {
+            std::string mnt = cgroup_mount(ctrl), own = own_cgroup(ctrl);
+            if (mnt.empty() || own.empty()) continue;
+            dir = mnt + (own == "/" ? "" : own);
+        }
         DIR* d = ::opendir(dir.c_str());
         if (!d) continue;
         std::vector<std::string> stale;
@@ -156,11 +164,23 @@ SandboxCgroup& SandboxCgroup::operator=(SandboxCgroup&& o) noexcept {
 SandboxCgroup::~SandboxCgroup() { remove(); }
 
 std::expected<SandboxCgroup, SysError> SandboxCgroup::create(const std::string& name,
-                                                             const CgroupLimits& limits) {
+                                                             const CgroupLimits& limits,
+                                                             const std::string& v2_parent) {
     SandboxCgroup cg;
-    auto v2 = make_leaf("", name);
-    if (!v2) return std::unexpected(v2.error());
-    cg.v2_path_ = *v2;
+    if (v2_parent.empty()) {
+        auto v2 = make_leaf("", name);
+        if (!v2) return std::unexpected(v2.error());
+        cg.v2_path_ = *v2;
+    } else {
+        std::string mnt = cgroup_mount(""), own = own_cgroup("");
+        std::string base = mnt + (own == "/" ? "" : own);
+        if (mnt.empty() || own.empty() || !v2_parent.starts_with(base + "/") ||
+            v2_parent.find("/..") != std::string::npos)
+            return std::unexpected(SysError{"cgroup v2 parent " + v2_parent + " is not below " + base, EINVAL});
+        std::string dir = v2_parent + "/" + name;
+        if (::mkdir(dir.c_str(), 0755) != 0) return std::unexpected(SysError::last("mkdir(" + dir + ")"));
+        cg.v2_path_ = dir;
+    }
     int fd = ::open(cg.v2_path_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return std::unexpected(SysError::last("open(" + cg.v2_path_ + ", O_PATH)"));
     cg.v2_fd_.reset(fd);

@@ -28,8 +28,11 @@ class SandboxCgroup {
 public:
     // Creates the leaves named `name` and applies the limits. Fails (typed) if
     // a requested limit has no controller to carry it: never runs unlimited.
+    // v2_parent: absolute cgroup v2 directory for the v2 leaf (it must lie
+    // below the cgroup this process runs in); empty: that cgroup itself.
     static std::expected<SandboxCgroup, SysError> create(const std::string& name,
-                                                         const CgroupLimits& limits);
+                                                         const CgroupLimits& limits,
+                                                         const std::string& v2_parent = {});
     SandboxCgroup(SandboxCgroup&&) noexcept = default;
     SandboxCgroup& operator=(SandboxCgroup&&) noexcept;
     ~SandboxCgroup();
@@ -70,7 +73,8 @@ inline constexpr const char* kRunCgroupPrefix = "bulwark-run-";
 // Removes leaves left by an agentd that died (bulwark-run-<pid>-<n> whose pid is
 // gone): kills what is still inside, then removes them. Returns how many
 // leaves were removed. run_tool calls it once per process (on restart).
-size_t reap_stale_cgroups();
+// v2_extra: another cgroup v2 directory holding run leaves (the BPF cgroup parent).
+size_t reap_stale_cgroups(const std::string& v2_extra = {});
 
 // Where this process sits: "" on error. `controller` "" = cgroup v2 line.
 std::string own_cgroup(const std::string& controller);

@@ -22,6 +22,11 @@
 #include <memory>
 #include <mutex>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "audit_record.h"
+#include "bpf_runtime.h"
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/instantiate.h"
 #include "kernel_audit.h"
@@ -59,6 +64,9 @@ void register_run(CLI::App& app) {
     struct Opts {
         std::string rules, tool, workdir;
         bool json = false;
+        bool no_bpf = false;
+        std::string bpf_pin_root = "/sys/fs/bpf/bulwark";
+        std::string bpf_cgroup_parent;
         std::vector<std::string> cmd;
     };
     auto o = std::make_shared<Opts>();
@@ -67,10 +75,15 @@ void register_run(CLI::App& app) {
     run->add_option("--tool", o->tool, "tool name (rules/<tool>.yaml)")->required();
     run->add_option("--workdir", o->workdir, "directory bound read-write as the tool's cwd");
     run->add_flag("--json", o->json, "print the run report as JSON on stdout");
+    run->add_option("--bpf-pin-root", o->bpf_pin_root, "bpffs directory of the shared BPF programs and maps");
+    run->add_option("--bpf-cgroup-parent", o->bpf_cgroup_parent,
+                    "cgroup v2 directory the BPF cgroup programs are attached to (default: <own cgroup>/bulwark)");
+    run->add_flag("--no-bpf", o->no_bpf, "run without the BPF layer (tools with network rules are refused)");
     run->add_option("cmd", o->cmd, "command and arguments (after --)")->required();
     run->callback([o] {
-        // stdout is the tool's output or the JSON report: logs go to stderr.
-        if (!spdlog::get("agentd-run")) spdlog::set_default_logger(spdlog::stderr_color_st("agentd-run"));
+        // stdout carries the tool's output or the JSON document: logs go to stderr.
+        if (!spdlog::get("agentd-run")) spdlog::set_default_logger(spdlog::stderr_color_mt("agentd-run"));
+        spdlog::set_level(spdlog::level::warn);
         std::error_code ec;
         std::string workdir = o->workdir.empty() ? std::filesystem::current_path(ec).string()
                                                  : std::filesystem::canonical(o->workdir, ec).string();
@@ -78,12 +91,17 @@ void register_run(CLI::App& app) {
                                "workdir " + o->workdir + ": " + ec.message()))
                          : load_tool_bundle(o->rules, o->tool, workdir);
         RunReport rep;
-        // Kernel audit source: Landlock and seccomp denials of this run
-        // become the report's decisions (docs/kernel-audit.md).
-        RunRegistry registry;
+        // This run's decisions: the BPF runtime's ring buffer (cgroup socket
+        // programs, the monitor, BPF LSM where the kernel has it) and the
+        // kernel audit source (Landlock and seccomp denials,
+        // docs/kernel-audit.md). Both tag them with run id = this pid.
+        const auto run_id = static_cast<uint64_t>(::getpid());
         std::mutex mu;
         std::vector<audit::AuditRecord> decisions;
+        std::vector<std::string> gaps;
         uint64_t lost = 0;
+        nlohmann::json bpf_status = nullptr;
+        RunRegistry registry;
         KernelAuditOptions kopts;
         kopts.resolve = [&](const kaudit::KernelDenial& d) { return registry.resolve(d); };
         kopts.sink = [&](audit::AuditRecord r) {
@@ -115,23 +133,63 @@ void register_run(CLI::App& app) {
             std::string cgroup;
             req.on_cgroup = [&](const std::string& path, pid_t pid) {
                 cgroup = path;
-                registry.add(path, pid, RunContext{0, 0, o->tool, 0});
+                registry.add(path, pid, RunContext{0, run_id, o->tool, 0});
             };
+            std::unique_ptr<bpf::BpfRuntime> rt;
+            std::shared_ptr<bpf::Attachment> att;
+            if (o->no_bpf) {
+                req.bpf_unavailable = "BPF layer switched off (--no-bpf)";
+            } else {
+                bpf::RuntimeOptions ro;
+                ro.pin_root = o->bpf_pin_root;
+                ro.cgroup_parent = o->bpf_cgroup_parent;
+                ro.sink = [&](audit::AuditRecord r) {
+                    std::lock_guard lk(mu);
+                    decisions.push_back(std::move(r));
+                };
+                ro.on_drops = [&](const std::string& source, uint64_t n) {
+                    std::lock_guard lk(mu);
+                    gaps.push_back(std::to_string(n) + " record(s) lost: " + source);
+                };
+                auto r = bpf::BpfRuntime::start(std::move(ro));
+                if (!r) {
+                    req.bpf_unavailable = "BPF runtime did not start: " + r.error().message();
+                } else {
+                    rt = std::move(*r);
+                    bpf_status = rt->status();
+                    auto a = rt->attach(*bundle, 0, run_id, o->tool, 0);
+                    if (!a) {
+                        req.bpf_unavailable = a.error();
+                    } else {
+                        att = std::move(*a);
+                        req.attach_bpf = att->hook();
+                        req.cgroup_v2_parent = rt->cgroup_parent();
+                    }
+                }
+            }
             rep = run_tool(*bundle, req);
+            if (att) att->release();  // delivers the run's last events
+            att.reset();
+            rt.reset();
             if (reader) {
                 // Records arrive asynchronously: wait (bounded) until the
                 // reader has consumed the audit queue up to the run's end.
                 bool drained = reader->barrier(std::chrono::milliseconds(2000));
-                if (!drained) rep.warnings.push_back("kernel audit: the backlog up to the run's end was not consumed within 2 s; decisions may be incomplete");
+                if (!drained)
+                    rep.warnings.push_back("kernel audit: the backlog up to the run's end was not consumed within 2 s; "
+                                           "decisions may be incomplete");
                 kaudit_status = reader->status();
                 kaudit_status["state"] = drained ? "read" : "incomplete";
             }
             registry.remove(cgroup);
         }
-        nlohmann::json dj = nlohmann::json::array();
+        reader.reset();
+        std::vector<audit::AuditRecord> mine;
         {
             std::lock_guard lk(mu);
-            for (const auto& d : decisions) dj.push_back(audit::to_json(d));
+            for (auto& d : decisions)
+                if (d.run_id == run_id && d.task_id == 0) mine.push_back(std::move(d));
+            for (const auto& g : gaps) rep.warnings.push_back("audit gap: " + g);
             if (lost) {
                 kaudit_status["lost_during_run"] = lost;
                 rep.warnings.push_back("kernel audit: " + std::to_string(lost) +
@@ -139,18 +197,30 @@ void register_run(CLI::App& app) {
                                        "decisions may be incomplete");
             }
         }
+        std::sort(mine.begin(), mine.end(),
+                  [](const audit::AuditRecord& a, const audit::AuditRecord& b) { return a.ts_ns < b.ts_ns; });
         if (o->json) {
-            nlohmann::json out = to_json(rep);
-            out["decisions"] = std::move(dj);
-            if (!kaudit_status.is_null()) out["kernel_audit"] = std::move(kaudit_status);
-            std::cout << out.dump(2) << std::endl;
+            nlohmann::json doc = to_json(rep);
+            nlohmann::json ds = nlohmann::json::array();
+            for (const auto& d : mine) ds.push_back(audit::to_json(d));
+            doc["decisions"] = std::move(ds);
+            doc["bpf"] = std::move(bpf_status);
+            if (!kaudit_status.is_null()) doc["kernel_audit"] = std::move(kaudit_status);
+            std::cout << doc.dump(2) << std::endl;
         } else {
             std::cout << rep.stdout_data << std::flush;
             std::string lines;
-            for (const auto& d : dj)
-                lines += "  decision: " + d.value("layer", "") + " " + d.value("decision", "") + " " +
-                         d.value("op", "") + " " + d.value("object", "") + " (pid " +
-                         std::to_string(d.value("pid", 0u)) + " " + d.value("comm", "") + ")\n";
+            for (const auto& d : mine) {
+                lines += "decision: " + std::string(audit::decision_name(d.decision)) + " " +
+                         std::string(audit::layer_name(d.layer)) + " " + std::string(audit::op_name(d.op)) + " " +
+                         d.object;
+                if (d.err) lines += " (errno " + std::to_string(d.err) + ")";
+                if (!d.rule_file.empty())
+                    lines += " by " + d.rule_file + ":" + std::to_string(d.rule_line) + " " + d.rule_text;
+                else if (d.rule_id == BW_NO_RULE)
+                    lines += " by the policy's default";
+                lines += "\n";
+            }
             std::cerr << rep.stderr_data << summary(rep) << lines << std::flush;
         }
         throw CLI::RuntimeError(rep.exit_status());

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "audit_db.h"
+#include "bpf_runtime.h"
 #include "cgroup.h"
 #include "config.h"
 #include "dashboard.h"
@@ -39,6 +40,9 @@ struct ServeArgs {
     std::string http;
     std::string dashboard_assets;
     std::string log_level;
+    std::string bpf_pin_root = "/sys/fs/bpf/bulwark";
+    std::string bpf_cgroup_parent;
+    bool no_bpf = false;
 };
 
 bool ensure_dir(const std::filesystem::path& p, mode_t mode) {
@@ -102,10 +106,40 @@ int run_serve(const ServeArgs& a) {
     if (!(*store)->accepting_runs())
         spdlog::error("audit store refuses new runs: {}", (*store)->status().reason);
 
+    // The BPF layer: programs loaded or re-adopted from the pin root (shared
+    // with `agentd run` on this host under its lock), decisions into the store,
+    // ring-buffer losses as gap records.
+    std::unique_ptr<bpf::BpfRuntime> bpf_rt;
+    std::string bpf_unavailable;
+    if (a.no_bpf) {
+        bpf_unavailable = "BPF layer switched off (--no-bpf)";
+    } else {
+        bpf::RuntimeOptions ro;
+        ro.pin_root = a.bpf_pin_root;
+        ro.cgroup_parent = a.bpf_cgroup_parent;
+        audit::AuditStore* st = store->get();
+        ro.sink = [st](audit::AuditRecord r) { st->enqueue(std::move(r)); };  // a drop becomes a gap record
+        ro.on_drops = [st](const std::string& source, uint64_t n) { st->report_source_drops(source, n); };
+        auto rt = bpf::BpfRuntime::start(std::move(ro));
+        if (!rt) {
+            bpf_unavailable = "BPF runtime did not start: " + rt.error().message();
+            spdlog::error("bpf: {}; tools with network rules are refused", bpf_unavailable);
+        } else {
+            bpf_rt = std::move(*rt);
+            for (const auto& [sec, state] : bpf_rt->status()["programs"].items())
+                spdlog::info("bpf: {}: {}", sec, state.get<std::string>());
+        }
+    }
+    auto bpf_status = [&bpf_rt, &bpf_unavailable]() -> nlohmann::json {
+        if (bpf_rt) return bpf_rt->status();
+        return {{"state", "unavailable: " + bpf_unavailable}};
+    };
+    (*store)->enqueue(audit::host_status_record({{"event", "bpf_layer"}, {"bpf", bpf_status()}}));
+
     // Sandboxes of a daemon that died (kill -9, crash): their tools were
     // killed with it (parent-death signal, pid namespace); what is left is
     // killed and the leaves removed, deterministically, before serving.
-    if (size_t n = reap_stale_cgroups()) {
+    if (size_t n = reap_stale_cgroups(bpf_rt ? bpf_rt->cgroup_parent() : std::string())) {
         spdlog::warn("removed {} run cgroup(s) left by a previous agentd", n);
         (*store)->enqueue(audit::host_status_record({{"event", "stale_runs_reaped"}, {"cgroups", n}}));
     }
@@ -144,6 +178,28 @@ int run_serve(const ServeArgs& a) {
         topts.kernel_audit_barrier = [k = kaudit.get()](std::chrono::milliseconds t) { return k->barrier(t); };
         topts.kernel_audit_losses = [k = kaudit.get()] { return k->kernel_lost_since_start() + k->overruns(); };
     }
+    // Every run's cgroup is bound to its policy through the runtime; grant
+    // updates rebind running tools (TaskManager::switch_epoch).
+    topts.bpf = [&bpf_rt, &bpf_unavailable](const policy::Bundle& b, uint64_t task_id, uint64_t run_id,
+                                            const std::string& tool,
+                                            uint64_t version) -> std::optional<BpfRunBinding> {
+        BpfRunBinding out;
+        if (!bpf_rt) {
+            out.unavailable = bpf_unavailable;
+            return out;
+        }
+        auto att = bpf_rt->attach(b, task_id, run_id, tool, version);
+        if (!att) {
+            out.unavailable = att.error();
+            return out;
+        }
+        std::shared_ptr<bpf::Attachment> at = std::move(*att);
+        out.attach = at->hook();
+        out.rebind = [at](const policy::Bundle& nb, uint64_t v) { return at->rebind(nb, v); };
+        out.release = [at] { at->release(); };
+        out.cgroup_parent = bpf_rt->cgroup_parent();
+        return out;
+    };
     if (!ensure_dir(topts.work_root, 0711)) return 1;
     TaskManager tasks(*catalog, store->get(), topts);
 
@@ -182,16 +238,20 @@ int run_serve(const ServeArgs& a) {
     ctx.bus = &bus;
     ctx.metrics = &metrics;
     ctx.openapi_json = std::string(http::openapi_document());
-    // The layers are probed once (canaries); BPF programs are not loaded by
-    // this daemon yet, and the status says so. The kernel audit reader's
-    // state is live.
+    // The layers are probed once (canaries); the BPF layers follow the
+    // runtime's live status, the kernel audit reader's state is live too.
     auto host_status = std::make_shared<const nlohmann::json>(probe_host_layers(nullptr));
-    (*store)->enqueue(audit::host_status_record({{"event", "host_layers"}, {"host", *host_status}}));
-    ctx.host_status = [host_status, &kaudit, &kaudit_error] {
+    auto host_now = [host_status, &kaudit, &kaudit_error, bpf_status] {
         nlohmann::json j = *host_status;
+        nlohmann::json bpf = bpf_status();
+        nlohmann::json bpf_layers = bpf_layers_from_status(bpf);
+        for (auto& [name, l] : bpf_layers.items()) j["layers"][name] = l;
+        j["bpf"] = std::move(bpf);
         j["kernel_audit"] = kaudit ? kaudit->status() : nlohmann::json{{"state", "unavailable: " + kaudit_error}};
         return j;
     };
+    (*store)->enqueue(audit::host_status_record({{"event", "host_layers"}, {"host", host_now()}}));
+    ctx.host_status = host_now;
     http::register_v1_routes(router, ctx);
     http::register_task_routes(router, {.catalog = &*catalog, .tasks = &tasks, .store = store->get()});
     if (cfg->dashboard.enabled) dashboard::register_routes(router, assets);
@@ -254,6 +314,10 @@ void register_serve(CLI::App& app) {
                       "HTTP listener, loopback only (default 127.0.0.1:7878 for the dashboard); off: none");
     serve->add_option("--dashboard-assets", args->dashboard_assets, "directory of the built dashboard page");
     serve->add_option("--log-level", args->log_level, "trace, debug, info, warn, error");
+    serve->add_option("--bpf-pin-root", args->bpf_pin_root, "bpffs directory of the shared BPF programs and maps");
+    serve->add_option("--bpf-cgroup-parent", args->bpf_cgroup_parent,
+                      "cgroup v2 directory the BPF cgroup programs are attached to (default: <own cgroup>/bulwark)");
+    serve->add_flag("--no-bpf", args->no_bpf, "serve without the BPF layer (tools with network rules are refused)");
     serve->callback([args] { throw CLI::RuntimeError(run_serve(*args)); });
 
     auto* th = app.add_subcommand("token-hash", "print the SHA-256 of a token read from stdin (for api.tokens_sha256)");

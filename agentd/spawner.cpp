@@ -403,7 +403,8 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     bool own_netns = bundle.network.mode != policy::NetMode::Rules;
     if (!own_netns && !req.attach_bpf)
         return refuse("the policy has network rules, which need the BPF cgroup programs; "
-                      "no BPF binding is available to agentd run");
+                      "no BPF binding is available to this run" +
+                      (req.bpf_unavailable.empty() ? std::string() : ": " + req.bpf_unavailable));
     std::optional<Fd> pooled_netns;
     if (own_netns && req.recycle_netns) {
         std::string err;
@@ -442,10 +443,10 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     // (p8) Per-run cgroups below our own: v2 leaf + v1 limit leaves. Once per
     //      process, leaves of a previous agentd that died are reaped first.
     static std::once_flag reaped;
-    std::call_once(reaped, [] { reap_stale_cgroups(); });
+    std::call_once(reaped, [&] { reap_stale_cgroups(req.cgroup_v2_parent); });
     std::string name = std::string(kRunCgroupPrefix) + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++);
     CgroupLimits cl{bundle.limits.memory_bytes, bundle.limits.pids, bundle.limits.cpu_percent};
-    auto cgx = SandboxCgroup::create(name, cl);
+    auto cgx = SandboxCgroup::create(name, cl, req.cgroup_v2_parent);
     if (!cgx) return setup_failed("cgroup: " + cgx.error().message());
     SandboxCgroup cg = std::move(*cgx);
 
@@ -597,7 +598,10 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
         rep.layers.push_back({"bpf", LayerState::Enforcing, *r, {}});
     } else {
         rep.layers.push_back({"bpf", LayerState::Unavailable,
-                              "no BPF policy binding in this run (cgroup sock_addr / BPF LSM not attached)", {}});
+                              req.bpf_unavailable.empty()
+                                  ? "no BPF policy binding in this run (cgroup sock_addr / BPF LSM not attached)"
+                                  : req.bpf_unavailable,
+                              {}});
     }
     // Mandatory layers must be enforcing, or nothing runs.
     for (const auto& m : bundle.mandatory_layers) {

@@ -44,6 +44,13 @@ struct RunRequest {
     // pid: the kernel audit source maps records to runs by cgroup
     // (run_registry.h). The caller unregisters after run_tool returns.
     std::function<void(const std::string& cgroup_v2_path, pid_t pid)> on_cgroup;
+    // Why there is no attach_bpf (shown as the bpf layer's detail), e.g.
+    // "BPF runtime: bpf_obj_get(...): EPERM".
+    std::string bpf_unavailable;
+    // Absolute cgroup v2 directory the run's leaf is created in: the BPF
+    // runtime's cgroup parent, where its cgroup programs are attached. Empty:
+    // the cgroup this process runs in.
+    std::string cgroup_v2_parent;
     // Bytes written to the tool's stdin (then closed); none: /dev/null. The
     // caller ignores SIGPIPE (a tool may stop reading early).
     std::optional<std::string> stdin_data;

@@ -678,6 +678,8 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         auto binding = opts_.bpf(run_bundle, task_id, run_id, req->tool, version);
         if (binding) {
             rr.attach_bpf = binding->attach;
+            rr.cgroup_v2_parent = binding->cgroup_parent;
+            rr.bpf_unavailable = binding->unavailable;
             std::lock_guard lk(mu_);
             for (auto& r : task->runs)
                 if (r.run_id == run_id) r.bpf = binding;

@@ -56,6 +56,10 @@ struct BpfRunBinding {
     std::function<std::expected<void, std::string>(const policy::Bundle&, uint64_t policy_version)> rebind;
     // Unbinds and frees; delivers the run's remaining events first.
     std::function<void()> release;
+    // RunRequest::cgroup_v2_parent: where the BPF cgroup programs are attached.
+    std::string cgroup_parent;
+    // Set (and attach empty) when this run cannot be bound: RunRequest::bpf_unavailable.
+    std::string unavailable;
 };
 using BpfBinder = std::function<std::optional<BpfRunBinding>(const policy::Bundle&, uint64_t task_id,
                                                              uint64_t run_id, const std::string& tool,

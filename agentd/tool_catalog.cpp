@@ -41,6 +41,9 @@ std::expected<ToolCatalog, std::string> ToolCatalog::load(const std::filesystem:
         cat.tools_.push_back(ToolEntry{std::move(name), f, std::move(*r.bundle)});
     }
     if (!errors.empty()) return std::unexpected(errors);
+    // find() searches by name: "a-b.yaml" sorts before "a.yaml" as a path but
+    // "a" before "a-b" as a name.
+    std::sort(cat.tools_.begin(), cat.tools_.end(), [](const ToolEntry& a, const ToolEntry& b) { return a.name < b.name; });
     if (cat.tools_.empty()) return std::unexpected("rules directory " + rules_dir.string() + " holds no <tool>.yaml");
     return cat;
 }

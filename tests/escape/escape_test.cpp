@@ -400,3 +400,159 @@ TEST_CASE("escape battery: every attempt succeeds unconfined and is contained in
         CHECK(r.layer_as_expected);
     }
 }
+
+// ---------------------------------------------------------------------------
+// Network rules mode: the tool stays in the host network namespace, so the
+// cgroup sock_addr programs bound to its cgroup are what stands between it and
+// every address its rules do not name. Each attempt: the unconfined control
+// succeeds, the sandboxed run fails with EPERM, and the deny decision read
+// from the ring buffer names the sock_addr layer.
+#include <filesystem>
+#include <mutex>
+
+#include "bpf_runtime.h"
+#include "cmd_run.h"
+
+namespace {
+
+constexpr uint16_t kEscTcpPort = 18120;  // the one TCP port the rules grant (127.0.0.1 only)
+
+struct NetAttempt {
+    const char* name;
+    std::vector<std::string> args;  // netprobe arguments
+    const char* object;             // the decision's object
+};
+
+std::string net_control(const std::vector<std::string>& args) {
+    int p[2];
+    REQUIRE(pipe2(p, O_CLOEXEC) == 0);
+    pid_t c = fork();
+    if (c == 0) {
+        dup2(p[1], 1);
+        std::vector<char*> av{const_cast<char*>(ESCAPE_NETPROBE)};
+        for (const auto& a : args) av.push_back(const_cast<char*>(a.c_str()));
+        av.push_back(nullptr);
+        execv(ESCAPE_NETPROBE, av.data());
+        _exit(98);
+    }
+    close(p[1]);
+    std::string out;
+    char buf[256];
+    ssize_t n;
+    while ((n = read(p[0], buf, sizeof buf)) > 0) out.append(buf, n);
+    close(p[0]);
+    waitpid(c, nullptr, 0);
+    return verdict(out);
+}
+
+}  // namespace
+
+TEST_CASE("escape battery, network rules: attempts outside the rules are stopped by the cgroup sock_addr layer") {
+    namespace fs = std::filesystem;
+    const std::string tag = std::to_string(getpid());
+    std::string wd = test::make_workdir("escape-net");
+    std::string rules = wd + "-rules";
+    fs::create_directories(rules);
+    fs::create_directory_symlink(fs::path(BULWARK_RULES_DIR) / "base", fs::path(rules) / "base");
+    std::ofstream(rules + "/escnet.yaml")
+        << "tool: escnet\ndescription: escape battery network probe\nextends: base/minimal\n"
+        << "binaries: [" << ESCAPE_NETPROBE << "]\n"
+        << "network:\n  families: [inet, inet6]\n"
+        << "  connect:\n    - { cidr: 127.0.0.1/32, ports: [" << kEscTcpPort << "], proto: tcp }\n"
+        << "  dns: [127.0.0.53]\n";
+    auto bundle = load_tool_bundle(rules, "escnet", wd);
+    INFO((bundle ? std::string() : bundle.error()));
+    REQUIRE(bundle);
+
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(kEscTcpPort);
+    REQUIRE(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);  // 0.0.0.0: every 127/8 address
+    REQUIRE(listen(l, 64) == 0);
+
+    auto mnt = bpf::cgroup2_mount();
+    auto own = bpf::own_cgroup2_path();
+    REQUIRE(mnt);
+    REQUIRE(own);
+    std::mutex mu;
+    std::vector<audit::AuditRecord> decisions;
+    bpf::RuntimeOptions ro;
+    ro.pin_root = "/sys/fs/bpf/bulwark-esc-" + tag;
+    ro.cgroup_parent = *mnt + (*own == "/" ? "" : *own) + "/bulwark-esc-" + tag;
+    ro.sink = [&](audit::AuditRecord r) {
+        std::lock_guard lk(mu);
+        decisions.push_back(std::move(r));
+    };
+    const std::string pin_root = ro.pin_root, parent = ro.cgroup_parent;
+    auto rt = bpf::BpfRuntime::start(ro);
+    if (!rt) {
+        (void)bpf::BpfLoader::unpin_all(pin_root);
+        ::rmdir(parent.c_str());
+        FAIL("BPF runtime: " << rt.error().message());
+    }
+    REQUIRE((*rt)->net_enforcing());
+
+    const std::string port = std::to_string(kEscTcpPort);
+    const std::vector<NetAttempt> attempts = {
+        {"tcp_non_granted_address", {"tcp", "127.0.0.3", port}, "tcp 127.0.0.3:18120"},
+        {"udp_connect_non_granted_port", {"udp-connect", "127.0.0.1", "18121"}, "udp 127.0.0.1:18121"},
+        {"udp_sendto_foreign_dns", {"udp-send", "127.0.0.9", "53"}, "udp 127.0.0.9:53"},
+        {"tcp_v4mapped_v6_denied", {"tcp", "::ffff:127.0.0.3", port}, "tcp 127.0.0.3:18120"},
+    };
+    std::ofstream md(ESCAPE_REPORT, std::ios::app);
+    md << "\n## Network rules mode (host netns, cgroup sock_addr layer bound per run)\n\n"
+          "| attempt | control | sandboxed | stopped by |\n|---|---|---|---|\n";
+    uint64_t run_id = 1;
+    // Control for the rules themselves: the granted destination works sandboxed.
+    {
+        auto att = (*rt)->attach(*bundle, 0, run_id, "escnet", 0);
+        REQUIRE(att);
+        RunRequest req;
+        req.argv = {ESCAPE_NETPROBE, "tcp", "127.0.0.1", port};
+        req.workdir = wd;
+        req.attach_bpf = (*att)->hook();
+        req.cgroup_v2_parent = (*rt)->cgroup_parent();
+        RunReport r = run_tool(*bundle, req);
+        (*att)->release();
+        INFO(r.error << r.stderr_data);
+        CHECK(verdict(r.stdout_data) == "OK");
+    }
+    for (const auto& at : attempts) {
+        ++run_id;
+        std::string ctl = net_control(at.args);
+        auto att = (*rt)->attach(*bundle, 0, run_id, "escnet", 0);
+        REQUIRE(att);
+        RunRequest req;
+        req.argv = {ESCAPE_NETPROBE};
+        for (const auto& x : at.args) req.argv.push_back(x);
+        req.workdir = wd;
+        req.attach_bpf = (*att)->hook();
+        req.cgroup_v2_parent = (*rt)->cgroup_parent();
+        RunReport r = run_tool(*bundle, req);
+        (*att)->release();
+        std::string sandboxed = verdict(r.stdout_data);
+        std::string layer;
+        {
+            std::lock_guard lk(mu);
+            for (const auto& d : decisions)
+                if (d.run_id == run_id && d.decision == BW_DECISION_DENY && d.object == at.object)
+                    layer = std::string(audit::layer_name(d.layer));
+        }
+        md << "| " << at.name << " | " << ctl << " | " << sandboxed << " | " << (layer.empty() ? "?" : layer)
+           << " |\n";
+        INFO(at.name << ": control " << ctl << ", sandboxed " << sandboxed << " " << r.error);
+        CHECK(ctl == "OK");
+        CHECK(sandboxed == "EPERM");
+        CHECK(layer == "sock_addr");
+    }
+    md.close();
+    close(l);
+    rt->reset();
+    (void)bpf::BpfLoader::unpin_all(pin_root);
+    ::rmdir(parent.c_str());
+    test::remove_tree(rules);
+    test::remove_tree(wd);
+}

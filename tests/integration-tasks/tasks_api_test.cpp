@@ -273,6 +273,8 @@ TEST_CASE("kill -9 of agentd during a run: the tool dies, a restart leaves nothi
     REQUIRE(run != 0);
     std::string prefix = "bulwark-run-" + std::to_string(daemon_pid) + "-";
     auto leaves = [&] { return run_leaves(prefix).count; };
+    // "running" is set when the exec starts; the leaf follows a moment later.
+    for (int i = 0; i < 200 && leaves() == 0; ++i) std::this_thread::sleep_for(25ms);
     REQUIRE(leaves() >= 1);
 
     REQUIRE(::kill(daemon_pid, SIGKILL) == 0);

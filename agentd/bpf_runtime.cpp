@@ -1,0 +1,450 @@
+#include "bpf_runtime.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <set>
+
+namespace bulwark::bpf {
+namespace {
+
+// Programs a `network:` rules policy needs proven before such a tool may run.
+constexpr const char* kNetPrograms[] = {"bw_connect4", "bw_connect6", "bw_sendmsg4", "bw_sendmsg6"};
+
+std::string state_text(const ProgramStatus& p) {
+    std::string s = to_string(p.state);
+    if (!p.reason.empty()) s += ": " + p.reason;
+    return s;
+}
+
+// Does the cgroup with this kernfs id still exist? Unknown (no handle
+// support, EPERM): treated as alive, so a live binding is never removed.
+bool cgroup_alive(int mnt_fd, int handle_type, uint64_t id) {
+    struct {
+        struct file_handle fh;
+        uint64_t id;
+    } h{};
+    h.fh.handle_bytes = sizeof(uint64_t);
+    h.fh.handle_type = handle_type;
+    std::memcpy(h.fh.f_handle, &id, sizeof id);
+    int fd = ::open_by_handle_at(mnt_fd, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        ::close(fd);
+        return true;
+    }
+    return !(errno == ESTALE || errno == ENOENT);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- lock
+
+BpfRuntime::MapsLock::MapsLock(BpfRuntime& rt) : rt_(rt), lk_(rt.maps_mu_) {
+    while (::flock(rt_.lock_fd_.get(), LOCK_EX) != 0 && errno == EINTR) {
+    }
+}
+BpfRuntime::MapsLock::~MapsLock() { ::flock(rt_.lock_fd_.get(), LOCK_UN); }
+
+// ---------------------------------------------------------------- start / stop
+
+std::expected<std::unique_ptr<BpfRuntime>, SysError> BpfRuntime::start(RuntimeOptions opts) {
+    std::unique_ptr<BpfRuntime> rt(new BpfRuntime());
+    rt->opts_ = std::move(opts);
+    rt->boot_offset_ns_ = audit::boot_to_realtime_offset_ns();
+    if (auto r = ensure_bpffs(); !r) return std::unexpected(r.error());
+    std::error_code ec;
+    std::filesystem::create_directories(rt->opts_.pin_root, ec);
+    if (ec) return std::unexpected(SysError{"mkdir -p " + rt->opts_.pin_root, ec.value()});
+    rt->lock_fd_ = Fd(::open(rt->opts_.pin_root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!rt->lock_fd_) return std::unexpected(SysError::last("open(" + rt->opts_.pin_root + ", O_DIRECTORY)"));
+    {
+        MapsLock lk(*rt);
+        LoaderOptions lo;
+        lo.pin_root = rt->opts_.pin_root;
+        lo.cgroup_parent = rt->opts_.cgroup_parent;
+        lo.lsm = rt->opts_.lsm;
+        lo.monitor = rt->opts_.monitor;
+        lo.truth_check = rt->opts_.truth_check;
+        BpfRuntime* self = rt.get();
+        lo.foreign_event_sink = [self](const bw_event& e) { self->on_event(e); };
+        auto loader = BpfLoader::start(std::move(lo));
+        if (!loader) return std::unexpected(loader.error());
+        rt->loader_ = std::move(*loader);
+        const ProgramStatus* fo = rt->loader_->program("bw_file_open");
+        rt->lsm_files_ = fo && fo->state == ProgState::Enforcing;
+        rt->reap_dead_bindings();
+    }
+    if (auto st = rt->loader_->maps().stats()) rt->last_reserve_failures_ = st->ringbuf_reserve_failures;
+    BpfRuntime* self = rt.get();
+    auto reader = RingbufReader::create(rt->loader_->maps().events_fd(), [self](const bw_event& e) { self->on_event(e); });
+    if (!reader) return std::unexpected(reader.error());
+    rt->reader_ = std::move(*reader);
+    rt->stop_fd_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!rt->stop_fd_) return std::unexpected(SysError::last("eventfd (BPF reader stop)"));
+    rt->thread_ = std::thread([self] { self->reader_loop(); });
+    return rt;
+}
+
+BpfRuntime::~BpfRuntime() {
+    if (thread_.joinable()) {
+        uint64_t one = 1;
+        if (::write(stop_fd_.get(), &one, sizeof one) != sizeof one) spdlog::warn("bpf: reader stop write failed");
+        thread_.join();
+    }
+}
+
+void BpfRuntime::reap_dead_bindings() {
+    PolicyMaps& maps = loader_->maps();
+    auto all = maps.bindings();
+    if (!all) {
+        spdlog::warn("bpf: reap: {}", all.error().message());
+        return;
+    }
+    auto mnt = cgroup2_mount();
+    Fd mnt_fd(mnt ? ::open(mnt->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1);
+    struct {
+        struct file_handle fh;
+        uint64_t id;
+    } ph{};
+    ph.fh.handle_bytes = sizeof(uint64_t);
+    int mount_id = 0;
+    if (!mnt_fd ||
+        ::name_to_handle_at(AT_FDCWD, loader_->parent_cgroup().c_str(), &ph.fh, &mount_id, 0) != 0) {
+        spdlog::warn("bpf: reap skipped: cannot build cgroup handles ({})", std::strerror(errno));
+        return;
+    }
+    std::set<uint32_t> live_slots;
+    for (const auto& [cg, b] : *all) {
+        if (cgroup_alive(mnt_fd.get(), ph.fh.handle_type, cg)) {
+            live_slots.insert(b.policy_id);
+            continue;
+        }
+        if (auto r = maps.unbind(cg); !r) {
+            spdlog::warn("bpf: reap: {}", r.error().message());
+            live_slots.insert(b.policy_id);
+            continue;
+        }
+        reaped_bindings_.fetch_add(1);
+    }
+    if (auto r = maps.sync_slots(); !r) {
+        spdlog::warn("bpf: reap: {}", r.error().message());
+        return;
+    }
+    for (uint32_t slot = 0; slot < BW_MAX_POLICIES; ++slot) {
+        if (!maps.slot_used(slot) || live_slots.contains(slot)) continue;
+        if (auto r = maps.free(slot); !r)
+            spdlog::warn("bpf: reap slot {}: {}", slot, r.error().message());
+        else
+            reaped_slots_.fetch_add(1);
+    }
+    if (reaped_bindings_ || reaped_slots_)
+        spdlog::warn("bpf: removed {} binding(s) of cgroups that no longer exist and {} policy slot(s) only they used",
+                     reaped_bindings_.load(), reaped_slots_.load());
+}
+
+// ---------------------------------------------------------------- events
+
+void BpfRuntime::on_event(const bw_event& ev) {
+    events_.fetch_add(1, std::memory_order_relaxed);
+    audit::EventContext ctx;
+    std::optional<uint64_t> epoch_version;
+    std::shared_ptr<const policy::Bundle> bundle;  // kept alive while the record is built
+    bool mine = false;
+    {
+        std::lock_guard lk(ctx_mu_);
+        if (auto it = runs_.find(ev.cgroup_id); it != runs_.end()) {
+            mine = true;
+            ctx.task_id = it->second.task_id;
+            ctx.run_id = it->second.run_id;
+            ctx.tool = it->second.tool;
+            for (const auto& e : it->second.epochs)
+                if (e.kernel_version == ev.policy_version) {
+                    bundle = e.bundle;
+                    epoch_version = e.policy_version;
+                }
+        }
+    }
+    ctx.bundle = bundle.get();
+    audit::AuditRecord rec;
+    if (mine) {
+        rec = audit::decision_from_event(ev, ctx, boot_offset_ns_);
+    } else {
+        // A cgroup bound by another process sharing these maps (or the
+        // canary): its binding names the task and run.
+        foreign_.fetch_add(1, std::memory_order_relaxed);
+        if (loader_) {
+            if (auto b = loader_->maps().binding(ev.cgroup_id)) {
+                ctx.task_id = b->task_id;
+                ctx.run_id = b->run_id;
+            }
+        }
+        rec = audit::decision_from_event(ev, ctx, boot_offset_ns_);
+        auto d = rec.detail.empty() ? nlohmann::json::object() : nlohmann::json::parse(rec.detail, nullptr, false);
+        if (!d.is_object()) d = nlohmann::json::object();
+        d["cgroup_id"] = ev.cgroup_id;
+        d["bound_by"] = "another process sharing " + opts_.pin_root;
+        rec.detail = d.dump();
+    }
+    if (epoch_version) rec.policy_version = *epoch_version;
+    decisions_.fetch_add(1, std::memory_order_relaxed);
+    if (opts_.sink) opts_.sink(std::move(rec));
+}
+
+void BpfRuntime::check_drops() {
+    if (auto st = loader_->maps().stats()) {
+        uint64_t now = st->ringbuf_reserve_failures;
+        if (now > last_reserve_failures_) {
+            uint64_t d = now - last_reserve_failures_;
+            reserve_failures_.fetch_add(d);
+            if (opts_.on_drops) opts_.on_drops("bpf ring buffer (reserve failures)", d);
+        }
+        last_reserve_failures_ = now;
+    }
+    if (reader_ && reader_->malformed() > reported_malformed_) {
+        uint64_t d = reader_->malformed() - reported_malformed_;
+        reported_malformed_ = reader_->malformed();
+        if (opts_.on_drops) opts_.on_drops("bpf ring buffer (malformed records)", d);
+    }
+}
+
+void BpfRuntime::drain() {
+    std::lock_guard lk(reader_mu_);
+    if (auto r = reader_->consume(); !r) spdlog::warn("bpf: {}", r.error().message());
+    check_drops();
+}
+
+void BpfRuntime::reader_loop() {
+    Fd ep(::epoll_create1(EPOLL_CLOEXEC));
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.u32 = 1;
+    ::epoll_ctl(ep.get(), EPOLL_CTL_ADD, reader_->epoll_fd(), &e);
+    e.data.u32 = 2;
+    ::epoll_ctl(ep.get(), EPOLL_CTL_ADD, stop_fd_.get(), &e);
+    for (;;) {
+        epoll_event got[2];
+        int n = ::epoll_wait(ep.get(), got, 2, opts_.poll_interval_ms);
+        bool stop = false;
+        for (int i = 0; i < n; ++i)
+            if (got[i].data.u32 == 2) stop = true;
+        drain();
+        if (stop) return;
+    }
+}
+
+// ---------------------------------------------------------------- policy
+
+bool BpfRuntime::net_enforcing() const {
+    for (const char* p : kNetPrograms) {
+        const ProgramStatus* s = loader_->program(p);
+        if (!s || s->state != ProgState::Enforcing) return false;
+    }
+    return true;
+}
+
+std::expected<BpfRuntime::Epoch, std::string> BpfRuntime::load_epoch(const policy::Bundle& bundle,
+                                                                    uint64_t policy_version) {
+    PolicyMaps& maps = loader_->maps();
+    policy::BpfTables tables = bundle.bpf;
+    // Without a BPF LSM file program nothing reads bw_file_rules: writing them
+    // would only stat paths for no effect (and fail on deny rules of paths
+    // that do not exist yet).
+    if (!lsm_files_) tables.files.clear();
+    if (auto r = maps.sync_slots(); !r) return std::unexpected(r.error().message());
+    auto rep = maps.load(tables);
+    if (!rep) return std::unexpected("policy load: " + rep.error().message());
+    auto b = std::make_shared<const policy::Bundle>(bundle);
+    return Epoch{rep->handle.version, policy_version, rep->handle.slot, std::move(b)};
+}
+
+std::string BpfRuntime::in_force() const {
+    std::vector<std::string> enforcing;
+    std::map<std::string, std::vector<std::string>> unavailable;  // reason -> sections
+    for (const auto& p : loader_->programs()) {
+        if (p.state == ProgState::Enforcing || p.state == ProgState::Observing)
+            enforcing.push_back(p.section);
+        else
+            unavailable[std::string(to_string(p.state)) + ": " + p.reason].push_back(p.section);
+    }
+    std::string s = "enforcing/observing: ";
+    for (size_t i = 0; i < enforcing.size(); ++i) s += (i ? ", " : "") + enforcing[i];
+    if (enforcing.empty()) s += "none";
+    for (const auto& [why, secs] : unavailable) {
+        s += "; " + why + " (";
+        for (size_t i = 0; i < secs.size(); ++i) s += (i ? ", " : "") + secs[i];
+        s += ")";
+    }
+    return s;
+}
+
+nlohmann::json BpfRuntime::status() const {
+    nlohmann::json progs = nlohmann::json::object();
+    size_t good = 0;
+    for (const auto& p : loader_->programs()) {
+        progs[p.section] = state_text(p);
+        if (p.state == ProgState::Enforcing || p.state == ProgState::Observing) ++good;
+    }
+    size_t bound;
+    {
+        std::lock_guard lk(ctx_mu_);
+        bound = runs_.size();
+    }
+    auto c = counters();
+    return {{"state", good == loader_->programs().size() ? "enforcing" : good ? "partial" : "unavailable"},
+            {"network_rules", net_enforcing() ? "enforcing"
+                                              : "unavailable: cgroup connect/sendmsg programs not proven by the canary"},
+            {"pin_root", opts_.pin_root},
+            {"cgroup_parent", loader_->parent_cgroup()},
+            {"programs", std::move(progs)},
+            {"runs_bound", bound},
+            {"events", c.events},
+            {"decisions", c.decisions},
+            {"foreign_events", c.foreign},
+            {"drops", {{"reserve_failures", c.reserve_failures}, {"malformed", c.malformed}}},
+            {"reaped_at_start", {{"bindings", c.reaped_bindings}, {"slots", c.reaped_slots}}}};
+}
+
+BpfRuntime::Counters BpfRuntime::counters() const {
+    Counters c;
+    c.events = events_.load();
+    c.decisions = decisions_.load();
+    c.foreign = foreign_.load();
+    c.malformed = reported_malformed_;
+    c.reserve_failures = reserve_failures_.load();
+    c.reaped_bindings = reaped_bindings_.load();
+    c.reaped_slots = reaped_slots_.load();
+    return c;
+}
+
+std::expected<std::shared_ptr<Attachment>, std::string> BpfRuntime::attach(const policy::Bundle& bundle,
+                                                                           uint64_t task_id, uint64_t run_id,
+                                                                           const std::string& tool,
+                                                                           uint64_t policy_version) {
+    if (bundle.network.mode == policy::NetMode::Rules && !net_enforcing()) {
+        std::string why;
+        for (const char* p : kNetPrograms)
+            if (const ProgramStatus* s = loader_->program(p); !s || s->state != ProgState::Enforcing)
+                why += (why.empty() ? "" : "; ") + (s ? s->line() : std::string(p) + ": not loaded");
+        return std::unexpected("network rules need the cgroup connect/sendmsg programs enforcing: " + why);
+    }
+    std::shared_ptr<Attachment> a(new Attachment());
+    a->rt_ = this;
+    a->task_id_ = task_id;
+    a->run_id_ = run_id;
+    a->tool_ = tool;
+    a->bundle_ = std::make_shared<const policy::Bundle>(bundle);
+    a->policy_version_ = policy_version;
+    return a;
+}
+
+// ---------------------------------------------------------------- attachment
+
+Attachment::~Attachment() { release(); }
+
+uint64_t Attachment::cgroup_id() const {
+    std::lock_guard lk(mu_);
+    return cgid_;
+}
+
+std::function<std::expected<std::string, std::string>(int, const std::string&)> Attachment::hook() {
+    return [this](int, const std::string& path) { return bind(path); };
+}
+
+std::expected<std::string, std::string> Attachment::bind(const std::string& cgroup_path) {
+    std::lock_guard lk(mu_);
+    if (released_) return std::unexpected("the run's BPF binding was already released");
+    if (cgid_) return std::unexpected("the run is already bound (cgroup " + std::to_string(cgid_) + ")");
+    const std::string& parent = rt_->cgroup_parent();
+    if (!cgroup_path.starts_with(parent + "/"))
+        return std::unexpected("run cgroup " + cgroup_path + " is not below the BPF cgroup parent " + parent +
+                               ": the cgroup programs attached there would not judge it");
+    auto id = bpf::cgroup_id(cgroup_path);
+    if (!id) return std::unexpected(id.error().message());
+    BpfRuntime::MapsLock ml(*rt_);
+    auto ep = rt_->load_epoch(*bundle_, policy_version_);
+    if (!ep) return std::unexpected(ep.error());
+    {
+        std::lock_guard cl(rt_->ctx_mu_);
+        auto& ctx = rt_->runs_[*id];
+        ctx.task_id = task_id_;
+        ctx.run_id = run_id_;
+        ctx.tool = tool_;
+        ctx.epochs = {*ep};
+    }
+    PolicyMaps& maps = rt_->loader_->maps();
+    if (auto r = maps.bind(*id, PolicyHandle{ep->slot, ep->kernel_version}, task_id_, run_id_); !r) {
+        (void)maps.free(ep->slot);
+        std::lock_guard cl(rt_->ctx_mu_);
+        rt_->runs_.erase(*id);
+        return std::unexpected(r.error().message());
+    }
+    cgid_ = *id;
+    slots_.push_back(ep->slot);
+    bundle_.reset();
+    return "cgroup " + std::to_string(cgid_) + " bound to policy slot " + std::to_string(ep->slot) + " (version " +
+           std::to_string(ep->kernel_version) + ", " +
+           (ep->bundle->bpf.header.mode == BW_MODE_AUDIT ? "audit mode" : "enforce mode") + ") below " + parent +
+           "; " + rt_->in_force();
+}
+
+std::expected<void, std::string> Attachment::rebind(const policy::Bundle& bundle, uint64_t policy_version) {
+    std::lock_guard lk(mu_);
+    if (released_) return std::unexpected("the run has ended");
+    if (!cgid_) {  // not bound yet: the hook binds the newest epoch
+        bundle_ = std::make_shared<const policy::Bundle>(bundle);
+        policy_version_ = policy_version;
+        return {};
+    }
+    BpfRuntime::MapsLock ml(*rt_);
+    auto ep = rt_->load_epoch(bundle, policy_version);
+    if (!ep) return std::unexpected(ep.error());
+    {
+        std::lock_guard cl(rt_->ctx_mu_);
+        rt_->runs_[cgid_].epochs.push_back(*ep);
+    }
+    PolicyMaps& maps = rt_->loader_->maps();
+    // The switch: one update of the cgroup's bw_sandboxes value (slot and
+    // version together).
+    if (auto r = maps.bind(cgid_, PolicyHandle{ep->slot, ep->kernel_version}, task_id_, run_id_); !r) {
+        (void)maps.free(ep->slot);
+        return std::unexpected(r.error().message());
+    }
+    // Earlier epochs' slots go now; an operation that read the old binding
+    // just before the switch finds its slot's version gone and is denied
+    // (fail closed). Their bundles stay for the events still in the buffer.
+    for (uint32_t s : slots_)
+        if (auto r = maps.free(s); !r) spdlog::warn("bpf: free slot {}: {}", s, r.error().message());
+    slots_ = {ep->slot};
+    policy_version_ = policy_version;
+    return {};
+}
+
+void Attachment::release() {
+    std::lock_guard lk(mu_);
+    if (released_) return;
+    released_ = true;
+    if (!cgid_) return;
+    {
+        BpfRuntime::MapsLock ml(*rt_);
+        if (auto r = rt_->loader_->maps().unbind(cgid_); !r) spdlog::warn("bpf: {}", r.error().message());
+    }
+    rt_->drain();  // the run's processes are gone: everything they caused is in the buffer
+    {
+        BpfRuntime::MapsLock ml(*rt_);
+        for (uint32_t s : slots_)
+            if (auto r = rt_->loader_->maps().free(s); !r) spdlog::warn("bpf: free slot {}: {}", s, r.error().message());
+    }
+    slots_.clear();
+    std::lock_guard cl(rt_->ctx_mu_);
+    rt_->runs_.erase(cgid_);
+}
+
+}  // namespace bulwark::bpf

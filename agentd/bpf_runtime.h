@@ -1,0 +1,178 @@
+#pragma once
+// The BPF layer of every run: programs loaded (or re-adopted from the pin
+// root), one policy binding per run cgroup, and the ring buffer's decisions
+// turned into audit records.
+//
+//   start()   takes the pin-root lock (flock on the bpffs directory, shared
+//             by `agentd run` and `agentd serve` on one host), loads or
+//             re-adopts the programs with their canary truth check, removes
+//             bindings of cgroups that no longer exist and the policy slots
+//             only they used, then starts the reader thread.
+//   attach()  prepares a run: the returned Attachment's hook() is
+//             RunRequest::attach_bpf. Under the lock it loads the bundle's
+//             tables into a free slot and binds the run's cgroup leaf to it.
+//   rebind()  loads another bundle of the same run (a new epoch) and
+//             switches the binding in ONE bw_sandboxes write: every operation
+//             sees either the old or the new policy, never none.
+//   release() delivers the run's remaining events (a synchronous drain of the
+//             ring buffer), unbinds the cgroup and frees its slots.
+//
+// The reader thread hands one audit record per ring-buffer event to the sink
+// (decisions of this runtime's runs carry task, run, tool, the epoch's
+// policy version and the rule's file:line; events of cgroups bound by
+// another process sharing the maps carry the ids of their binding). Losses
+// are never silent: kernel reserve failures (bw_stats) and malformed records
+// are reported to on_drops as they are found.
+//
+// Enforcement never depends on this reader: a full ring buffer drops events,
+// not decisions.
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "audit_record.h"
+#include "bpf_loader.h"
+#include "bulwark/policy/bundle.h"
+#include "fd.h"
+#include "ringbuf_reader.h"
+#include "sys_error.h"
+
+namespace bulwark::bpf {
+
+struct RuntimeOptions {
+    std::string pin_root = "/sys/fs/bpf/bulwark";
+    std::string cgroup_parent;  // empty: <cgroup v2 of this process>/bulwark
+    bool lsm = true;
+    bool monitor = true;
+    bool truth_check = true;
+    // Decision records, on the reader thread (or the thread calling
+    // release()); calls are serialised. Must not block for long.
+    std::function<void(audit::AuditRecord)> sink;
+    // Records lost before they became audit records: source and count.
+    std::function<void(const std::string& source, uint64_t count)> on_drops;
+    int poll_interval_ms = 200;  // allow/observe records wake the reader only in bulk
+};
+
+class BpfRuntime;
+
+// One run's binding. Thread-safe; release() is idempotent and also run by
+// the destructor.
+class Attachment {
+public:
+    ~Attachment();
+    Attachment(const Attachment&) = delete;
+    Attachment& operator=(const Attachment&) = delete;
+
+    // RunRequest::attach_bpf: binds the run's cgroup leaf (which must lie
+    // below the runtime's cgroup parent) and says what is in force.
+    std::function<std::expected<std::string, std::string>(int cgroup_v2_fd, const std::string& cgroup_path)> hook();
+    std::expected<void, std::string> rebind(const policy::Bundle& bundle, uint64_t policy_version);
+    void release();
+
+    uint64_t cgroup_id() const;
+
+private:
+    friend class BpfRuntime;
+    Attachment() = default;
+    std::expected<std::string, std::string> bind(const std::string& cgroup_path);
+
+    BpfRuntime* rt_ = nullptr;
+    mutable std::mutex mu_;
+    uint64_t task_id_ = 0, run_id_ = 0;
+    std::string tool_;
+    std::shared_ptr<const policy::Bundle> bundle_;  // until bound
+    uint64_t policy_version_ = 0;
+    uint64_t cgid_ = 0;
+    std::vector<uint32_t> slots_;  // every slot this run's epochs hold
+    bool released_ = false;
+};
+
+class BpfRuntime {
+public:
+    static std::expected<std::unique_ptr<BpfRuntime>, SysError> start(RuntimeOptions opts);
+    ~BpfRuntime();  // stops the reader after a last drain; pinned links keep enforcing
+
+    std::expected<std::shared_ptr<Attachment>, std::string> attach(const policy::Bundle& bundle, uint64_t task_id,
+                                                                   uint64_t run_id, const std::string& tool,
+                                                                   uint64_t policy_version);
+
+    // Absolute path of the cgroup below which run leaves must be created.
+    const std::string& cgroup_parent() const { return loader_->parent_cgroup(); }
+    // cgroup connect/sendmsg (v4 and v6) proven by the canary: network rules can be enforced.
+    bool net_enforcing() const;
+    // {"state": "enforcing"|"partial"|"unavailable", "programs": {section: "enforcing" |
+    //  "unavailable: <reason>" ...}, counters}
+    nlohmann::json status() const;
+    // Consumes every event waiting in the ring buffer now (delivered to the sink).
+    void drain();
+
+    struct Counters {
+        uint64_t events = 0, decisions = 0, foreign = 0, malformed = 0, reserve_failures = 0, reaped_bindings = 0,
+                 reaped_slots = 0;
+    };
+    Counters counters() const;
+
+private:
+    friend class Attachment;
+    BpfRuntime() = default;
+    struct Epoch {
+        uint64_t kernel_version = 0;
+        uint64_t policy_version = 0;
+        uint32_t slot = 0;
+        std::shared_ptr<const policy::Bundle> bundle;
+    };
+    struct RunCtx {
+        uint64_t task_id = 0, run_id = 0;
+        std::string tool;
+        std::vector<Epoch> epochs;
+    };
+
+    // Pin-root lock (flock) plus this process's mutex: PolicyMaps is not thread-safe.
+    class MapsLock {
+    public:
+        explicit MapsLock(BpfRuntime& rt);
+        ~MapsLock();
+    private:
+        BpfRuntime& rt_;
+        std::unique_lock<std::mutex> lk_;
+    };
+
+    std::expected<Epoch, std::string> load_epoch(const policy::Bundle& bundle, uint64_t policy_version);
+    void reap_dead_bindings();
+    void on_event(const bw_event& ev);
+    void check_drops();
+    void reader_loop();
+    std::string in_force() const;
+
+    RuntimeOptions opts_;
+    std::unique_ptr<BpfLoader> loader_;
+    Fd lock_fd_;
+    std::mutex maps_mu_;
+    bool lsm_files_ = false;  // a BPF LSM file program enforces: file tables are written
+
+    mutable std::mutex ctx_mu_;
+    std::map<uint64_t, RunCtx> runs_;  // by cgroup id
+
+    std::mutex reader_mu_;  // serialises consume() and the sink
+    std::unique_ptr<RingbufReader> reader_;
+    Fd stop_fd_;
+    std::thread thread_;
+    int64_t boot_offset_ns_ = 0;
+    uint64_t last_reserve_failures_ = 0;
+    uint64_t reported_malformed_ = 0;
+    std::atomic<uint64_t> events_{0}, decisions_{0}, foreign_{0}, reserve_failures_{0}, reaped_bindings_{0},
+        reaped_slots_{0};
+};
+
+}  // namespace bulwark::bpf
