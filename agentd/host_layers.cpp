@@ -99,6 +99,8 @@ json bpf_layers_from_status(const json& status) {
         std::string name = section.starts_with("lsm") ? "bpf_lsm" : section.starts_with("cgroup") ? "sock_addr" : "monitor";
         Acc& a = acc[name];
         a.lines.push_back(section + ": " + text);
+        // an opt-in program that was not asked for does not weaken its layer
+        if (text.find("not requested") != std::string::npos) continue;
         int rank = state_rank(word);
         if (rank > 1 && a.reason.empty()) a.reason = section + ": " + text;
         a.worst = std::max(a.worst, rank);
@@ -106,7 +108,7 @@ json bpf_layers_from_status(const json& status) {
     static const char* kStates[] = {"enforcing", "observing", "attached", "unavailable"};
     for (const char* n : kNames) {
         auto it = acc.find(n);
-        if (it == acc.end()) {
+        if (it == acc.end() || it->second.worst < 0) {
             out[n] = layer("unavailable", "no program of this layer was loaded");
             continue;
         }

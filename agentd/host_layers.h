@@ -24,7 +24,7 @@ nlohmann::json probe_host_layers(const std::vector<bpf::ProgramStatus>* programs
 // form {"state": "...", "programs": {"<section>": "enforcing" | "observing" |
 // "attached: <why>" | "unavailable: <why>"}}: sections lsm/* are bpf_lsm,
 // cgroup/* sock_addr, the rest monitor; the weakest program decides a
-// layer's state. Without "programs" every BPF layer is unavailable with the
+// layer's state (an opt-in program "not requested" is listed, not counted). Without "programs" every BPF layer is unavailable with the
 // document's "state" as the reason.
 nlohmann::json bpf_layers_from_status(const nlohmann::json& status);
 

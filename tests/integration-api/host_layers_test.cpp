@@ -47,7 +47,8 @@ TEST_CASE("BPF layers from a runtime status document", "[host][layers]") {
                                           {{"lsm/file_open", "unavailable: kernel refused load: EPERM"},
                                            {"cgroup/connect4", "enforcing"},
                                            {"cgroup/sendmsg4", "attached: canary not run"},
-                                           {"raw_tp/sched_process_exec", "observing"}}}});
+                                           {"raw_tp/sched_process_exec", "observing"},
+                                           {"raw_tp/sys_enter", "unavailable: not requested (trace_syscalls is off)"}}}});
     INFO(l.dump(1));
     CHECK(l["bpf_lsm"]["state"] == "unavailable");
     CHECK_THAT(l["bpf_lsm"]["detail"].get<std::string>(), Catch::Contains("lsm/file_open: unavailable: kernel refused"));
@@ -55,6 +56,7 @@ TEST_CASE("BPF layers from a runtime status document", "[host][layers]") {
     CHECK_THAT(l["sock_addr"]["detail"].get<std::string>(), Catch::Contains("cgroup/sendmsg4"));
     CHECK(l["sock_addr"]["programs"].size() == 2);
     CHECK(l["monitor"]["state"] == "observing");
+    CHECK(l["monitor"]["programs"].size() == 2);
 
     auto none = bpf_layers_from_status(json{{"state", "unavailable: BPF layer switched off (--no-bpf)"}});
     for (const char* n : {"bpf_lsm", "sock_addr", "monitor"}) {

@@ -164,7 +164,8 @@ export class ChartsView {
       const rows = await latest({ kind: "decision", decision: "deny" }, 1000);
       const by = new Map<string, { n: number; text: string; tools: Set<string> }>();
       for (const r of rows) {
-        const k = r.rule ? ruleWhere(r.rule) : `(default deny of ${r.layer})`;
+        // a denial the kernel reported without a rule: grouped by layer and what was refused
+        const k = r.rule ? ruleWhere(r.rule) : `${r.layer}: ${r.detail?.access ?? r.detail?.syscall ?? r.op ?? "default"} (no rule recorded)`;
         const e = by.get(k) ?? { n: 0, text: r.rule?.text ?? "", tools: new Set<string>() };
         e.n++;
         if (r.tool) e.tools.add(r.tool);
