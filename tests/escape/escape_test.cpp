@@ -262,15 +262,19 @@ off_t file_size(const std::string& p) {
     return ::stat(p.c_str(), &st) == 0 ? st.st_size : -1;
 }
 
-// Unconfined run: fork+exec as the test's own (root) process, cwd = workdir.
-std::string run_control(const std::string& attempt, const std::string& arg, const std::string& cwd) {
+// Unconfined run: fork+exec as the test's own (root) process in `cwd`
+// (when given); returns what it wrote to stdout.
+std::string unconfined_output(const char* binary, const std::vector<std::string>& args, const std::string& cwd = "") {
     int p[2];
     REQUIRE(pipe2(p, O_CLOEXEC) == 0);
     pid_t c = fork();
     if (c == 0) {
         dup2(p[1], 1);
-        if (chdir(cwd.c_str()) != 0) _exit(99);
-        execl(ESCAPE_PROBE, "probe", attempt.c_str(), arg.c_str(), (char*)nullptr);
+        if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(99);
+        std::vector<char*> av{const_cast<char*>(binary)};
+        for (const auto& a : args) av.push_back(const_cast<char*>(a.c_str()));
+        av.push_back(nullptr);
+        execv(binary, av.data());
         _exit(98);
     }
     close(p[1]);
@@ -281,6 +285,10 @@ std::string run_control(const std::string& attempt, const std::string& arg, cons
     close(p[0]);
     waitpid(c, nullptr, 0);
     return out;
+}
+
+std::string run_control(const std::string& attempt, const std::string& arg, const std::string& cwd) {
+    return unconfined_output(ESCAPE_PROBE, {attempt, arg}, cwd);
 }
 
 struct Row {
@@ -424,25 +432,7 @@ struct NetAttempt {
 };
 
 std::string net_control(const std::vector<std::string>& args) {
-    int p[2];
-    REQUIRE(pipe2(p, O_CLOEXEC) == 0);
-    pid_t c = fork();
-    if (c == 0) {
-        dup2(p[1], 1);
-        std::vector<char*> av{const_cast<char*>(ESCAPE_NETPROBE)};
-        for (const auto& a : args) av.push_back(const_cast<char*>(a.c_str()));
-        av.push_back(nullptr);
-        execv(ESCAPE_NETPROBE, av.data());
-        _exit(98);
-    }
-    close(p[1]);
-    std::string out;
-    char buf[256];
-    ssize_t n;
-    while ((n = read(p[0], buf, sizeof buf)) > 0) out.append(buf, n);
-    close(p[0]);
-    waitpid(c, nullptr, 0);
-    return verdict(out);
+    return verdict(unconfined_output(ESCAPE_NETPROBE, args));
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agentd_child.h"
+#include "daemon.h"
 #include "api_client.h"
 #include "audit_test_util.h"
 #include "bpf_loader.h"
@@ -84,8 +85,9 @@ struct Env {
     TempDir dir;
     std::string rules = (dir.path / "rules").string();
     std::string workdir = (dir.path / "wd").string();
-    std::string pin_root = "/sys/fs/bpf/bpfrun-it-" + std::to_string(getpid());
-    std::string parent;
+    PrivateBpf bpf{"bpfrun-it"};
+    const std::string& pin_root = bpf.pin_root;
+    const std::string& parent = bpf.parent;
     int deny_line = 0;
     int tcp = -1, udp = -1;
 
@@ -102,11 +104,6 @@ struct Env {
         std::ofstream(rules + "/netprobe-audit.yaml") << rule_text("netprobe-audit", true, &audit_line);
         fs::create_directories(workdir);
         (void)::chown(workdir.c_str(), 65534, 65534);
-        auto mnt = bpf::cgroup2_mount();
-        auto own = bpf::own_cgroup2_path();
-        REQUIRE(mnt);
-        REQUIRE(own);
-        parent = *mnt + (*own == "/" ? "" : *own) + "/bpfrun-it-" + std::to_string(getpid());
         tcp = listener(SOCK_STREAM, kTcpPort, "0.0.0.0");
         udp = listener(SOCK_DGRAM, kUdpPort, "127.0.0.1");
         REQUIRE(tcp >= 0);
@@ -115,8 +112,6 @@ struct Env {
     ~Env() {
         ::close(tcp);
         ::close(udp);
-        (void)bpf::BpfLoader::unpin_all(pin_root);
-        ::rmdir(parent.c_str());
     }
 };
 
@@ -214,48 +209,11 @@ inline Leftovers leftovers() {
 }
 
 // A real `agentd serve` sharing the test's pin root and cgroup parent.
-struct Serve {
-    TempDir dir;
-    std::string sock = (dir.path / "agentd.sock").string();
-    std::unique_ptr<AgentdChild> child;
-    Serve() {
-        Env& e = Env::get();
-        ::chmod(dir.path.c_str(), 0711);
-        child = std::make_unique<AgentdChild>(
-            std::vector<std::string>{AGENTD_BINARY, "serve", "--state-dir", (dir.path / "state").string(), "--socket",
-                                     sock, "--work-root", (dir.path / "work").string(), "--rules", e.rules,
-                                     "--bpf-pin-root", e.pin_root, "--bpf-cgroup-parent", e.parent},
-            (dir.path / "agentd.log").string());
-        Response r;
-        for (int i = 0; i < 300 && r.status == 0; ++i) {
-            std::this_thread::sleep_for(50ms);
-            r = get(sock, 0, "/v1/health");
-        }
-        if (r.status != 200) FAIL("agentd did not come up: " << child->output());
-    }
-    struct Reply {
-        int status = 0;
-        json body;
-        std::string raw;
-    };
-    Reply call(const std::string& method, const std::string& target, const std::optional<json>& body = std::nullopt,
-               std::chrono::milliseconds timeout = 60s) const {
-        int fd = connect_unix(sock);
-        REQUIRE(fd >= 0);
-        std::string b = body ? body->dump() : "";
-        std::string raw = method + " " + target + " HTTP/1.1\r\nHost: agentd\r\nConnection: close\r\n";
-        if (body) raw += "Content-Type: application/json\r\nContent-Length: " + std::to_string(b.size()) + "\r\n";
-        raw += "\r\n" + b;
-        auto r = request(fd, raw, timeout);
-        ::close(fd);
-        return {r.status, json::parse(r.body, nullptr, false), r.body};
-    }
-    uint64_t create_task(const json& body) const {
-        auto r = call("POST", "/v1/tasks", body);
-        INFO(r.raw);
-        REQUIRE(r.status == 201);
-        return r.body["id"].get<uint64_t>();
-    }
+struct Serve : bulwark::test::Daemon {
+    Serve()
+        : Daemon({"--bpf-pin-root", Env::get().pin_root, "--bpf-cgroup-parent", Env::get().parent},
+                 Env::get().rules) {}
+    uint64_t create_task(const json& body) const { return bulwark::test::create_task(*this, body); }
     ~Serve() {
         if (child && child->pid > 0) {
             ::kill(child->pid, SIGTERM);

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -18,11 +19,35 @@
 #include "agentd_child.h"
 #include "api_client.h"
 #include "audit_test_util.h"
+#include "bpf_loader.h"
 
 namespace bulwark::test {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
+
+// A BPF pin root and cgroup parent of this test process alone, removed at
+// the end: daemons of tiers running in parallel share the default ones, and
+// any of them reaps the run leaves a killed daemon left there.
+struct PrivateBpf {
+    std::string pin_root, parent;
+    explicit PrivateBpf(const std::string& name) {
+        const std::string leaf = name + "-" + std::to_string(::getpid());
+        pin_root = "/sys/fs/bpf/" + leaf;
+        auto mnt = bpf::cgroup2_mount();
+        auto own = bpf::own_cgroup2_path();
+        REQUIRE(mnt);
+        REQUIRE(own);
+        parent = *mnt + (*own == "/" ? "" : *own) + "/" + leaf;
+    }
+    ~PrivateBpf() {
+        (void)bpf::BpfLoader::unpin_all(pin_root);
+        ::rmdir(parent.c_str());
+    }
+    PrivateBpf(const PrivateBpf&) = delete;
+    PrivateBpf& operator=(const PrivateBpf&) = delete;
+    std::vector<std::string> args() const { return {"--bpf-pin-root", pin_root, "--bpf-cgroup-parent", parent}; }
+};
 
 struct Daemon {
     TempDir dir;
@@ -30,16 +55,16 @@ struct Daemon {
     std::string state = (dir.path / "state").string();
     std::unique_ptr<AgentdChild> child;
 
-    Daemon() {
+    // extra: further `agentd serve` arguments (e.g. a BPF pin root).
+    explicit Daemon(std::vector<std::string> extra = {}, const std::string& rules = BULWARK_RULES_DIR) {
         // The sandbox uid must traverse to the task work directories.
         ::chmod(dir.path.c_str(), 0711);
-        child = std::make_unique<AgentdChild>(
-            std::vector<std::string>{AGENTD_BINARY, "serve", "--state-dir", state, "--socket", sock, "--work-root",
-                                     (dir.path / "work").string(), "--rules",
-                                     BULWARK_RULES_DIR},
-            (dir.path / "agentd.log").string());
+        std::vector<std::string> argv{AGENTD_BINARY, "serve", "--state-dir", state, "--socket", sock,
+                                      "--work-root", (dir.path / "work").string(), "--rules", rules};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        child = std::make_unique<AgentdChild>(std::move(argv), (dir.path / "agentd.log").string());
         Response r;
-        for (int i = 0; i < 200 && r.status == 0; ++i) {
+        for (int i = 0; i < 300 && r.status == 0; ++i) {
             std::this_thread::sleep_for(50ms);
             r = get(sock, 0, "/v1/health");
         }
@@ -52,7 +77,7 @@ struct Daemon {
         std::string raw;
     };
     Reply call(const std::string& method, const std::string& target, const std::optional<json>& body = std::nullopt,
-               std::chrono::milliseconds timeout = 30s) const {
+               std::chrono::milliseconds timeout = 60s) const {
         int fd = connect_unix(sock);
         REQUIRE(fd >= 0);
         std::string b = body ? body->dump() : "";

@@ -254,7 +254,10 @@ TEST_CASE("replay judges recorded operations under a candidate rule file", "[tas
 }
 
 TEST_CASE("kill -9 of agentd during a run: the tool dies, a restart leaves nothing behind", "[tasks][crash]") {
-    auto d = std::make_unique<Daemon>();
+    // Its own pin root and cgroup parent: the leaf the killed daemon leaves
+    // is reaped by the restart below, not by a daemon of a parallel tier.
+    PrivateBpf bpf("tasks-kill9");
+    auto d = std::make_unique<Daemon>(bpf.args());
     uint64_t id = create_task(*d, {{"tools", {"sh"}}});
     pid_t daemon_pid = d->child->pid;
     std::jthread runner([&] { d->exec(id, {{"tool", "sh"}, {"argv", {"sh", "-c", "while :; do :; done"}}}); });
@@ -292,10 +295,10 @@ TEST_CASE("kill -9 of agentd during a run: the tool dies, a restart leaves nothi
     // Restart on the same state: the leaves are reaped before it serves, the
     // store is intact and holds the acknowledged start of the killed run.
     auto state = d->state;
-    d->child = std::make_unique<AgentdChild>(
-        std::vector<std::string>{AGENTD_BINARY, "serve", "--state-dir", state, "--socket", d->sock, "--work-root",
-                                 (d->dir.path / "work").string(), "--rules", BULWARK_RULES_DIR},
-        (d->dir.path / "agentd2.log").string());
+    std::vector<std::string> argv{AGENTD_BINARY, "serve", "--state-dir", state, "--socket", d->sock, "--work-root",
+                                  (d->dir.path / "work").string(), "--rules", BULWARK_RULES_DIR};
+    for (auto& a : bpf.args()) argv.push_back(a);
+    d->child = std::make_unique<AgentdChild>(std::move(argv), (d->dir.path / "agentd2.log").string());
     Response r;
     for (int i = 0; i < 200 && r.status != 200; ++i) {
         std::this_thread::sleep_for(50ms);
