@@ -629,6 +629,8 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
         return abort_child(RunOutcome::SetupFailed, "posture check failed: " + bad);
     }
     rep.layers.push_back(sup);
+    if (req.before_exec)
+        if (std::string why = req.before_exec(); !why.empty()) return abort_child(RunOutcome::Refused, why);
     if (::write(sock_p.get(), "X", 1) != 1) return abort_child(RunOutcome::SetupFailed, "sync write: " + errname(errno));
     got = read_msg(msg);
     if (got == 1) {

@@ -44,6 +44,12 @@ struct RunRequest {
     // pid: the kernel audit source maps records to runs by cgroup
     // (run_registry.h). The caller unregisters after run_tool returns.
     std::function<void(const std::string& cgroup_v2_path, pid_t pid)> on_cgroup;
+    // Called once the sandbox is built and its posture checked, while the
+    // child waits just before exec: "" lets the tool run, anything else
+    // refuses the run with that reason (nothing of the tool has executed).
+    // The daemon waits here for the run's start record to be durable, so the
+    // fsync overlaps the sandbox setup instead of preceding it.
+    std::function<std::string()> before_exec;
     // Why there is no attach_bpf (shown as the bpf layer's detail), e.g.
     // "BPF runtime: bpf_obj_get(...): EPERM".
     std::string bpf_unavailable;

@@ -655,19 +655,36 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     json start{{"run_id", run_id}, {"task_id", task_id}, {"tool", req->tool}, {"argv", req->argv},
                {"epoch", epoch}, {"policy_version", version}, {"workdir", task->workdir},
                {"files", files_written}};
+    // The run's start record must be durable before the tool's first
+    // instruction. It is enqueued now and waited for at the last step before
+    // exec (RunRequest::before_exec), so its commit overlaps the sandbox setup.
+    std::optional<uint64_t> start_seq;
+    bool start_unacknowledged = false;
     if (store_) {
-        auto seq = store_->enqueue(audit::run_start_record(task_id, run_id, req->tool, version,
-                                                           {{"argv", req->argv}, {"epoch", epoch},
-                                                            {"workdir", task->workdir}, {"files", files_written}}));
-        if (!seq || !store_->wait_committed(*seq, opts_.run_start_ack)) {
+        start_seq = store_->enqueue(audit::run_start_record(task_id, run_id, req->tool, version,
+                                                            {{"argv", req->argv}, {"epoch", epoch},
+                                                             {"workdir", task->workdir}, {"files", files_written}}));
+        if (!start_seq) {
             finish_run("refused", std::nullopt);
             return err(503, "store_unacknowledged",
-                       "the audit store did not acknowledge the run's start; the tool was not started");
+                       "the audit store did not take the run's start record; the tool was not started");
         }
     }
-    if (hooks.on_start) hooks.on_start(start);
 
+    bool announced = false;
+    auto announce_start = [&] {
+        if (!announced && hooks.on_start) hooks.on_start(start);
+        announced = true;
+    };
     RunRequest rr;
+    rr.before_exec = [&]() -> std::string {
+        if (start_seq && !store_->wait_committed(*start_seq, opts_.run_start_ack)) {
+            start_unacknowledged = true;
+            return "the audit store did not acknowledge the run's start; the tool was not started";
+        }
+        announce_start();
+        return "";
+    };
     rr.argv = req->argv;
     rr.workdir = task->workdir;
     rr.stdin_data = req->stdin_data;
@@ -694,7 +711,25 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     auto t_run = std::chrono::steady_clock::now();
     if (opts_.metrics) opts_.metrics->runs_running.fetch_add(1, std::memory_order_relaxed);
     uint64_t kaudit_lost = opts_.kernel_audit_losses ? opts_.kernel_audit_losses() : 0;
+    auto release_bpf = [&] {
+        std::optional<BpfRunBinding> b;
+        {
+            std::lock_guard lk(mu_);
+            for (auto& r : task->runs)
+                if (r.run_id == run_id) b = r.bpf;
+        }
+        if (b && b->release) b->release();
+    };
     RunReport rep = run_tool(run_bundle, rr);
+    if (start_unacknowledged) {
+        if (!run_cgroup.empty()) opts_.runs->remove(run_cgroup);
+        if (opts_.metrics) opts_.metrics->runs_running.fetch_sub(1, std::memory_order_relaxed);
+        release_bpf();
+        finish_run("refused", std::nullopt);
+        return err(503, "store_unacknowledged",
+                   "the audit store did not acknowledge the run's start; the tool was not started");
+    }
+    announce_start();  // a run refused or failed before exec is announced too
     if (!run_cgroup.empty()) {
         // Kernel audit records of the run arrive asynchronously: before its
         // exit record (and so before its decisions are read back), wait until
@@ -715,15 +750,7 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         if (rep.timed_out) m->runs_timed_out.fetch_add(1, std::memory_order_relaxed);
         if (rep.oom_killed) m->runs_oom_killed.fetch_add(1, std::memory_order_relaxed);
     }
-    {
-        std::optional<BpfRunBinding> b;
-        {
-            std::lock_guard lk(mu_);
-            for (auto& r : task->runs)
-                if (r.run_id == run_id) b = r.bpf;
-        }
-        if (b && b->release) b->release();
-    }
+    release_bpf();
     rep.tool = req->tool;
 
     std::string reason = rep.timed_out ? "timeout"
