@@ -17,6 +17,8 @@ namespace bulwark::bpf {
 namespace {
 
 // Programs a `network:` rules policy needs proven before such a tool may run.
+// How long a slot switched away from stays intact before it is freed.
+constexpr std::chrono::milliseconds kSlotGrace{100};
 constexpr const char* kNetPrograms[] = {"bw_connect4", "bw_connect6", "bw_sendmsg4", "bw_sendmsg6"};
 
 std::string state_text(const ProgramStatus& p) {
@@ -435,11 +437,18 @@ std::expected<void, std::string> Attachment::rebind(const policy::Bundle& bundle
         (void)maps.free(ep->slot);
         return std::unexpected(r.error().message());
     }
-    // Earlier epochs' slots go now; an operation that read the old binding
-    // just before the switch finds its slot's version gone and is denied
-    // (fail closed). Their bundles stay for the events still in the buffer.
-    for (uint32_t s : slots_)
-        if (auto r = maps.free(s); !r) spdlog::warn("bpf: free slot {}: {}", s, r.error().message());
+    // Earlier epochs' slots are retired, not freed: a program that read the
+    // old binding just before the switch completes against an intact slot.
+    // BPF programs here never sleep, so a slot retired for kSlotGrace is
+    // no longer read by anyone. Their bundles stay for the events still in
+    // the buffer.
+    auto now = std::chrono::steady_clock::now();
+    std::erase_if(retired_, [&](const auto& r) {
+        if (now - r.second < kSlotGrace) return false;
+        if (auto f = maps.free(r.first); !f) spdlog::warn("bpf: free slot {}: {}", r.first, f.error().message());
+        return true;
+    });
+    for (uint32_t s : slots_) retired_.emplace_back(s, now);
     slots_ = {ep->slot};
     policy_version_ = policy_version;
     return {};
@@ -459,10 +468,12 @@ void Attachment::release() {
     for (int i = 0; i < 1000 && !rt_->drain(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     {
         BpfRuntime::MapsLock ml(*rt_);
-        for (uint32_t s : slots_)
+        for (uint32_t s : slots_) retired_.emplace_back(s, std::chrono::steady_clock::time_point{});
+        for (const auto& [s, at] : retired_)
             if (auto r = rt_->loader_->maps().free(s); !r) spdlog::warn("bpf: free slot {}: {}", s, r.error().message());
     }
     slots_.clear();
+    retired_.clear();
     std::lock_guard cl(rt_->ctx_mu_);
     rt_->runs_.erase(cgid_);
 }

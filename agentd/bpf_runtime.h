@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <chrono>
 #include <expected>
 #include <functional>
 #include <map>
@@ -94,7 +95,11 @@ private:
     std::shared_ptr<const policy::Bundle> bundle_;  // until bound
     uint64_t policy_version_ = 0;
     uint64_t cgid_ = 0;
-    std::vector<uint32_t> slots_;  // every slot this run's epochs hold
+    std::vector<uint32_t> slots_;  // the slot of the epoch in force
+    // Slots of earlier epochs, with when they were switched away from: an
+    // operation that read the old binding just before a switch still finds
+    // its slot intact; they are freed a grace period later (or at release).
+    std::vector<std::pair<uint32_t, std::chrono::steady_clock::time_point>> retired_;
     bool released_ = false;
 };
 

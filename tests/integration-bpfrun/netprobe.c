@@ -1,6 +1,8 @@
 /* Network probe run as a sandboxed tool by the bpfrun tier.
  *   netprobe tcp|udp-send|udp-connect ADDR PORT     one attempt, prints "OK" or "DENIED <ERRNO>"
  *   netprobe steps DIR OP ADDR PORT N               attempt i waits for DIR/go<i>, writes DIR/res<i>
+ *   netprobe loop DIR OP ADDR PORT                  creates DIR/started, then attempts back to back
+ *                                                   until DIR/stop exists (at most 120 s), then prints "ok <n> denied <m>"
  * ADDR is an IPv4 or IPv6 literal (IPv4-mapped IPv6 too). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -90,6 +92,29 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	fprintf(stderr, "usage: netprobe tcp|udp-send|udp-connect ADDR PORT | steps DIR OP ADDR PORT N\n");
+	if (argc == 6 && strcmp(argv[1], "loop") == 0) {
+		char stop[512], started[512];
+		snprintf(stop, sizeof stop, "%s/stop", argv[2]);
+		snprintf(started, sizeof started, "%s/started", argv[2]);
+		FILE *f = fopen(started, "w");
+		if (!f)
+			return 4;
+		fclose(f);
+		long ok = 0, denied = 0;
+		time_t end = time(NULL) + 120;
+		struct stat st;
+		while (stat(stop, &st) != 0 && time(NULL) < end) {
+			for (int i = 0; i < 256; i++) {
+				if (attempt(argv[3], argv[4], atoi(argv[5])) == 0)
+					ok++;
+				else
+					denied++;
+			}
+		}
+		printf("ok %ld denied %ld\n", ok, denied);
+		return 0;
+	}
+	fprintf(stderr, "usage: netprobe tcp|udp-send|udp-connect ADDR PORT | steps DIR OP ADDR PORT N | "
+			"loop DIR OP ADDR PORT\n");
 	return 2;
 }

@@ -64,13 +64,18 @@ TEST_CASE("agentd serve: decisions in the exec response, /v1/audit and the event
     ::close(sfd);
 }
 
-TEST_CASE("agentd serve: a grant update switches a RUNNING tool's next send; a time-boxed grant's end reverts it",
-          "[bpfrun][serve][grant]") {
-    Serve d;
+// A netprobe task granted UDP to kUdpPort only: its id and workdir.
+std::pair<uint64_t, std::string> narrow_netprobe_task(const Serve& d) {
     uint64_t id = d.create_task({{"tools", {"netprobe"}}, {"grant", net_grant(std::to_string(kUdpPort))}});
     auto t = d.call("GET", "/v1/tasks/" + std::to_string(id));
     REQUIRE(t.status == 200);
-    const std::string wd = t.body["workdir"].get<std::string>();
+    return {id, t.body["workdir"].get<std::string>()};
+}
+
+TEST_CASE("agentd serve: a grant update switches a RUNNING tool's next send; a time-boxed grant's end reverts it",
+          "[bpfrun][serve][grant]") {
+    Serve d;
+    auto [id, wd] = narrow_netprobe_task(d);
     const std::string target = std::to_string(kUdpPort2);
 
     Serve::Reply reply;
@@ -112,6 +117,40 @@ TEST_CASE("agentd serve: a grant update switches a RUNNING tool's next send; a t
         if (r["decision"] == "deny" && r["object"] == "udp 127.0.0.1:" + target)
             deny_versions.insert(r["policy_version"].get<uint64_t>());
     CHECK(deny_versions.size() == 2);  // epoch 1 and the epoch the expiry returned to
+}
+
+TEST_CASE("agentd serve: grant switches under a running tool's send loop never deny what both grants allow",
+          "[bpfrun][serve][grant]") {
+    Serve d;
+    auto [id, wd] = narrow_netprobe_task(d);
+    Serve::Reply reply;
+    std::thread th([&] {
+        reply = d.call("POST", "/v1/tasks/" + std::to_string(id) + "/exec",
+                       json{{"tool", "netprobe"},
+                            {"argv", {NETPROBE_BINARY, "loop", wd, "udp-send", "127.0.0.1", std::to_string(kUdpPort)}}},
+                       180s);
+    });
+    const json narrow = net_grant(std::to_string(kUdpPort));
+    const json wide = net_grant(std::to_string(kUdpPort) + "-" + std::to_string(kUdpPort2));
+    for (int w = 0; w < 3000 && ::access((wd + "/started").c_str(), F_OK) != 0; ++w) std::this_thread::sleep_for(10ms);
+    REQUIRE(::access((wd + "/started").c_str(), F_OK) == 0);
+    int switches = 0;
+    for (int i = 0; i < 60; ++i) {
+        auto r = d.call("PUT", "/v1/tasks/" + std::to_string(id) + "/grant", json{{"grant", i % 2 ? narrow : wide}});
+        INFO(r.raw);
+        REQUIRE(r.status == 200);
+        ++switches;
+    }
+    std::ofstream(wd + "/stop") << "stop";
+    th.join();
+    INFO(reply.raw.substr(0, 4000));
+    REQUIRE(reply.status == 200);
+    CHECK(reply.body["exit_status"] == 0);
+    long ok = -1, denied = -1;
+    REQUIRE(std::sscanf(reply.body["stdout"].get<std::string>().c_str(), "ok %ld denied %ld", &ok, &denied) == 2);
+    INFO("switches " << switches << " ok " << ok << " denied " << denied);
+    CHECK(ok > 1000);
+    CHECK(denied == 0);
 }
 
 TEST_CASE("after the runs no map entries and no cgroups are left", "[bpfrun][cleanup]") {
