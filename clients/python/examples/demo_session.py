@@ -63,9 +63,12 @@ class Session:
             denied, detail = True, f"refused by the API: {e}"
             r = None
         else:
-            denied = r["exit_status"] != 0 or bool(r["denials"])
+            # Denied means a layer of the sandbox said so (a denial record),
+            # not merely a failing tool: a file the host's own permissions
+            # keep from the tool would prove nothing about the policy.
+            denied = bool(r["denials"])
             detail = f"exit {r['exit_status']}"
-        ok = denied == expect_denied
+        ok = denied == expect_denied and (denied or r is None or r["exit_status"] == 0)
         self.unexpected += 0 if ok else 1
         verdict = ("denied" if denied else "allowed") + ("" if ok else "  <-- UNEXPECTED")
         print(f"  {what:<66} {verdict} ({detail})")
@@ -92,7 +95,7 @@ def round_once(s: Session, n: int) -> None:
     print(f"round {n}, task {reader.id}: cat and curl-proxy under their rule files")
     files = {"notes.txt": "the plan: count the words\n"}
     s.step("files: cat notes.txt (in the work directory)", reader, "cat", ["cat", "notes.txt"], False, files=files)
-    s.step("files: cat /etc/shadow (credentials)", reader, "cat", ["cat", "/etc/shadow"], True)
+    s.step("files: cat /etc/passwd (a host file outside its rules)", reader, "cat", ["cat", "/etc/passwd"], True)
     if s.egress:
         s.step("network: curl fetches from the egress proxy (granted)", reader, "curl-proxy",
                ["curl", "-sS", "-m", "5", "--noproxy", "*", "http://127.0.0.1:3128/hello.txt"], False)
