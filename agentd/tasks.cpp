@@ -529,7 +529,7 @@ json explain_denial(const json& row, const audit::AuditRecord& rec, const policy
     // A layer that cannot name its rule (a Landlock or seccomp denial from
     // the kernel's audit log): the rule the policy decides it with.
     if (rec.rule_file.empty() && rec.rule_id == BW_NO_RULE && now.rule_id != BW_NO_RULE)
-        d["rule"] = policy::describe_rule(narrowed, now.rule_id);
+        d["rule"] = policy::describe_rule(narrowed, now.right_rule_id);
     if (has_grant) {
         auto base = policy::evaluate(tool, *op);
         if (base.verdict == policy::Verdict::Allow) {
@@ -543,9 +543,9 @@ json explain_denial(const json& row, const audit::AuditRecord& rec, const policy
                                  {"proto", {op->proto == BW_PROTO_TCP ? "tcp" : "udp"}},
                                  {"ops", {std::string(policy::to_string(op->kind))}}}}}};
             d["grant_would_allow"] = {
-                {"message", "the tool's rules allow this (" + policy::describe_rule(tool, base.rule_id) +
+                {"message", "the tool's rules allow this (" + policy::describe_rule(tool, base.right_rule_id) +
                                 "); the task's grant does not. A grant that also names it would allow it."},
-                {"tool_rule", policy::describe_rule(tool, base.rule_id)},
+                {"tool_rule", policy::describe_rule(tool, base.right_rule_id)},
                 {"grant", suggestion}};
         }
     }

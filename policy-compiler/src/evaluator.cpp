@@ -77,7 +77,7 @@ std::string endpoint(const Operation& op) {
 }
 
 Decision make(Verdict v, uint16_t layer, uint32_t rule, std::string text) {
-    return Decision{v, layer, rule, std::move(text)};
+    return Decision{v, layer, rule, std::move(text), rule};
 }
 
 Decision apply_mode(bool audit, Decision d) {
@@ -149,15 +149,19 @@ Decision decide_file(const Bundle& b, const Operation& op, const FileView& v,
                      const std::string& path, uint32_t right, bool enforced) {
     const uint16_t L = BW_LAYER_BPF_LSM;
     if (v.deny & right) {
-        return make(Verdict::Deny, L, v.deny_rule,
-                    "denied: " + op_phrase(op, right) + " is denied by " +
-                        describe_rule(b, v.deny_exact) + " (covers " + v.deny_path +
-                        "); deny rules override every allow and no grant can lift them");
+        Decision d = make(Verdict::Deny, L, v.deny_rule,
+                          "denied: " + op_phrase(op, right) + " is denied by " +
+                              describe_rule(b, v.deny_exact) + " (covers " + v.deny_path +
+                              "); deny rules override every allow and no grant can lift them");
+        d.right_rule_id = v.deny_exact;
+        return d;
     }
     if (v.allow & right) {
-        return make(Verdict::Allow, L, v.allow_rule,
-                    "allowed: " + op_phrase(op, right) + " by " + describe_rule(b, v.allow_exact) +
-                        " (covers " + v.allow_path + ")");
+        Decision d = make(Verdict::Allow, L, v.allow_rule,
+                          "allowed: " + op_phrase(op, right) + " by " + describe_rule(b, v.allow_exact) +
+                              " (covers " + v.allow_path + ")");
+        d.right_rule_id = v.allow_exact;
+        return d;
     }
     if (!enforced) {
         return make(Verdict::Allow, L, BW_NO_RULE,

@@ -114,3 +114,27 @@ TEST_CASE("file map entries merge rules on one path; first rule in source order 
     CHECK(e[1].value.allow_rule_id == BW_NO_RULE);
     CHECK(e[1].value.deny_rule_id == 4);
 }
+
+TEST_CASE("rules of several lists on one path: rule_id is the kernel's attribution, right_rule_id the list "
+          "that carries the right",
+          "[evaluator]") {
+    BundleBuilder bb;
+    bb.allow("/srv/t1", BW_FS_READ)
+        .allow("/srv/t1", BW_FS_CREATE)
+        .deny("/srv/t1/.git", BW_FS_READ)
+        .deny("/srv/t1/.git", BW_FS_CREATE);
+    Bundle b = bb.build();
+    auto d = evaluate(b, file_op(OpKind::Create, "/srv/t1/new.txt"));
+    CHECK(d.verdict == Verdict::Allow);
+    CHECK(d.rule_id == 0);        // the map entry names the first rule on the path
+    CHECK(d.right_rule_id == 1);  // the create rule grants it
+    CHECK(evaluate(b, open_op("/srv/t1/x")).right_rule_id == 0);
+    d = evaluate(b, file_op(OpKind::Create, "/srv/t1/.git/x"));
+    CHECK(d.verdict == Verdict::Deny);
+    CHECK(d.rule_id == 2);
+    CHECK(d.right_rule_id == 3);
+    // no rule: both are the default
+    d = evaluate(b, open_op("/etc/passwd"));
+    CHECK(d.rule_id == BW_NO_RULE);
+    CHECK(d.right_rule_id == BW_NO_RULE);
+}

@@ -55,6 +55,10 @@ struct Decision {
     // matching range of the longest-prefix entry (bpf_tables.h range_before).
     uint32_t rule_id = BW_NO_RULE;
     std::string explanation;
+    // The rule that carries the operation's right itself, for people: a
+    // files rule of the right's own list (`files.create: ${workdir}`, where
+    // rule_id may name `files.read` on the same path). Other kinds: rule_id.
+    uint32_t right_rule_id = BW_NO_RULE;
 };
 
 Decision evaluate(const Bundle& bundle, const Operation& op);
