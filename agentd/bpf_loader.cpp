@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
@@ -90,6 +91,48 @@ std::pair<std::string, std::string> probe_program(const LoadCtx& c, const std::s
     return {load_failure_reason(err, log), log};
 }
 
+// The hook's program reduced to `return 0`. When the kernel refuses even
+// that with EPERM (the host refuses the program type, as BPF LSM is refused
+// here), it refuses the real program the same way, and the costly probe (the
+// whole object opened, relocated against the kernel's BTF and loaded, ~17 ms
+// a program) is skipped. Any other outcome leaves the verdict to that probe.
+class MinimalLsmProbe {
+public:
+    MinimalLsmProbe() = default;
+    MinimalLsmProbe(const MinimalLsmProbe&) = delete;
+    MinimalLsmProbe& operator=(const MinimalLsmProbe&) = delete;
+    ~MinimalLsmProbe() { btf__free(vmlinux_); }
+
+    // The refusal reason, or "" when the real program must be probed.
+    std::string refused(const std::string& section) {
+        if (!section.starts_with("lsm/")) return "";
+        if (!tried_) {
+            tried_ = true;
+            vmlinux_ = btf__load_vmlinux_btf();
+            if (libbpf_get_error(vmlinux_)) vmlinux_ = nullptr;
+        }
+        if (!vmlinux_) return "";
+        const std::string fn = "bpf_lsm_" + section.substr(4);
+        int id = btf__find_by_name_kind(vmlinux_, fn.c_str(), BTF_KIND_FUNC);
+        if (id < 0) return "";
+        bpf_insn insns[2] = {};
+        insns[0].code = BPF_ALU64 | BPF_MOV | BPF_K;  // r0 = 0
+        insns[1].code = BPF_JMP | BPF_EXIT;
+        LIBBPF_OPTS(bpf_prog_load_opts, o, .expected_attach_type = BPF_LSM_MAC,
+                    .attach_btf_id = static_cast<__u32>(id));
+        int fd = bpf_prog_load(BPF_PROG_TYPE_LSM, "bw_probe", "GPL", insns, 2, &o);
+        if (fd >= 0) {
+            ::close(fd);
+            return "";
+        }
+        return fd == -EPERM ? load_failure_reason(EPERM, "") : "";
+    }
+
+private:
+    btf* vmlinux_ = nullptr;
+    bool tried_ = false;
+};
+
 bool is_cgroup_prog(bpf_program* p) {
     auto t = bpf_program__type(p);
     return t == BPF_PROG_TYPE_CGROUP_SOCK_ADDR || t == BPF_PROG_TYPE_CGROUP_SOCK ||
@@ -137,6 +180,16 @@ std::expected<std::unique_ptr<BpfLoader::Object>, SysError> load_object(const st
         }
         st.push_back(std::move(ps));
     }
+    // Programs whose hook the kernel refuses outright are settled before the
+    // object is loaded at all.
+    MinimalLsmProbe minimal;
+    if (!c.opts.full_probe)
+        for (auto& ps : st)
+            if (!ps.adopted && ps.reason.empty())
+                if (std::string why = minimal.refused(ps.section); !why.empty()) {
+                    ps.state = ProgState::Unavailable;
+                    ps.reason = std::move(why);
+                }
     auto set_autoload = [&](Skel* sk) {
         size_t i = 0;
         bpf_object__for_each_program(p, sk->obj) {
@@ -154,7 +207,7 @@ std::expected<std::unique_ptr<BpfLoader::Object>, SysError> load_object(const st
         spdlog::info("bpf: {} did not load as a whole ({}); probing each program", name, errno_name(-err));
         s.reset();
         for (auto& ps : st) {
-            if (ps.adopted) continue;
+            if (ps.adopted || !ps.reason.empty()) continue;
             auto [reason, log] = probe_program<Skel>(c, ps.name);
             if (!reason.empty()) {
                 ps.state = ProgState::Unavailable;

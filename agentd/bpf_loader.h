@@ -44,6 +44,10 @@ struct LoaderOptions {
     // path while attached; load it only when policies use BW_POL_TRACE_SYSCALLS.
     bool trace_syscalls = false;
     bool truth_check = true;
+    // Probe every program the kernel refuses by loading it, even where a
+    // minimal program of its hook was already refused with EPERM (the
+    // shortcut's check: both must give the same verdicts).
+    bool full_probe = false;
     // Events read from the ring buffer during the truth check that are not the
     // canary's (e.g. from sandboxes that kept running across a restart).
     std::function<void(const bw_event&)> foreign_event_sink;

@@ -7,6 +7,8 @@
 
 #include <cerrno>
 
+#include <map>
+#include <chrono>
 #include "bpf_env.h"
 
 using namespace bwtest;
@@ -58,6 +60,33 @@ TEST_CASE("raw_tp/sys_enter is loaded only on request") {
     l->reset();
     REQUIRE(BpfLoader::unpin_all(o.pin_root));
     ::rmdir(o.cgroup_parent.c_str());
+}
+
+TEST_CASE("the LSM refusal shortcut (a minimal program of the hook) gives the verdicts of loading each program") {
+    auto start = [](const std::string& tag, bool full) {
+        bulwark::bpf::LoaderOptions o;
+        o.pin_root = "/sys/fs/bpf/bulwark-probe-" + tag + "-" + std::to_string(getpid());
+        o.cgroup_parent = Env::get().parent + "-probe-" + tag;
+        o.sock = o.monitor = false;
+        o.truth_check = false;
+        o.full_probe = full;
+        auto t0 = std::chrono::steady_clock::now();
+        auto l = BpfLoader::start(o);
+        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        REQUIRE(l);
+        std::map<std::string, std::string> lines;
+        for (const auto& p : (*l)->programs())
+            if (p.object == "lsm") lines[p.section] = p.line();
+        l->reset();
+        REQUIRE(BpfLoader::unpin_all(o.pin_root));
+        ::rmdir(o.cgroup_parent.c_str());
+        return std::pair{lines, ms};
+    };
+    auto [quick, quick_ms] = start("quick", false);
+    auto [full, full_ms] = start("full", true);
+    WARN("LSM start-up: " << quick_ms << " ms with the shortcut, " << full_ms << " ms loading each program");
+    CHECK(quick.size() >= 20);
+    CHECK(quick == full);
 }
 
 TEST_CASE("a cgroup below the parent without a binding is denied (fail closed)") {
