@@ -1,5 +1,6 @@
 #include "bpf_runtime.h"
 
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <set>
 
@@ -205,6 +207,38 @@ void BpfRuntime::on_event(const bw_event& ev) {
     if (epoch_version) rec.policy_version = *epoch_version;
     decisions_.fetch_add(1, std::memory_order_relaxed);
     if (opts_.sink) opts_.sink(std::move(rec));
+}
+
+std::vector<BpfRuntime::Reader> BpfRuntime::other_readers() const {
+    std::vector<Reader> out;
+    bpf_map_info info{};
+    uint32_t len = sizeof info;
+    if (bpf_obj_get_info_by_fd(loader_->maps().events_fd(), &info, &len) != 0) return out;
+    const std::string want = "map_id:\t" + std::to_string(info.id);
+    const pid_t self = ::getpid();
+    std::error_code ec;
+    for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
+        const std::string name = proc.path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+        pid_t pid = static_cast<pid_t>(std::stol(name));
+        if (pid == self) continue;
+        std::error_code fec;
+        for (const auto& fd : std::filesystem::directory_iterator(proc.path() / "fd", fec)) {
+            std::error_code lec;
+            if (std::filesystem::read_symlink(fd.path(), lec).string() != "anon_inode:bpf-map") continue;
+            std::ifstream fi(proc.path() / "fdinfo" / fd.path().filename());
+            std::string line;
+            bool match = false;
+            while (std::getline(fi, line))
+                if (line == want) match = true;
+            if (!match) continue;
+            Reader r{pid, {}};
+            std::ifstream(proc.path() / "comm") >> r.comm;
+            out.push_back(std::move(r));
+            break;
+        }
+    }
+    return out;
 }
 
 void BpfRuntime::check_drops() {

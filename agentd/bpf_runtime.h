@@ -124,6 +124,15 @@ public:
     // root's exclusive lock (its canary reads its own events meanwhile).
     bool drain();
 
+    // Other processes holding the ring buffer open (pid and command name):
+    // each consumes events of the runs bound by the others and records them
+    // as foreign (detail.bound_by), so a run's own report may lack them.
+    struct Reader {
+        pid_t pid = 0;
+        std::string comm;
+    };
+    std::vector<Reader> other_readers() const;
+
     struct Counters {
         uint64_t events = 0, decisions = 0, foreign = 0, malformed = 0, reserve_failures = 0, reaped_bindings = 0,
                  reaped_slots = 0;

@@ -75,3 +75,24 @@ TEST_CASE("agentd run in audit mode: the would-be denial is reported and allowed
     CHECK(audited);
 }
 
+
+TEST_CASE("agentd run says when another process reads the ring buffer (its events may be recorded there)",
+          "[bpfrun][run][readers]") {
+    const std::string port = std::to_string(kUdpPort);
+    auto reader_warning = [](const json& rep) -> std::string {
+        for (const auto& w : rep["warnings"])
+            if (w.get<std::string>().find("ring buffer is also read by pid") != std::string::npos) return w;
+        return "";
+    };
+    // Alone on the pin root: no such warning.
+    json alone = agentd_run("netprobe", {"udp-send", "127.0.0.1", port});
+    INFO(alone.dump(2).substr(0, 3000));
+    CHECK(probe_verdict(alone) == "OK");
+    CHECK(reader_warning(alone).empty());
+    // With agentd serve on the same pin root: named by its pid.
+    Serve d;
+    json shared = agentd_run("netprobe", {"udp-send", "127.0.0.1", port});
+    INFO(shared.dump(2).substr(0, 3000));
+    CHECK(probe_verdict(shared) == "OK");
+    CHECK_THAT(reader_warning(shared), Catch::Contains("pid " + std::to_string(d.child->pid) + " (agentd)"));
+}
