@@ -192,6 +192,7 @@ struct AuditStore::Impl {
     };
     std::deque<Item> q;
     uint64_t next_seq = 1;
+    std::vector<RunWatch*> watches;  // guarded by mu
     // losses that found no room even for a gap entry (queue and reserve
     // full), and losses reported by sources; written once the queue drains
     std::vector<std::pair<std::string, uint64_t>> pending_gaps;
@@ -778,6 +779,11 @@ std::optional<uint64_t> AuditStore::enqueue(AuditRecord r) {
         }
         seq = I.next_seq++;
         r.seq = seq;
+        for (RunWatch* w : I.watches)
+            if (w->run_id_ == r.run_id && w->task_id_ == r.task_id) {
+                std::lock_guard wl(w->mu_);
+                w->records_.push_back(r);
+            }
         I.q.push_back(Impl::Item{std::move(r), 0, {}});
         wake = I.q.size() == 1 || I.q.size() == opts_.batch_rows;
         if (metrics_) metrics_->queue_depth.store(I.q.size(), std::memory_order_relaxed);
@@ -805,6 +811,26 @@ void AuditStore::report_source_drops(std::string source, uint64_t count) {
     }
     if (metrics_) metrics_->source_drops.fetch_add(count, std::memory_order_relaxed);
     I.work_cv.notify_one();
+}
+
+std::unique_ptr<RunWatch> AuditStore::watch_run(uint64_t task_id, uint64_t run_id) {
+    std::unique_ptr<RunWatch> w(new RunWatch(this, task_id, run_id));
+    std::lock_guard lk(impl_->mu);
+    impl_->watches.push_back(w.get());
+    return w;
+}
+
+RunWatch::~RunWatch() {
+    std::lock_guard lk(store_->impl_->mu);
+    std::erase(store_->impl_->watches, this);
+}
+
+std::vector<AuditRecord> RunWatch::records_before(uint64_t before) const {
+    std::lock_guard lk(mu_);
+    std::vector<AuditRecord> out;
+    for (const auto& r : records_)
+        if (r.seq < before) out.push_back(r);
+    return out;
 }
 
 uint64_t AuditStore::committed_seq() const { return impl_->committed.load(std::memory_order_acquire); }

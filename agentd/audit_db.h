@@ -125,6 +125,30 @@ struct QueryResult {
     std::optional<uint64_t> next_after_seq;  // set when more rows may follow
 };
 
+class AuditStore;
+
+// Copies of one run's records as the store accepts them (each with its seq),
+// from AuditStore::watch_run() until the watch is destroyed: the exec API
+// answers with a run's decisions without reading them back from the database
+// once the run's exit record is committed.
+class RunWatch {
+public:
+    ~RunWatch();
+    RunWatch(const RunWatch&) = delete;
+    RunWatch& operator=(const RunWatch&) = delete;
+    // The records accepted so far whose seq is below `before`, in seq order.
+    std::vector<AuditRecord> records_before(uint64_t before) const;
+
+private:
+    friend class AuditStore;
+    RunWatch(const AuditStore* store, uint64_t task_id, uint64_t run_id)
+        : store_(store), task_id_(task_id), run_id_(run_id) {}
+    const AuditStore* store_;
+    uint64_t task_id_, run_id_;
+    mutable std::mutex mu_;
+    std::vector<AuditRecord> records_;
+};
+
 class AuditStore {
 public:
     static std::expected<std::unique_ptr<AuditStore>, DbError> open(
@@ -140,6 +164,9 @@ public:
     // reports records it lost before they reached the store; a gap record is
     // written with the next batch.
     void report_source_drops(std::string source, uint64_t count);
+
+    // Watches the records of (task_id, run_id) accepted from now on.
+    std::unique_ptr<RunWatch> watch_run(uint64_t task_id, uint64_t run_id);
 
     uint64_t committed_seq() const;
     uint64_t last_seq() const;
@@ -163,6 +190,7 @@ public:
     const std::filesystem::path& path() const { return opts_.path; }
 
 private:
+    friend class RunWatch;
     struct Impl;
     explicit AuditStore(StoreOptions opts, Metrics* m, CommitListener* l);
     StoreOptions opts_;

@@ -660,6 +660,8 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     // exec (RunRequest::before_exec), so its commit overlaps the sandbox setup.
     std::optional<uint64_t> start_seq;
     bool start_unacknowledged = false;
+    // The run's records as the store accepts them: the reply's decisions.
+    std::unique_ptr<audit::RunWatch> watch = store_ ? store_->watch_run(task_id, run_id) : nullptr;
     if (store_) {
         start_seq = store_->enqueue(audit::run_start_record(task_id, run_id, req->tool, version,
                                                             {{"argv", req->argv}, {"epoch", epoch},
@@ -768,19 +770,22 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
              {"peak_memory_bytes", rep.usage.peak_memory_bytes}, {"wall_us", rep.usage.wall_us},
              {"error", rep.error}, {"denials", rep.denials}, {"hardening", rep.hardening},
              {"layers", to_json(rep)["layers"]}}));
-        if (seq) store_->wait_committed(*seq, std::chrono::milliseconds(5000));
-        audit::Query q;
-        q.run_id = run_id;
-        q.kind = audit::RecordKind::Decision;
-        q.limit = audit::Query::kMaxLimit;
-        if (auto res = store_->query(q)) {
-            for (const auto& rec : res->rows) {
-                json row = audit::to_json(rec);
-                if (rec.decision == BW_DECISION_DENY || rec.decision == BW_DECISION_AUDIT)
-                    denials.push_back(explain_denial(row, rec, *bundle, *tool_bundle, has_grant));
-                decisions.push_back(std::move(row));
+        // Once the exit record is acknowledged, so is every record of the
+        // run before it (the watermark is in seq order).
+        if (!seq || !store_->wait_committed(*seq, std::chrono::milliseconds(5000)))
+            rep.warnings.push_back("audit: the run's exit record was not acknowledged by the store within 5 s; "
+                                   "the decisions below may not be durable yet");
+        size_t n = 0;
+        for (const auto& rec : watch->records_before(seq ? *seq : UINT64_MAX)) {
+            if (rec.kind != audit::RecordKind::Decision) continue;
+            if (n++ == audit::Query::kMaxLimit) {
+                start["decisions_truncated"] = true;
+                break;
             }
-            if (res->next_after_seq) start["decisions_truncated"] = true;
+            json row = audit::to_json(rec);
+            if (rec.decision == BW_DECISION_DENY || rec.decision == BW_DECISION_AUDIT)
+                denials.push_back(explain_denial(row, rec, *bundle, *tool_bundle, has_grant));
+            decisions.push_back(std::move(row));
         }
     }
     finish_run(outcome_name(rep.outcome), rep.exit_status());

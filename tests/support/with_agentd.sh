@@ -19,13 +19,22 @@ if [ "$(id -u)" != 0 ]; then echo "with_agentd: privileged tier: needs root (run
 
 dir=$(mktemp -d /tmp/bulwark-with-agentd-XXXXXX)
 chmod 0711 "$dir"  # the sandbox uid must reach the task work directories
+# A BPF pin root and cgroup parent of its own: daemons sharing one ring buffer
+# read each other's events (recorded as foreign there), which would take the
+# records of this daemon's runs away from it while other tiers run.
+name=bulwark-with-agentd-$$
+pin_root=/sys/fs/bpf/$name
+v2=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") print $5; break } }' /proc/self/mountinfo | head -n 1)
+own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+cgroup_parent=$v2${own%/}/$name
 pid=
 cleanup() {
   if [ -n "$pid" ]; then
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   fi
-  rm -rf "$dir"
+  rm -rf "$dir" "$pin_root"
+  rmdir "$cgroup_parent" 2>/dev/null || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -35,7 +44,8 @@ hash=$(printf '%s\n' "$token" | "$agentd" token-hash)
 printf 'api:\n  tokens_sha256: ["%s"]\n' "$hash" > "$dir/agentd.yaml"
 
 "$agentd" serve --config "$dir/agentd.yaml" --state-dir "$dir/state" --work-root "$dir/work" \
-  --socket "$dir/agentd.sock" --http "127.0.0.1:$port" --rules "$rules" > "$dir/agentd.log" 2>&1 &
+  --socket "$dir/agentd.sock" --http "127.0.0.1:$port" --rules "$rules" \
+  --bpf-pin-root "$pin_root" --bpf-cgroup-parent "$cgroup_parent" > "$dir/agentd.log" 2>&1 &
 pid=$!
 
 up=
