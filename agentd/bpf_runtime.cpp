@@ -241,6 +241,20 @@ std::vector<BpfRuntime::Reader> BpfRuntime::other_readers() const {
     return out;
 }
 
+std::vector<std::string> BpfRuntime::reader_warnings() const {
+    std::lock_guard lk(readers_mu_);
+    auto now = std::chrono::steady_clock::now();
+    if (readers_at_ != std::chrono::steady_clock::time_point{} && now - readers_at_ < std::chrono::seconds(1))
+        return readers_warnings_;
+    readers_warnings_.clear();
+    for (const auto& r : other_readers())
+        readers_warnings_.push_back("bpf: the ring buffer is also read by pid " + std::to_string(r.pid) + " (" +
+                                    r.comm + "); events of this run it read are recorded there (detail.bound_by), "
+                                    "so this report may lack them");
+    readers_at_ = now;
+    return readers_warnings_;
+}
+
 void BpfRuntime::check_drops() {
     if (auto st = loader_->maps().stats()) {
         uint64_t now = st->ringbuf_reserve_failures;

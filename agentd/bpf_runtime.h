@@ -132,6 +132,9 @@ public:
         std::string comm;
     };
     std::vector<Reader> other_readers() const;
+    // A run report's warning for each of them. The /proc scan behind it runs
+    // at most once a second; later calls within it reuse its result.
+    std::vector<std::string> reader_warnings() const;
 
     struct Counters {
         uint64_t events = 0, decisions = 0, foreign = 0, malformed = 0, reserve_failures = 0, reaped_bindings = 0,
@@ -142,6 +145,9 @@ public:
 private:
     friend class Attachment;
     BpfRuntime() = default;
+    mutable std::mutex readers_mu_;
+    mutable std::chrono::steady_clock::time_point readers_at_{};
+    mutable std::vector<std::string> readers_warnings_;
     struct Epoch {
         uint64_t kernel_version = 0;
         uint64_t policy_version = 0;

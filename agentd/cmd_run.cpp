@@ -171,10 +171,7 @@ void register_run(CLI::App& app) {
             if (rt && att) {
                 // Another reader of the ring buffer (e.g. a running agentd
                 // serve) may have consumed some of this run's events.
-                for (const auto& r : rt->other_readers())
-                    rep.warnings.push_back("bpf: the ring buffer is also read by pid " + std::to_string(r.pid) + " (" +
-                                           r.comm + "); events of this run it read are recorded there "
-                                           "(detail.bound_by), so this report may lack them");
+                for (auto& w : rt->reader_warnings()) rep.warnings.push_back(std::move(w));
             }
             if (att) att->release();  // delivers the run's last events
             att.reset();

@@ -198,6 +198,7 @@ int run_serve(const ServeArgs& a) {
         out.attach = at->hook();
         out.rebind = [at](const policy::Bundle& nb, uint64_t v) { return at->rebind(nb, v); };
         out.release = [at] { at->release(); };
+        out.warnings = [rt = bpf_rt.get()] { return rt->reader_warnings(); };
         out.cgroup_parent = bpf_rt->cgroup_parent();
         return out;
     };

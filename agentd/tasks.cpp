@@ -713,14 +713,15 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     auto t_run = std::chrono::steady_clock::now();
     if (opts_.metrics) opts_.metrics->runs_running.fetch_add(1, std::memory_order_relaxed);
     uint64_t kaudit_lost = opts_.kernel_audit_losses ? opts_.kernel_audit_losses() : 0;
-    auto release_bpf = [&] {
+    auto run_binding = [&] {
         std::optional<BpfRunBinding> b;
-        {
-            std::lock_guard lk(mu_);
-            for (auto& r : task->runs)
-                if (r.run_id == run_id) b = r.bpf;
-        }
-        if (b && b->release) b->release();
+        std::lock_guard lk(mu_);
+        for (auto& r : task->runs)
+            if (r.run_id == run_id) b = r.bpf;
+        return b;
+    };
+    auto release_bpf = [&] {
+        if (auto b = run_binding(); b && b->release) b->release();
     };
     RunReport rep = run_tool(run_bundle, rr);
     if (start_unacknowledged) {
@@ -752,6 +753,8 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         if (rep.timed_out) m->runs_timed_out.fetch_add(1, std::memory_order_relaxed);
         if (rep.oom_killed) m->runs_oom_killed.fetch_add(1, std::memory_order_relaxed);
     }
+    if (auto b = run_binding(); b && b->warnings)
+        for (auto& w : b->warnings()) rep.warnings.push_back(std::move(w));
     release_bpf();
     rep.tool = req->tool;
 

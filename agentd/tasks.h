@@ -60,6 +60,9 @@ struct BpfRunBinding {
     std::string cgroup_parent;
     // Set (and attach empty) when this run cannot be bound: RunRequest::bpf_unavailable.
     std::string unavailable;
+    // What the run's report must add about the binding once the run ended
+    // (e.g. another process reading the ring buffer took some of its events).
+    std::function<std::vector<std::string>()> warnings;
 };
 using BpfBinder = std::function<std::optional<BpfRunBinding>(const policy::Bundle&, uint64_t task_id,
                                                              uint64_t run_id, const std::string& tool,

@@ -170,3 +170,22 @@ TEST_CASE("after the runs no map entries and no cgroups are left", "[bpfrun][cle
     CHECK(l.used_slots == 0);
     CHECK(l.leaves == 0);
 }
+
+TEST_CASE("agentd serve: an exec's report names another daemon reading the same ring buffer",
+          "[bpfrun][serve][readers]") {
+    Serve a;
+    auto [id, wd] = narrow_netprobe_task(a);
+    auto exec = [&] {
+        auto r = a.call("POST", "/v1/tasks/" + std::to_string(id) + "/exec",
+                        json{{"tool", "netprobe"},
+                             {"argv", {NETPROBE_BINARY, "udp-send", "127.0.0.1", std::to_string(kUdpPort)}}});
+        INFO(r.raw.substr(0, 3000));
+        REQUIRE(r.status == 200);
+        CHECK(r.body["stdout"] == "OK\n");
+        return r.body["report"]["warnings"].dump();
+    };
+    CHECK(exec().find("ring buffer is also read") == std::string::npos);
+    Serve b;
+    std::this_thread::sleep_for(1100ms);  // past the reader scan's one-second reuse
+    CHECK_THAT(exec(), Catch::Contains("ring buffer is also read by pid " + std::to_string(b.child->pid) + " (agentd)"));
+}
