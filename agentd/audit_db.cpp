@@ -779,11 +779,7 @@ std::optional<uint64_t> AuditStore::enqueue(AuditRecord r) {
         }
         seq = I.next_seq++;
         r.seq = seq;
-        for (RunWatch* w : I.watches)
-            if (w->run_id_ == r.run_id && w->task_id_ == r.task_id) {
-                std::lock_guard wl(w->mu_);
-                w->records_.push_back(r);
-            }
+        for (RunWatch* w : I.watches) w->offer(r);
         I.q.push_back(Impl::Item{std::move(r), 0, {}});
         wake = I.q.size() == 1 || I.q.size() == opts_.batch_rows;
         if (metrics_) metrics_->queue_depth.store(I.q.size(), std::memory_order_relaxed);
@@ -813,8 +809,8 @@ void AuditStore::report_source_drops(std::string source, uint64_t count) {
     I.work_cv.notify_one();
 }
 
-std::unique_ptr<RunWatch> AuditStore::watch_run(uint64_t task_id, uint64_t run_id) {
-    std::unique_ptr<RunWatch> w(new RunWatch(this, task_id, run_id));
+std::unique_ptr<RunWatch> AuditStore::watch_run(uint64_t task_id, uint64_t run_id, size_t limit) {
+    std::unique_ptr<RunWatch> w(new RunWatch(this, task_id, run_id, limit));
     std::lock_guard lk(impl_->mu);
     impl_->watches.push_back(w.get());
     return w;
@@ -825,12 +821,22 @@ RunWatch::~RunWatch() {
     std::erase(store_->impl_->watches, this);
 }
 
-std::vector<AuditRecord> RunWatch::records_before(uint64_t before) const {
+void RunWatch::offer(const AuditRecord& r) {
+    if (r.kind != RecordKind::Decision || r.run_id != run_id_ || r.task_id != task_id_) return;
     std::lock_guard lk(mu_);
-    std::vector<AuditRecord> out;
+    if (records_.size() < limit_)
+        records_.push_back(r);
+    else if (!first_dropped_)
+        first_dropped_ = r.seq;
+}
+
+RunWatch::Taken RunWatch::decisions_before(uint64_t before) const {
+    std::lock_guard lk(mu_);
+    Taken t;
     for (const auto& r : records_)
-        if (r.seq < before) out.push_back(r);
-    return out;
+        if (r.seq < before) t.records.push_back(r);
+    t.truncated = first_dropped_ && *first_dropped_ < before;
+    return t;
 }
 
 uint64_t AuditStore::committed_seq() const { return impl_->committed.load(std::memory_order_acquire); }

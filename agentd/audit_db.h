@@ -127,26 +127,33 @@ struct QueryResult {
 
 class AuditStore;
 
-// Copies of one run's records as the store accepts them (each with its seq),
-// from AuditStore::watch_run() until the watch is destroyed: the exec API
-// answers with a run's decisions without reading them back from the database
-// once the run's exit record is committed.
+// Copies of one run's decision records as the store accepts them (each with
+// its seq), from AuditStore::watch_run() until the watch is destroyed: the
+// exec API answers with a run's decisions without reading them back from the
+// database once the run's exit record is committed. It keeps the first
+// `limit` of them; a flooding tool costs the watch nothing beyond that.
 class RunWatch {
 public:
     ~RunWatch();
     RunWatch(const RunWatch&) = delete;
     RunWatch& operator=(const RunWatch&) = delete;
-    // The records accepted so far whose seq is below `before`, in seq order.
-    std::vector<AuditRecord> records_before(uint64_t before) const;
+    struct Taken {
+        std::vector<AuditRecord> records;  // seq below `before`, in seq order
+        bool truncated = false;            // more than `limit` of them were accepted
+    };
+    Taken decisions_before(uint64_t before) const;
 
 private:
     friend class AuditStore;
-    RunWatch(const AuditStore* store, uint64_t task_id, uint64_t run_id)
-        : store_(store), task_id_(task_id), run_id_(run_id) {}
+    RunWatch(const AuditStore* store, uint64_t task_id, uint64_t run_id, size_t limit)
+        : store_(store), task_id_(task_id), run_id_(run_id), limit_(limit) {}
+    void offer(const AuditRecord& r);
     const AuditStore* store_;
     uint64_t task_id_, run_id_;
+    size_t limit_;
     mutable std::mutex mu_;
     std::vector<AuditRecord> records_;
+    std::optional<uint64_t> first_dropped_;  // seq of the first record past the limit
 };
 
 class AuditStore {
@@ -165,8 +172,8 @@ public:
     // written with the next batch.
     void report_source_drops(std::string source, uint64_t count);
 
-    // Watches the records of (task_id, run_id) accepted from now on.
-    std::unique_ptr<RunWatch> watch_run(uint64_t task_id, uint64_t run_id);
+    // Watches the decision records of (task_id, run_id) accepted from now on.
+    std::unique_ptr<RunWatch> watch_run(uint64_t task_id, uint64_t run_id, size_t limit);
 
     uint64_t committed_seq() const;
     uint64_t last_seq() const;

@@ -18,9 +18,9 @@
 namespace bulwark::bpf {
 namespace {
 
-// Programs a `network:` rules policy needs proven before such a tool may run.
 // How long a slot switched away from stays intact before it is freed.
 constexpr std::chrono::milliseconds kSlotGrace{100};
+// Programs a `network:` rules policy needs proven before such a tool may run.
 constexpr const char* kNetPrograms[] = {"bw_connect4", "bw_connect6", "bw_sendmsg4", "bw_sendmsg6"};
 
 std::string state_text(const ProgramStatus& p) {

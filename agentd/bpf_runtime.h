@@ -29,8 +29,8 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <expected>
 #include <functional>
 #include <map>

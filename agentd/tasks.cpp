@@ -661,7 +661,8 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     std::optional<uint64_t> start_seq;
     bool start_unacknowledged = false;
     // The run's records as the store accepts them: the reply's decisions.
-    std::unique_ptr<audit::RunWatch> watch = store_ ? store_->watch_run(task_id, run_id) : nullptr;
+    std::unique_ptr<audit::RunWatch> watch =
+        store_ ? store_->watch_run(task_id, run_id, audit::Query::kMaxLimit) : nullptr;
     if (store_) {
         start_seq = store_->enqueue(audit::run_start_record(task_id, run_id, req->tool, version,
                                                             {{"argv", req->argv}, {"epoch", epoch},
@@ -778,13 +779,9 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         if (!seq || !store_->wait_committed(*seq, std::chrono::milliseconds(5000)))
             rep.warnings.push_back("audit: the run's exit record was not acknowledged by the store within 5 s; "
                                    "the decisions below may not be durable yet");
-        size_t n = 0;
-        for (const auto& rec : watch->records_before(seq ? *seq : UINT64_MAX)) {
-            if (rec.kind != audit::RecordKind::Decision) continue;
-            if (n++ == audit::Query::kMaxLimit) {
-                start["decisions_truncated"] = true;
-                break;
-            }
+        auto taken = watch->decisions_before(seq ? *seq : UINT64_MAX);
+        if (taken.truncated) start["decisions_truncated"] = true;
+        for (const auto& rec : taken.records) {
             json row = audit::to_json(rec);
             if (rec.decision == BW_DECISION_DENY || rec.decision == BW_DECISION_AUDIT)
                 denials.push_back(explain_denial(row, rec, *bundle, *tool_bundle, has_grant));

@@ -96,6 +96,42 @@ TEST_CASE("records are batched into transactions and acknowledged by the waterma
     CHECK_FALSE(s->wait_committed(*seq + 1000, 50ms));
 }
 
+TEST_CASE("a run watch keeps the run's first decisions as accepted and says when more came", "[watch]") {
+    TempDir d;
+    auto s = must_open({.path = d.path / "w.db"});
+    auto of_run = [](uint64_t task, uint64_t run, uint8_t dec) {
+        auto r = decision(task, "sh", BW_LAYER_LANDLOCK, dec);
+        r.run_id = run;
+        return r;
+    };
+    auto w = s->watch_run(7, 3, 3);
+    REQUIRE(s->enqueue(run_start_record(7, 3, "sh", 1, nlohmann::json::object())));  // not a decision
+    REQUIRE(s->enqueue(of_run(7, 4, BW_DECISION_DENY)));                          // another run
+    REQUIRE(s->enqueue(of_run(8, 3, BW_DECISION_DENY)));                          // another task
+    std::vector<uint64_t> seqs;
+    for (int i = 0; i < 5; ++i) {
+        auto seq = s->enqueue(of_run(7, 3, i % 2 ? BW_DECISION_DENY : BW_DECISION_ALLOW));
+        REQUIRE(seq);
+        seqs.push_back(*seq);
+    }
+    auto all = w->decisions_before(UINT64_MAX);
+    REQUIRE(all.records.size() == 3);
+    CHECK(all.truncated);
+    for (size_t i = 0; i < 3; ++i) {
+        CHECK(all.records[i].seq == seqs[i]);
+        CHECK(all.records[i].task_id == 7);
+        CHECK(all.records[i].run_id == 3);
+    }
+    // Up to the record past the limit, nothing was left out.
+    auto upto = w->decisions_before(seqs[3]);
+    CHECK(upto.records.size() == 3);
+    CHECK_FALSE(upto.truncated);
+    CHECK(w->decisions_before(seqs[1]).records.size() == 1);
+    // Records accepted after the watch ends are not offered to it.
+    w.reset();
+    REQUIRE(s->enqueue(of_run(7, 3, BW_DECISION_DENY)));
+}
+
 TEST_CASE("seqs continue after reopen and rows read back field by field", "[batch]") {
     TempDir d;
     auto path = d.path / "a.db";

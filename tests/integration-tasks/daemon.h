@@ -53,18 +53,25 @@ struct Daemon {
     TempDir dir;
     std::string sock = (dir.path / "agentd.sock").string();
     std::string state = (dir.path / "state").string();
+    std::vector<std::string> argv;  // the `agentd serve` command line
     std::unique_ptr<AgentdChild> child;
 
     // extra: further `agentd serve` arguments (e.g. a BPF pin root).
-    explicit Daemon(std::vector<std::string> extra = {}, const std::string& rules = BULWARK_RULES_DIR) {
+    explicit Daemon(std::vector<std::string> extra = {}, const std::string& rules = BULWARK_RULES_DIR)
+        : argv{AGENTD_BINARY, "serve", "--state-dir", state, "--socket", sock,
+               "--work-root", (dir.path / "work").string(), "--rules", rules} {
         // The sandbox uid must traverse to the task work directories.
         ::chmod(dir.path.c_str(), 0711);
-        std::vector<std::string> argv{AGENTD_BINARY, "serve", "--state-dir", state, "--socket", sock,
-                                      "--work-root", (dir.path / "work").string(), "--rules", rules};
         argv.insert(argv.end(), extra.begin(), extra.end());
-        child = std::make_unique<AgentdChild>(std::move(argv), (dir.path / "agentd.log").string());
+        start("agentd.log");
+    }
+
+    // (Re)starts the daemon on the same state and socket, logging to
+    // `log_name` in its directory, and waits until /v1/health answers 200.
+    void start(const std::string& log_name) {
+        child = std::make_unique<AgentdChild>(argv, (dir.path / log_name).string());
         Response r;
-        for (int i = 0; i < 300 && r.status == 0; ++i) {
+        for (int i = 0; i < 300 && r.status != 200; ++i) {
             std::this_thread::sleep_for(50ms);
             r = get(sock, 0, "/v1/health");
         }

@@ -295,16 +295,7 @@ TEST_CASE("kill -9 of agentd during a run: the tool dies, a restart leaves nothi
     // Restart on the same state: the leaves are reaped before it serves, the
     // store is intact and holds the acknowledged start of the killed run.
     auto state = d->state;
-    std::vector<std::string> argv{AGENTD_BINARY, "serve", "--state-dir", state, "--socket", d->sock, "--work-root",
-                                  (d->dir.path / "work").string(), "--rules", BULWARK_RULES_DIR};
-    for (auto& a : bpf.args()) argv.push_back(a);
-    d->child = std::make_unique<AgentdChild>(std::move(argv), (d->dir.path / "agentd2.log").string());
-    Response r;
-    for (int i = 0; i < 200 && r.status != 200; ++i) {
-        std::this_thread::sleep_for(50ms);
-        r = get(d->sock, 0, "/v1/health");
-    }
-    REQUIRE(r.status == 200);
+    d->start("agentd2.log");
     CHECK(leaves() == 0);
     auto db = std::filesystem::path(state) / "audit.db";
     CHECK(sql_value(db, "PRAGMA integrity_check") == "ok");
