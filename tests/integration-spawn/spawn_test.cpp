@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <pthread.h>
 #include <fstream>
 #include <sstream>
 #include <set>
@@ -388,4 +390,53 @@ TEST_CASE("declared descriptors reach the tool at their numbers, nothing else do
     ::close(other);
     INFO(summary(r) << r.stdout_data);
     CHECK(r.stdout_data == "0\n1\n2\n" + std::to_string(keep) + "\n");
+}
+
+TEST_CASE("the launcher keeps its credentials, capabilities and signal mask across runs (the child shares its memory until exec)") {
+    auto b = make_bundle({.binaries = {"/usr/bin/true"}});
+    sigset_t mine, after;
+    sigemptyset(&mine);
+    sigaddset(&mine, SIGUSR2);
+    REQUIRE(pthread_sigmask(SIG_SETMASK, &mine, nullptr) == 0);
+    std::atomic<bool> done{false};
+    std::atomic<int> bad_ids{0};
+    // A thread that never spawns watches its own ids while others launch:
+    // a credential change leaking out of a child (glibc's setxid broadcast)
+    // would show here.
+    std::thread watcher([&] {
+        while (!done) {
+            uid_t r, e, s;
+            getresuid(&r, &e, &s);
+            if (r != 0 || e != 0 || s != 0) ++bad_ids;
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+    });
+    std::vector<std::thread> ts;
+    std::atomic<int> ok{0};
+    for (int t = 0; t < 2; ++t)
+        ts.emplace_back([&] {
+            for (int i = 0; i < 15; ++i) {
+                RunRequest rq;
+                rq.argv = {"/usr/bin/true"};
+                if (run_tool(b, rq).exit_status() == 0) ++ok;
+            }
+        });
+    for (auto& t : ts) t.join();
+    auto r = run(b, {"/usr/bin/true"});
+    done = true;
+    watcher.join();
+    CHECK(r.exit_status() == 0);
+    CHECK(ok == 30);
+    CHECK(bad_ids == 0);
+    REQUIRE(pthread_sigmask(SIG_SETMASK, nullptr, &after) == 0);
+    CHECK(sigismember(&after, SIGUSR2) == 1);
+    CHECK(sigismember(&after, SIGTERM) == 0);
+    CHECK(sigismember(&after, SIGCHLD) == 0);
+    std::ifstream st("/proc/self/status");
+    std::stringstream ss;
+    ss << st.rdbuf();
+    CHECK(field(ss.str(), "CapEff") != "0000000000000000");
+    CHECK(field(ss.str(), "Uid").starts_with("0\t"));
+    sigemptyset(&mine);
+    pthread_sigmask(SIG_SETMASK, &mine, nullptr);
 }
