@@ -189,8 +189,12 @@ struct AuditStore::Impl {
         AuditRecord r;
         uint64_t gap_count = 0;  // r.kind == Gap: records lost
         std::string gap_source;
+        bool urgent = false;  // a control record: committed without lingering
     };
     std::deque<Item> q;
+    // Control records queued (run start and exit, epochs, host status): a
+    // caller is usually about to wait for one, so the writer commits at once.
+    size_t urgent_queued = 0;
     uint64_t next_seq = 1;
     std::vector<RunWatch*> watches;  // guarded by mu
     // losses that found no room even for a gap entry (queue and reserve
@@ -421,13 +425,15 @@ struct AuditStore::Impl {
                     work_cv.wait_until(lk, next_retention, [&] {
                         return stop || !q.empty() || !pending_gaps.empty() || retention;
                     });
-                    if (!q.empty() && q.size() < self.opts_.batch_rows && !stop &&
+                    if (!q.empty() && q.size() < self.opts_.batch_rows && !stop && urgent_queued == 0 &&
                         self.opts_.batch_linger.count() > 0) {
-                        work_cv.wait_for(lk, self.opts_.batch_linger,
-                                         [&] { return stop || waiters > 0 || q.size() >= self.opts_.batch_rows; });
+                        work_cv.wait_for(lk, self.opts_.batch_linger, [&] {
+                            return stop || waiters > 0 || urgent_queued > 0 || q.size() >= self.opts_.batch_rows;
+                        });
                     }
                     while (!q.empty() && batch.size() < self.opts_.batch_rows) {
                         Item& it = q.front();
+                        if (it.urgent) --urgent_queued;
                         if (it.r.kind == RecordKind::Gap && it.gap_count) {
                             auto seq = it.r.seq;
                             auto mono = it.r.enqueued_mono_ns;
@@ -780,8 +786,10 @@ std::optional<uint64_t> AuditStore::enqueue(AuditRecord r) {
         seq = I.next_seq++;
         r.seq = seq;
         for (RunWatch* w : I.watches) w->offer(r);
-        I.q.push_back(Impl::Item{std::move(r), 0, {}});
-        wake = I.q.size() == 1 || I.q.size() == opts_.batch_rows;
+        bool urgent = is_control(r);
+        I.q.push_back(Impl::Item{std::move(r), 0, {}, urgent});
+        if (urgent) ++I.urgent_queued;
+        wake = urgent || I.q.size() == 1 || I.q.size() == opts_.batch_rows;
         if (metrics_) metrics_->queue_depth.store(I.q.size(), std::memory_order_relaxed);
     }
     if (wake) I.work_cv.notify_one();

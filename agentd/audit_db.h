@@ -16,7 +16,9 @@
 //
 // Batching. The writer takes up to batch_rows queued records (waiting at most
 // batch_linger for more once the first arrives) and commits them in one
-// transaction.
+// transaction. No linger while a control record is queued or a caller waits
+// in wait_committed(): a run's start must be durable before its tool runs,
+// so its commit starts at once and overlaps the sandbox setup.
 //
 // Acknowledgement. A record is acknowledged once its transaction committed.
 // committed_seq() is the watermark: every seq <= it is either a committed row

@@ -642,15 +642,19 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
 
     // The run's own limits: the epoch's, lowered by the request and by the
     // end of a time-boxed grant.
-    policy::Bundle run_bundle = *bundle;
+    // (A copy of the epoch's bundle only when a limit is lowered: copying
+    // one costs more than the rest of the request's bookkeeping.)
+    std::optional<policy::Bundle> lowered;
     auto lower = [&](uint64_t ms) {
-        run_bundle.limits.timeout_ms = std::min(run_bundle.limits.timeout_ms.value_or(ms), ms);
+        if (!lowered) lowered = *bundle;
+        lowered->limits.timeout_ms = std::min(lowered->limits.timeout_ms.value_or(ms), ms);
     };
     if (req->timeout_ms) lower(*req->timeout_ms);
     if (expires_at) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*expires_at - SysClock::now()).count();
         lower(static_cast<uint64_t>(std::max<int64_t>(1, left)));
     }
+    const policy::Bundle& run_bundle = lowered ? *lowered : *bundle;
 
     json start{{"run_id", run_id}, {"task_id", task_id}, {"tool", req->tool}, {"argv", req->argv},
                {"epoch", epoch}, {"policy_version", version}, {"workdir", task->workdir},

@@ -476,3 +476,24 @@ TEST_CASE("committed records reach event bus subscribers, slow ones get a gap", 
     slow.reset();
     CHECK(bus.subscriber_count() == 2);
 }
+
+TEST_CASE("a control record is committed at once; decisions wait for the batch linger", "[linger]") {
+    TempDir d;
+    // A linger far longer than the checks below.
+    auto s = must_open({.path = d.path / "linger.db", .batch_rows = 1000, .batch_linger = 3000ms});
+    auto dec = s->enqueue(decision(1, "cat", BW_LAYER_BPF_LSM, BW_DECISION_ALLOW));
+    REQUIRE(dec);
+    std::this_thread::sleep_for(300ms);
+    // Bulk rows linger for company (nobody waits for them).
+    CHECK(s->committed_seq() < *dec);
+    auto t0 = std::chrono::steady_clock::now();
+    auto start = s->enqueue(run_start_record(1, 2, "cat", 7, nlohmann::json::object()));
+    REQUIRE(start);
+    // Nobody calls wait_committed: the run start alone ends the linger, and
+    // the decision queued before it goes in the same transaction.
+    while (s->committed_seq() < *start && std::chrono::steady_clock::now() - t0 < 2000ms)
+        std::this_thread::sleep_for(1ms);
+    CHECK(s->committed_seq() >= *start);
+    CHECK(std::chrono::steady_clock::now() - t0 < 1500ms);
+    CHECK(count_rows(*s) == 2);
+}
