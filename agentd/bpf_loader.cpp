@@ -45,7 +45,25 @@ struct LoadCtx {
     uint32_t root_level;
     int parent_fd;
     std::string links_dir;
+    uint32_t ring_bytes;  // of the shared ring buffer: a pinned one's, else BW_RINGBUF_BYTES
 };
+
+// The ring buffer's size: one pinned by an earlier loader (another size,
+// from an older build) is shared as it is, since every object of the pin root
+// must map the same ring; a new one gets BW_RINGBUF_BYTES.
+uint32_t ring_bytes_for(const std::string& pin_root) {
+    int fd = bpf_obj_get((pin_root + "/bw_events").c_str());
+    if (fd < 0) return BW_RINGBUF_BYTES;
+    bpf_map_info info{};
+    uint32_t len = sizeof info;
+    uint32_t bytes = BW_RINGBUF_BYTES;
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && info.type == BPF_MAP_TYPE_RINGBUF) bytes = info.max_entries;
+    ::close(fd);
+    if (bytes != BW_RINGBUF_BYTES)
+        spdlog::warn("bpf: the ring buffer pinned under {} has {} KiB (this build creates {} KiB); it is kept until "
+                     "the pins are removed", pin_root, bytes >> 10, BW_RINGBUF_BYTES >> 10);
+    return bytes;
+}
 
 std::expected<void, SysError> mkdir_p(const std::string& path) {
     std::error_code ec;
@@ -61,7 +79,11 @@ Skel* open_skel(const LoadCtx& c, bool pinned) {
     if (!s) return nullptr;
     s->rodata->bw_root_cgid = c.root_id;
     s->rodata->bw_root_level = c.root_level;
-    if (!pinned) {  // throwaway probe object: private, small maps
+    if (pinned) {
+        bpf_map* m;
+        bpf_object__for_each_map(m, s->obj)
+            if (bpf_map__type(m) == BPF_MAP_TYPE_RINGBUF) bpf_map__set_max_entries(m, c.ring_bytes);
+    } else {  // throwaway probe object: private, small maps
         bpf_map* m;
         bpf_object__for_each_map(m, s->obj) {
             if (bpf_map__is_internal(m)) continue;
@@ -339,7 +361,7 @@ std::expected<std::unique_ptr<BpfLoader>, SysError> BpfLoader::start(LoaderOptio
     for (const auto& part : fs::path(parent.substr(mnt->size())))
         if (part != "/" && !part.empty()) ++L->parent_level_;
 
-    LoadCtx c{o, L->parent_id_, L->parent_level_, L->parent_fd_.get(), links_dir};
+    LoadCtx c{o, L->parent_id_, L->parent_level_, L->parent_fd_.get(), links_dir, ring_bytes_for(o.pin_root)};
     auto add = [&](auto r) -> std::expected<void, SysError> {
         if (!r) return std::unexpected(r.error());
         L->objects_.push_back(std::move(*r));

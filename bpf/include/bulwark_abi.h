@@ -26,7 +26,8 @@
 #define BW_PORT_RANGES_MAX   16     /* port ranges per (policy, prefix) entry */
 #define BW_PATH_WALK_MAX     64     /* dentry ancestors walked; deeper fails closed */
 #define BW_EVENT_PATH_MAX    128
-#define BW_RINGBUF_BYTES     (16u << 20)
+#define BW_RINGBUF_BYTES     (4u << 20)  /* a ring created by the loader; one already pinned keeps
+                                           its size (the loader adopts it) */
 #define BW_RINGBUF_WAKEUP_BYTES (256u << 10) /* bulk (allow/observe) records wake the reader only
                                                 past this much unread data; denials wake it at once */
 #define BW_NO_RULE           0xffffffffu /* rule_id when no rule matched (default) */

@@ -202,7 +202,7 @@ std::pair<double, double> run_latency(const fs::path& db, double rate, double se
 
 // Resident memory of a process (kB): the whole, its private anonymous part,
 // and what its mappings of BPF maps hold (the ring buffer's data area is
-// mapped twice by the kernel, so a 16 MiB ring shows as 32 MiB there).
+// mapped twice by the kernel, so a 4 MiB ring shows as 8 MiB there).
 struct Rss {
     long total = -1, anon = -1, bpf_maps = 0;
 };

@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -162,4 +164,41 @@ TEST_CASE("pinned enforcement survives the loader; a new loader re-adopts the pi
     CHECK(run_in(leaf.path, [&] { return udp_connect("127.0.0.1", l.port); }) == 0);
     ::rmdir(leaf.path.c_str());
     ::rmdir(parent.c_str());
+}
+
+TEST_CASE("a ring buffer already pinned with another size is adopted as it is; a new one gets the build's size") {
+    bulwark::bpf::LoaderOptions o;
+    o.pin_root = "/sys/fs/bpf/bulwark-ring-" + std::to_string(getpid());
+    o.cgroup_parent = Env::get().parent + "-ring";
+    o.lsm = false;
+    o.truth_check = false;
+    auto ring_size = [](int fd) {
+        bpf_map_info info{};
+        uint32_t len = sizeof info;
+        REQUIRE(bpf_obj_get_info_by_fd(fd, &info, &len) == 0);
+        return info.max_entries;
+    };
+    {  // fresh pin root: the build's size
+        auto l = BpfLoader::start(o);
+        REQUIRE(l);
+        CHECK(ring_size((*l)->maps().events_fd()) == BW_RINGBUF_BYTES);
+        l->reset();
+        REQUIRE(BpfLoader::unpin_all(o.pin_root));
+    }
+    // A ring of another size pinned by an earlier build: every object of
+    // the pin root must share it, so the loader takes its size (libbpf
+    // refuses to reuse a pinned map whose size differs from the object's).
+    REQUIRE(::mkdir(o.pin_root.c_str(), 0700) == 0);
+    constexpr uint32_t kOld = 256u << 10;
+    int old = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "bw_events", 0, 0, kOld, nullptr);
+    REQUIRE(old >= 0);
+    REQUIRE(bpf_obj_pin(old, (o.pin_root + "/bw_events").c_str()) == 0);
+    ::close(old);
+    auto l = BpfLoader::start(o);
+    REQUIRE(l);
+    CHECK(ring_size((*l)->maps().events_fd()) == kOld);
+    CHECK((*l)->program("cgroup/connect4")->state != ProgState::Unavailable);
+    l->reset();
+    REQUIRE(BpfLoader::unpin_all(o.pin_root));
+    ::rmdir(o.cgroup_parent.c_str());
 }

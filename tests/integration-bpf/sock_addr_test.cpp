@@ -320,7 +320,8 @@ TEST_CASE("flood: with nobody reading, reserve failures + delivered events == op
     Env::get().drain();
     auto before = Env::get().maps().stats();
     REQUIRE(before);
-    // 16 MiB ring / ~232 bytes a record: about 72k records fit; send far more.
+    // A 4 MiB ring / ~232 bytes a record: about 18k records fit (72k in a
+    // 16 MiB ring pinned by an older build); send far more.
     constexpr int kOps = 150000;
     auto* denied = shared<int>();
     run_in(leaf.path, [&] {
