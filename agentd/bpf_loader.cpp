@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -45,25 +46,7 @@ struct LoadCtx {
     uint32_t root_level;
     int parent_fd;
     std::string links_dir;
-    uint32_t ring_bytes;  // of the shared ring buffer: a pinned one's, else BW_RINGBUF_BYTES
 };
-
-// The ring buffer's size: one pinned by an earlier loader (another size,
-// from an older build) is shared as it is, since every object of the pin root
-// must map the same ring; a new one gets BW_RINGBUF_BYTES.
-uint32_t ring_bytes_for(const std::string& pin_root) {
-    int fd = bpf_obj_get((pin_root + "/bw_events").c_str());
-    if (fd < 0) return BW_RINGBUF_BYTES;
-    bpf_map_info info{};
-    uint32_t len = sizeof info;
-    uint32_t bytes = BW_RINGBUF_BYTES;
-    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && info.type == BPF_MAP_TYPE_RINGBUF) bytes = info.max_entries;
-    ::close(fd);
-    if (bytes != BW_RINGBUF_BYTES)
-        spdlog::warn("bpf: the ring buffer pinned under {} has {} KiB (this build creates {} KiB); it is kept until "
-                     "the pins are removed", pin_root, bytes >> 10, BW_RINGBUF_BYTES >> 10);
-    return bytes;
-}
 
 std::expected<void, SysError> mkdir_p(const std::string& path) {
     std::error_code ec;
@@ -79,11 +62,7 @@ Skel* open_skel(const LoadCtx& c, bool pinned) {
     if (!s) return nullptr;
     s->rodata->bw_root_cgid = c.root_id;
     s->rodata->bw_root_level = c.root_level;
-    if (pinned) {
-        bpf_map* m;
-        bpf_object__for_each_map(m, s->obj)
-            if (bpf_map__type(m) == BPF_MAP_TYPE_RINGBUF) bpf_map__set_max_entries(m, c.ring_bytes);
-    } else {  // throwaway probe object: private, small maps
+    if (!pinned) {  // throwaway probe object: private, small maps
         bpf_map* m;
         bpf_object__for_each_map(m, s->obj) {
             if (bpf_map__is_internal(m)) continue;
@@ -331,6 +310,160 @@ std::expected<void, SysError> ensure_bpffs() {
 
 // ---------------------------------------------------------------- loader
 
+// ---------------------------------------------------------------- build marker
+
+std::vector<MapHolder> other_map_holders(uint32_t map_id) {
+    std::vector<MapHolder> out;
+    const std::string want = "map_id:\t" + std::to_string(map_id);
+    const pid_t self = ::getpid();
+    std::error_code ec;
+    for (const auto& proc : fs::directory_iterator("/proc", ec)) {
+        const std::string name = proc.path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+        pid_t pid = static_cast<pid_t>(std::stol(name));
+        if (pid == self) continue;
+        std::error_code fec;
+        for (const auto& fd : fs::directory_iterator(proc.path() / "fd", fec)) {
+            std::error_code lec;
+            if (fs::read_symlink(fd.path(), lec).string() != "anon_inode:bpf-map") continue;
+            std::ifstream fi(proc.path() / "fdinfo" / fd.path().filename());
+            std::string line;
+            bool match = false;
+            while (std::getline(fi, line))
+                if (line == want) match = true;
+            if (!match) continue;
+            MapHolder h{pid, {}};
+            std::ifstream(proc.path() / "comm") >> h.comm;
+            out.push_back(std::move(h));
+            break;
+        }
+    }
+    return out;
+}
+
+namespace {
+
+// <pin_root>/bw_build: an array map of one entry naming the build whose
+// programs and maps are pinned there: the ABI version and a digest of the
+// three objects' ELF images (FNV-1a, twice with different bases: it tells
+// builds apart, it is no defence against whoever can write bpffs, who is
+// root anyway).
+struct BuildMarker {
+    uint32_t abi = 0;
+    uint32_t elf_bytes = 0;
+    uint64_t digest[2] = {};
+};
+
+const BuildMarker& own_build() {
+    static const BuildMarker m = [] {
+        BuildMarker b;
+        b.abi = BW_ABI_VERSION;
+        uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+        for (auto elf : {&sock_addr__elf_bytes, &monitor__elf_bytes, &lsm__elf_bytes}) {
+            size_t n = 0;
+            const auto* p = static_cast<const uint8_t*>(elf(&n));
+            b.elf_bytes += static_cast<uint32_t>(n);
+            for (size_t i = 0; i < n; ++i)
+                for (auto& x : h) x = (x ^ p[i]) * 0x100000001b3ull;
+        }
+        b.digest[0] = h[0];
+        b.digest[1] = h[1];
+        return b;
+    }();
+    return m;
+}
+
+std::string build_text(const BuildMarker& b) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(b.digest[0]));
+    return "ABI " + std::to_string(b.abi) + ", objects " + std::to_string(b.elf_bytes) + " bytes, digest " + hex;
+}
+
+std::expected<void, SysError> pin_build_marker(const std::string& path) {
+    int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "bw_build", sizeof(uint32_t), sizeof(BuildMarker), 1, nullptr);
+    if (fd < 0) return std::unexpected(SysError::last("bpf_map_create(bw_build)"));
+    uint32_t k = 0;
+    int rc = bpf_map_update_elem(fd, &k, &own_build(), BPF_ANY);
+    if (rc == 0) rc = bpf_obj_pin(fd, path.c_str());
+    int e = errno;
+    ::close(fd);
+    if (rc != 0) return std::unexpected(SysError{"pin " + path, e});
+    return {};
+}
+
+bool cgroup_populated(const std::string& dir) {
+    std::ifstream in(dir + "/cgroup.events");
+    std::string k, v;
+    while (in >> k >> v)
+        if (k == "populated") return v == "1";
+    return false;
+}
+
+// Programs and maps pinned by another build are never re-adopted: old code
+// would enforce against maps this build lays out differently, or new maps
+// would be read by old code. Unused, they are replaced; in use (live
+// sandboxes, another process holding the maps), the start fails.
+std::expected<void, SysError> settle_pinned_build(const std::string& pin_root, const std::string& parent) {
+    const std::string marker = pin_root + "/bw_build";
+    std::string found;
+    if (int fd = bpf_obj_get(marker.c_str()); fd >= 0) {
+        BuildMarker m;
+        uint32_t k = 0;
+        bool ok = bpf_map_lookup_elem(fd, &k, &m) == 0;
+        ::close(fd);
+        if (ok && std::memcmp(&m, &own_build(), sizeof m) == 0) return {};
+        found = ok ? build_text(m) : "an unreadable build marker";
+    } else {
+        bool pinned = false;
+        std::error_code ec;
+        for (const auto& e : fs::recursive_directory_iterator(pin_root, ec))
+            if (!e.is_directory()) pinned = true;
+        if (!pinned) return pin_build_marker(marker);
+        found = "no build marker";
+    }
+    std::vector<std::string> users;
+    if (cgroup_populated(parent)) users.push_back("live sandboxes below " + parent);
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(pin_root, ec)) {
+        if (e.is_directory()) continue;
+        int fd = bpf_obj_get(e.path().c_str());
+        if (fd < 0) continue;
+        bpf_map_info info{};
+        uint32_t len = sizeof info;
+        bool got = bpf_obj_get_info_by_fd(fd, &info, &len) == 0;
+        ::close(fd);
+        if (!got) continue;
+        for (const auto& h : other_map_holders(info.id)) {
+            std::string u = "pid " + std::to_string(h.pid) + " (" + h.comm + ")";
+            if (std::find(users.begin(), users.end(), u) == users.end()) users.push_back(u);
+        }
+    }
+    if (!users.empty()) {
+        std::string list;
+        for (const auto& u : users) list += (list.empty() ? "" : ", ") + u;
+        return std::unexpected(SysError{
+            "the BPF programs and maps pinned under " + pin_root + " are another Bulwark build's (" + found +
+                "; this is " + build_text(own_build()) + ") and in use by " + list +
+                "; they are neither re-adopted nor replaced: stop those, then remove " + pin_root +
+                " (or use another pin root)",
+            EEXIST});
+    }
+    spdlog::warn("bpf: the programs and maps pinned under {} are another build's ({}) and unused: replacing them",
+                 pin_root, found);
+    // The directory itself stays: it is the lock that agentd run and serve share.
+    for (const auto& e : fs::directory_iterator(pin_root, ec)) {
+        std::error_code rec;
+        fs::remove_all(e.path(), rec);  // unlinking a pinned link detaches it once no fd holds it
+        if (rec) return std::unexpected(SysError{"rm -r " + e.path().string(), rec.value()});
+    }
+    if (auto r = mkdir_p(pin_root + "/links"); !r) return r;
+    return pin_build_marker(marker);
+}
+
+}  // namespace
+
+std::string bpf_build_id() { return build_text(own_build()); }
+
 std::expected<std::unique_ptr<BpfLoader>, SysError> BpfLoader::start(LoaderOptions opts) {
     route_libbpf_logs();
     std::unique_ptr<BpfLoader> L(new BpfLoader());
@@ -361,7 +494,8 @@ std::expected<std::unique_ptr<BpfLoader>, SysError> BpfLoader::start(LoaderOptio
     for (const auto& part : fs::path(parent.substr(mnt->size())))
         if (part != "/" && !part.empty()) ++L->parent_level_;
 
-    LoadCtx c{o, L->parent_id_, L->parent_level_, L->parent_fd_.get(), links_dir, ring_bytes_for(o.pin_root)};
+    if (auto r = settle_pinned_build(o.pin_root, parent); !r) return std::unexpected(r.error());
+    LoadCtx c{o, L->parent_id_, L->parent_level_, L->parent_fd_.get(), links_dir};
     auto add = [&](auto r) -> std::expected<void, SysError> {
         if (!r) return std::unexpected(r.error());
         L->objects_.push_back(std::move(*r));

@@ -88,6 +88,18 @@ private:
     PolicyMaps maps_;
 };
 
+// Processes other than this one holding a descriptor of the BPF map with
+// this id (found through /proc/<pid>/fdinfo).
+struct MapHolder {
+    pid_t pid = 0;
+    std::string comm;
+};
+std::vector<MapHolder> other_map_holders(uint32_t map_id);
+
+// The identity of this build's BPF objects (ABI version, size and digest of
+// their ELF images) as pinned in <pin_root>/bw_build.
+std::string bpf_build_id();
+
 // cgroup v2 helpers used by the loader and its tests.
 std::expected<std::string, SysError> cgroup2_mount();           // e.g. /sys/fs/cgroup/unified
 std::expected<std::string, SysError> own_cgroup2_path();        // v2 path of this process, e.g. "/"

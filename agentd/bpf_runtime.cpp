@@ -214,30 +214,7 @@ std::vector<BpfRuntime::Reader> BpfRuntime::other_readers() const {
     bpf_map_info info{};
     uint32_t len = sizeof info;
     if (bpf_obj_get_info_by_fd(loader_->maps().events_fd(), &info, &len) != 0) return out;
-    const std::string want = "map_id:\t" + std::to_string(info.id);
-    const pid_t self = ::getpid();
-    std::error_code ec;
-    for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
-        const std::string name = proc.path().filename().string();
-        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-        pid_t pid = static_cast<pid_t>(std::stol(name));
-        if (pid == self) continue;
-        std::error_code fec;
-        for (const auto& fd : std::filesystem::directory_iterator(proc.path() / "fd", fec)) {
-            std::error_code lec;
-            if (std::filesystem::read_symlink(fd.path(), lec).string() != "anon_inode:bpf-map") continue;
-            std::ifstream fi(proc.path() / "fdinfo" / fd.path().filename());
-            std::string line;
-            bool match = false;
-            while (std::getline(fi, line))
-                if (line == want) match = true;
-            if (!match) continue;
-            Reader r{pid, {}};
-            std::ifstream(proc.path() / "comm") >> r.comm;
-            out.push_back(std::move(r));
-            break;
-        }
-    }
+    for (auto& h : other_map_holders(info.id)) out.push_back({h.pid, std::move(h.comm)});
     return out;
 }
 
@@ -370,6 +347,7 @@ nlohmann::json BpfRuntime::status() const {
             {"network_rules", net_enforcing() ? "enforcing"
                                               : "unavailable: cgroup connect/sendmsg programs not proven by the canary"},
             {"pin_root", opts_.pin_root},
+            {"build", bpf_build_id()},
             {"cgroup_parent", loader_->parent_cgroup()},
             {"programs", std::move(progs)},
             {"runs_bound", bound},

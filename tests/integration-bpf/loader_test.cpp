@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -166,10 +167,10 @@ TEST_CASE("pinned enforcement survives the loader; a new loader re-adopts the pi
     ::rmdir(parent.c_str());
 }
 
-TEST_CASE("a ring buffer already pinned with another size is adopted as it is; a new one gets the build's size") {
+TEST_CASE("pins of another build are replaced when unused, refused while a process holds them, re-adopted when ours") {
     bulwark::bpf::LoaderOptions o;
-    o.pin_root = "/sys/fs/bpf/bulwark-ring-" + std::to_string(getpid());
-    o.cgroup_parent = Env::get().parent + "-ring";
+    o.pin_root = "/sys/fs/bpf/bulwark-build-" + std::to_string(getpid());
+    o.cgroup_parent = Env::get().parent + "-build";
     o.lsm = false;
     o.truth_check = false;
     auto ring_size = [](int fd) {
@@ -178,27 +179,51 @@ TEST_CASE("a ring buffer already pinned with another size is adopted as it is; a
         REQUIRE(bpf_obj_get_info_by_fd(fd, &info, &len) == 0);
         return info.max_entries;
     };
-    {  // fresh pin root: the build's size
+    // What an older build left: its ring buffer, another size, no marker.
+    auto plant_foreign = [&] {
+        ::mkdir(o.pin_root.c_str(), 0700);
+        int old = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "bw_events", 0, 0, 256u << 10, nullptr);
+        REQUIRE(old >= 0);
+        REQUIRE(bpf_obj_pin(old, (o.pin_root + "/bw_events").c_str()) == 0);
+        return old;
+    };
+    SECTION("unused: replaced, and the next start re-adopts this build's pins") {
+        ::close(plant_foreign());
         auto l = BpfLoader::start(o);
         REQUIRE(l);
         CHECK(ring_size((*l)->maps().events_fd()) == BW_RINGBUF_BYTES);
+        CHECK((*l)->program("cgroup/connect4")->state != ProgState::Unavailable);
+        CHECK_FALSE((*l)->program("cgroup/connect4")->adopted);
         l->reset();
-        REQUIRE(BpfLoader::unpin_all(o.pin_root));
+        auto again = BpfLoader::start(o);
+        REQUIRE(again);
+        CHECK((*again)->program("cgroup/connect4")->adopted);
     }
-    // A ring of another size pinned by an earlier build: every object of
-    // the pin root must share it, so the loader takes its size (libbpf
-    // refuses to reuse a pinned map whose size differs from the object's).
-    REQUIRE(::mkdir(o.pin_root.c_str(), 0700) == 0);
-    constexpr uint32_t kOld = 256u << 10;
-    int old = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "bw_events", 0, 0, kOld, nullptr);
-    REQUIRE(old >= 0);
-    REQUIRE(bpf_obj_pin(old, (o.pin_root + "/bw_events").c_str()) == 0);
-    ::close(old);
-    auto l = BpfLoader::start(o);
-    REQUIRE(l);
-    CHECK(ring_size((*l)->maps().events_fd()) == kOld);
-    CHECK((*l)->program("cgroup/connect4")->state != ProgState::Unavailable);
-    l->reset();
+    SECTION("held open by another process: the start fails and names it, nothing is replaced") {
+        int old = plant_foreign();
+        int go[2];
+        REQUIRE(::pipe(go) == 0);
+        pid_t holder = ::fork();
+        if (holder == 0) {  // keeps the inherited map fd until the pipe closes
+            ::close(go[1]);
+            char c;
+            (void)!::read(go[0], &c, 1);
+            ::_exit(0);
+        }
+        ::close(go[0]);
+        ::close(old);
+        auto l = BpfLoader::start(o);
+        ::close(go[1]);
+        ::waitpid(holder, nullptr, 0);
+        REQUIRE_FALSE(l);
+        INFO(l.error().message());
+        CHECK(l.error().message().find("another Bulwark build") != std::string::npos);
+        CHECK(l.error().message().find("pid " + std::to_string(holder)) != std::string::npos);
+        int still = bpf_obj_get((o.pin_root + "/bw_events").c_str());
+        REQUIRE(still >= 0);
+        CHECK(ring_size(still) == (256u << 10));
+        ::close(still);
+    }
     REQUIRE(BpfLoader::unpin_all(o.pin_root));
     ::rmdir(o.cgroup_parent.c_str());
 }
