@@ -770,6 +770,7 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
                                                              : outcome_name(rep.outcome);
     int code = rep.outcome == RunOutcome::Signaled ? rep.signal : rep.exit_status();
     json decisions = json::array(), denials = json::array();
+    std::optional<uint64_t> exit_seq;
     if (store_) {
         auto seq = store_->enqueue(audit::run_exit_record(
             task_id, run_id, req->tool, reason, code,
@@ -778,11 +779,8 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
              {"peak_memory_bytes", rep.usage.peak_memory_bytes}, {"wall_us", rep.usage.wall_us},
              {"error", rep.error}, {"denials", rep.denials}, {"hardening", rep.hardening},
              {"layers", to_json(rep)["layers"]}}));
-        // Once the exit record is acknowledged, so is every record of the
-        // run before it (the watermark is in seq order).
-        if (!seq || !store_->wait_committed(*seq, std::chrono::milliseconds(5000)))
-            rep.warnings.push_back("audit: the run's exit record was not acknowledged by the store within 5 s; "
-                                   "the decisions below may not be durable yet");
+        exit_seq = seq;
+        // The reply is built while the exit record commits (below).
         auto taken = watch->decisions_before(seq ? *seq : UINT64_MAX);
         if (taken.truncated) start["decisions_truncated"] = true;
         for (const auto& rec : taken.records) {
@@ -814,6 +812,11 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         denials.push_back({{"layer", "supervisor"}, {"explanation", rep.error}, {"rule", nullptr},
                            {"grant_would_allow", nullptr}});
     out["denials"] = std::move(denials);
+    // Once the exit record is acknowledged, so is every record of the run
+    // before it (the watermark is in seq order); only then is the run answered.
+    if (store_ && (!exit_seq || !store_->wait_committed(*exit_seq, std::chrono::milliseconds(5000))))
+        out["report"]["warnings"].push_back("audit: the run's exit record was not acknowledged by the store within "
+                                            "5 s; the decisions below may not be durable yet");
     if (opts_.metrics)
         opts_.metrics->run_latency.observe(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count());
