@@ -223,7 +223,8 @@ std::vector<FileOp> random_file_ops(Rng& rng, size_t n, uint64_t& serial) {
         } else if (k < 80) {
             // rename and link stay on one mount (EXDEV otherwise): the root
             // filesystem's directories, or those of the mounted one
-            o.method = rng.chance(60) ? FileMethod::Rename : FileMethod::Link;
+            unsigned m = rng.below(100);
+            o.method = m < 50 ? FileMethod::Rename : m < 80 ? FileMethod::Link : FileMethod::Exchange;
             static const std::vector<std::string> rootfs = {"", "a", "a/b", "a/b/c", "a/d", "e", "e/f"};
             static const std::vector<std::string> mounted = {"m", "m/sub"};
             const auto& group = rng.chance(75) ? rootfs : mounted;
@@ -280,6 +281,7 @@ std::string_view to_string(FileMethod m) {
         case FileMethod::Exec: return "execve";
         case FileMethod::Rename: return "rename";
         case FileMethod::Link: return "link";
+        case FileMethod::Exchange: return "renameat2(RENAME_EXCHANGE)";
     }
     return "?";
 }
@@ -287,6 +289,11 @@ std::string_view to_string(FileMethod m) {
 policy::Decision evaluate_file_op(const policy::Bundle& b, const FileOp& op) {
     if (op.method == FileMethod::Rename || op.method == FileMethod::Link)
         return policy::evaluate_move(b, op.op.path, op.to_judged, op.method == FileMethod::Rename);
+    if (op.method == FileMethod::Exchange) {  // each object moves to the other's name; the first refusal decides
+        auto there = policy::evaluate_move(b, op.op.path, op.to_judged, true);
+        if (there.verdict != policy::Verdict::Allow) return there;
+        return policy::evaluate_move(b, op.to_judged, op.op.path, true);
+    }
     return policy::evaluate(b, op.op);
 }
 

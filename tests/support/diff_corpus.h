@@ -79,13 +79,14 @@ enum class FileMethod : uint8_t {
     Unlink,                 // a victim file the harness creates first (Remove)
     Exec,                   // execve of `prog`
     Rename, Link,           // a victim file to a new name (evaluate_move)
+    Exchange,               // renameat2(RENAME_EXCHANGE) of two victim files: a move each way
 };
 
 struct FileOp {
     policy::Operation op;  // what the evaluator judges (op.path: where the object really lives)
     FileMethod method = FileMethod::OpenRead;
     std::string path;      // what the syscall names (may go through the alias)
-    std::string to, to_judged;  // Rename / Link: the new name, as named and as judged
+    std::string to, to_judged;  // Rename / Link / Exchange: the other name, as named and as judged
 };
 
 // What the reference evaluator decides for one file operation.

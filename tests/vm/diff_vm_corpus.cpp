@@ -45,6 +45,7 @@ dt::FileOp file_op(dt::FileMethod m, const std::string& rel, const std::string& 
         case dt::FileMethod::Unlink: o.op.kind = pol::OpKind::Remove; break;
         case dt::FileMethod::Rename:
         case dt::FileMethod::Link:
+        case dt::FileMethod::Exchange:
             o.op.kind = pol::OpKind::Remove;
             o.to = o.to_judged = std::string(dt::kFileRoot) + "/" + to;
             break;
@@ -140,7 +141,8 @@ int main(int argc, char** argv) {
                          e.value.deny_rule_id, e.path.c_str());
         for (const auto& o : ops) {
             auto d = dt::evaluate_file_op(*bundle, o);
-            bool moves = o.method == dt::FileMethod::Rename || o.method == dt::FileMethod::Link;
+            bool moves = o.method == dt::FileMethod::Rename || o.method == dt::FileMethod::Link ||
+                         o.method == dt::FileMethod::Exchange;
             auto tab = moves ? d : pol::evaluate_tables(*bundle, o.op);
             if (d.verdict != tab.verdict || d.rule_id != tab.rule_id) {
                 std::fprintf(stderr, "%s",

@@ -235,8 +235,9 @@ struct DiffCorpus {
 
 const char* const kDiffRoot = "/data/diff";
 const char* const kMethodNames[] = {"open(O_RDONLY)", "open(O_WRONLY)", "mknod", "mkdir", "symlink",
-                                    "unlink",         "execve",         "rename", "link"};
-enum : unsigned { M_READ, M_WRITE, M_MKNOD, M_MKDIR, M_SYMLINK, M_UNLINK, M_EXEC, M_RENAME, M_LINK };
+                                    "unlink",         "execve",         "rename", "link",
+                                    "renameat2(RENAME_EXCHANGE)"};
+enum : unsigned { M_READ, M_WRITE, M_MKNOD, M_MKDIR, M_SYMLINK, M_UNLINK, M_EXEC, M_RENAME, M_LINK, M_EXCHANGE };
 
 std::string diff_abs(const std::string& rel) { return rel == "." ? kDiffRoot : std::string(kDiffRoot) + "/" + rel; }
 
@@ -294,7 +295,7 @@ std::optional<DiffCorpus> read_corpus(const char* path, std::string& err) {
                 DiffOp o;
                 if (std::fscanf(f, " op %u %u %u %4095s %4095s %4095s", &o.method, &o.verdict, &o.rule, a, b,
                                 c3) != 6 ||
-                    o.method > M_LINK) {
+                    o.method > M_EXCHANGE) {
                     err = "bad op line";
                     break;
                 }
@@ -344,6 +345,7 @@ int diff_perform(unsigned method, const std::string& path, const std::string& to
         case M_EXEC: return exec_err(p);
         case M_RENAME: return err_of(rename(p, to.c_str()));
         case M_LINK: return err_of(link(p, to.c_str()));
+        case M_EXCHANGE: return err_of(syscall(SYS_renameat2, AT_FDCWD, p, AT_FDCWD, to.c_str(), 2 /* RENAME_EXCHANGE */));
     }
     return EINVAL;
 }
@@ -387,9 +389,14 @@ void run_diff_group(BpfLoader& L, Events& ev, const char* corpus_path) {
         size_t bad = 0, denied = 0;
         std::string first;
         for (const auto& o : p.ops) {
-            if (o.method == M_UNLINK || o.method == M_RENAME || o.method == M_LINK) write_file(o.path, "victim");
-            uint64_t dev = 0, ino = 0;
+            if (o.method == M_UNLINK || o.method == M_RENAME || o.method == M_LINK || o.method == M_EXCHANGE)
+                write_file(o.path, "victim");
+            if (o.method == M_EXCHANGE) write_file(o.to, "other");
+            uint64_t dev = 0, ino = 0, dev2 = 0, ino2 = 0;
             bool have_obj = judged_object(o.method, o.path, dev, ino);
+            // An exchange is a move each way: the object named by `to` is
+            // judged second, and decides when the first move was allowed.
+            if (o.method == M_EXCHANGE) have_obj = have_obj && judged_object(o.method, o.to, dev2, ino2);
             int got = in(leaf.path, [&] { return diff_perform(o.method, o.path, o.to); });
             auto evs = ev.of(leaf.id);
             uint8_t want_dec = o.verdict == 0 ? BW_DECISION_ALLOW : o.verdict == 1 ? BW_DECISION_DENY : BW_DECISION_AUDIT;
@@ -397,14 +404,32 @@ void run_diff_group(BpfLoader& L, Events& ev, const char* corpus_path) {
             size_t seen = 0;
             bool ok = have_obj && got == want_err;
             std::string kernel = "errno=" + ename(got);
-            for (const auto& e : evs) {
-                if (e.layer != BW_LAYER_BPF_LSM || e.obj_kind != BW_OBJ_FILE || e.obj.file.dev != dev ||
-                    e.obj.file.ino != ino)
-                    continue;
-                ++seen;
-                kernel += std::string(" event(op ") + std::to_string(e.op) + " " +
-                          (e.decision < 3 ? verdicts[e.decision] : "?") + " rule=" + diff_rule(e.rule_id) + ")";
-                ok = ok && e.decision == want_dec && e.rule_id == o.rule;
+            auto describe_event = [&](const bw_event& e) {
+                return std::string(" event(op ") + std::to_string(e.op) + " " +
+                       (e.decision < 3 ? verdicts[e.decision] : "?") + " rule=" + diff_rule(e.rule_id) + ")";
+            };
+            auto is_obj = [](const bw_event& e, uint64_t d, uint64_t i) {
+                return e.layer == BW_LAYER_BPF_LSM && e.obj_kind == BW_OBJ_FILE && e.obj.file.dev == d &&
+                       e.obj.file.ino == i;
+            };
+            if (o.method == M_EXCHANGE) {
+                // The first refusal decides, as in the evaluator; with the
+                // first move allowed, the second object's event decides.
+                const bw_event *first = nullptr, *second = nullptr;
+                for (const auto& e : evs) {
+                    if (is_obj(e, dev, ino) && !first) first = &e, kernel += describe_event(e);
+                    else if (is_obj(e, dev2, ino2) && !second) second = &e, kernel += " second" + describe_event(e);
+                }
+                const bw_event* decides = first && first->decision == BW_DECISION_ALLOW ? second : first;
+                seen = decides ? 1 : 0;
+                ok = ok && decides && decides->decision == want_dec && decides->rule_id == o.rule;
+            } else {
+                for (const auto& e : evs) {
+                    if (!is_obj(e, dev, ino)) continue;
+                    ++seen;
+                    kernel += describe_event(e);
+                    ok = ok && e.decision == want_dec && e.rule_id == o.rule;
+                }
             }
             ok = ok && seen > 0;
             denied += o.verdict == 1;
