@@ -208,7 +208,8 @@ void copy_str(char* dst, size_t cap, const char* src) {
 //    is what it must be while an unprivileged-uid task shares it;
 //  - the stack is unmapped only once the child has exec'd (EOF on the
 //    close-on-exec sync socket: the new mm is in place by then) or died.
-// Elsewhere than x86-64 the fork-like clone3 is used.
+// Elsewhere than x86-64, and in sanitizer builds (whose runtime keeps
+// per-thread state the child would share), the fork-like clone3 is used.
 class ChildStack {
 public:
     static constexpr size_t kSize = 256 << 10;
@@ -251,7 +252,7 @@ private:
     bool active_ = true;
 };
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 constexpr bool kCloneSharesVm = true;
 // clone3 whose child calls fn(arg) on the stack named in ca (never returns
 // there); the parent gets the pid or -errno.
@@ -634,7 +635,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     SignalsBlocked blocked;
     long pid;
     int clone_errno = 0;
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
     if (kCloneSharesVm && stack.base()) {
         ca.flags |= CLONE_VM;
         ca.stack = reinterpret_cast<uint64_t>(stack.base());
