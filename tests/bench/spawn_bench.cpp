@@ -28,17 +28,21 @@ using bench::stats;
 
 namespace {
 
-double run_exec(const std::vector<const char*>& argv) {
-    auto t0 = Clock::now();
+// fork + execv + wait; true when it exited 0.
+bool fork_exec(const std::vector<const char*>& argv) {
     pid_t p = fork();
     if (p == 0) {
         execv(argv[0], const_cast<char* const*>(argv.data()));
         _exit(127);
     }
     int st = 0;
-    waitpid(p, &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        std::fprintf(stderr, "%s failed (status %d)\n", argv[0], st);
+    return waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+double run_exec(const std::vector<const char*>& argv) {
+    auto t0 = Clock::now();
+    if (!fork_exec(argv)) {
+        std::fprintf(stderr, "%s failed\n", argv[0]);
         std::exit(1);
     }
     return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
@@ -137,24 +141,8 @@ int main(int argc, char** argv) {
         }
         return double(done.load()) / secs;
     };
-    auto bare_once = [&] {
-        pid_t p = fork();
-        if (p == 0) {
-            execv(bare[0], const_cast<char* const*>(bare.data()));
-            _exit(127);
-        }
-        int st = 0;
-        return waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    };
-    auto bwrap_once = [&] {
-        pid_t p = fork();
-        if (p == 0) {
-            execv(bwrap[0], const_cast<char* const*>(bwrap.data()));
-            _exit(127);
-        }
-        int st = 0;
-        return waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    };
+    auto bare_once = [&] { return fork_exec(bare); };
+    auto bwrap_once = [&] { return fork_exec(bwrap); };
     auto bulwark_once = [&] {
         auto r = run_tool(bundle, req);
         return r.outcome == RunOutcome::Exited && r.exit_code == 0;
