@@ -430,6 +430,9 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
     r.add("POST", "/v1/tasks/{id}/exec",
           with_task_body([ctx](uint64_t id, json body) { return reply(ctx.tasks->exec(id, body)); }),
           {.offload = true, .long_running = true});
+    r.add("POST", "/v1/tasks/{id}/cancel",
+          with_task_body([ctx](uint64_t id, json body) { return reply(ctx.tasks->cancel(id, body)); }),
+          {.offload = true});
     // Streamed exec: not offloaded, the handler only starts the run thread.
     r.add("POST", "/v1/tasks/{id}/exec/stream", with_task_body([ctx](uint64_t id, json body) {
               // Fail fast on what can be checked before the stream starts.

@@ -236,9 +236,14 @@ std::optional<json> Server::handle(const json& msg) {
     if (!msg["method"].is_string()) return error_response(id, kInvalidRequest, "method: must be a string");
     const std::string method = msg["method"];
     json params = msg.contains("params") ? msg["params"] : json::object();
-    if (!msg.contains("id")) return std::nullopt;  // notifications (initialized, cancelled, ...) need no answer
+    if (!msg.contains("id")) {  // notifications need no answer
+        if (method == "notifications/cancelled" && params.is_object()) cancel_request(params);
+        return std::nullopt;
+    }
     if (!params.is_object()) return error_response(id, kInvalidParams, "params: must be an object");
-    return dispatch(id, method, params);
+    auto r = dispatch(id, method, params);
+    if (r.is_null()) return std::nullopt;  // a cancelled call: no response
+    return r;
 }
 
 json Server::dispatch(const json& id, const std::string& method, const json& params) {
@@ -259,7 +264,19 @@ json Server::dispatch(const json& id, const std::string& method, const json& par
         return response(id, tools_list());
     }
     if (method == "tools/call") {
-        auto r = tools_call(params);
+        const std::string key = id.dump();
+        std::string ref;
+        {
+            std::lock_guard lk(mu_);
+            ref = "mcp-" + std::to_string(next_ref_++);
+            in_flight_[key] = ref;
+        }
+        auto r = tools_call(params, ref);
+        {
+            std::lock_guard lk(mu_);
+            in_flight_.erase(key);
+            if (cancelled_.erase(key)) return nullptr;
+        }
         return r ? response(id, *r) : error_response(id, r.error().first, r.error().second);
     }
     return error_response(id, kMethodNotFound, "method not found: " + method);
@@ -346,7 +363,23 @@ json Server::tools_list() const {
     return {{"tools", tools}};
 }
 
-std::expected<json, RpcError> Server::tools_call(const json& params) {
+void Server::cancel_request(const json& params) {
+    if (!params.contains("requestId") || !valid_id(params["requestId"])) return;
+    std::string ref;
+    uint64_t task = 0;
+    {
+        std::lock_guard lk(mu_);
+        auto it = in_flight_.find(params["requestId"].dump());
+        if (it == in_flight_.end() || !task_) return;  // finished already, or never ours
+        cancelled_.insert(it->first);
+        ref = it->second;
+        task = *task_;
+    }
+    // The run ends (cgroup.kill) and its exec answers; that answer is dropped.
+    (void)api_("POST", "/v1/tasks/" + std::to_string(task) + "/cancel", json{{"client_ref", ref}});
+}
+
+std::expected<json, RpcError> Server::tools_call(const json& params, const std::string& client_ref) {
     if (!params.contains("name") || !params["name"].is_string())
         return std::unexpected(RpcError{kInvalidParams, "name: required (a string)"});
     const std::string name = params["name"];
@@ -362,6 +395,7 @@ std::expected<json, RpcError> Server::tools_call(const json& params) {
     }
     auto body = exec_body(name, program, params.contains("arguments") ? params["arguments"] : json(nullptr));
     if (!body) return tool_error(body.error());
+    (*body)["client_ref"] = client_ref;
     auto r = api_("POST", "/v1/tasks/" + std::to_string(task) + "/exec", *body);
     if (!r) return std::unexpected(RpcError{kInternalError, "agentd: " + r.error()});
     if (r->status != 200) return tool_error(name + " was not run: " + r->error_text());

@@ -9,12 +9,15 @@
 // arguments, its stdin and working files; `tools/call` runs it through the
 // daemon's exec API, so every call is audited in the daemon's store; the
 // result carries the exit status, the outputs and each denial explained (the
-// rule that decided, and the grant that would allow it). close() ends the
-// task.
+// rule that decided, and the grant that would allow it). A call the client
+// cancels (notifications/cancelled) has its run ended by the daemon and gets
+// no response. close() ends the task.
 #include <expected>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,7 +71,11 @@ private:
     nlohmann::json dispatch(const nlohmann::json& id, const std::string& method, const nlohmann::json& params);
     std::expected<nlohmann::json, std::pair<int, std::string>> initialize(const nlohmann::json& params);
     nlohmann::json tools_list() const;
-    std::expected<nlohmann::json, std::pair<int, std::string>> tools_call(const nlohmann::json& params);
+    std::expected<nlohmann::json, std::pair<int, std::string>> tools_call(const nlohmann::json& params,
+                                                                         const std::string& client_ref);
+    // notifications/cancelled: the daemon ends the call's run; the call
+    // gets no response.
+    void cancel_request(const nlohmann::json& params);
 
     struct Tool {
         std::string name;
@@ -85,6 +92,11 @@ private:
     std::optional<uint64_t> task_;
     std::string workdir_;
     std::vector<Tool> tools_;
+    // tools/call requests in flight: request id (as JSON text) -> the
+    // client_ref their exec carries; those a client cancelled.
+    std::map<std::string, std::string> in_flight_;
+    std::set<std::string> cancelled_;
+    uint64_t next_ref_ = 1;
 };
 
 // The text an agent reads for one exec result (exit, outputs, denials).

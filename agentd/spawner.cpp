@@ -830,7 +830,8 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
             }
             if (idx[k] == -3) {
                 cancelled = true;
-                rep.denials.push_back("supervisor: run cancelled (its task was closed); every process of the run "
+                rep.denials.push_back("supervisor: run cancelled (its task was closed or its caller cancelled "
+                                      "it); every process of the run "
                                       "killed (cgroup.kill)");
                 cg.kill_all();
                 continue;

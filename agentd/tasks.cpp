@@ -84,6 +84,7 @@ struct TaskManager::Task {
         std::optional<int> exit_status;
         std::string outcome = "running";
         int cancel_fd = -1;  // eventfd, owned by exec() while running
+        std::string client_ref;  // the exec's client_ref: what cancel() finds it by
         std::optional<BpfRunBinding> bpf;
     };
 
@@ -159,6 +160,22 @@ TaskManager::TaskManager(const ToolCatalog& catalog, audit::AuditStore* store, T
         if (v && v->is_array() && !v->empty()) next_policy_version_ = (*v)[0][0].get<uint64_t>() + 1;
     }
     timer_ = std::jthread([this](std::stop_token st) { timer_loop(st); });
+}
+
+std::expected<json, ApiError> TaskManager::cancel(uint64_t id, const json& body) {
+    if (!body.is_object() || body.size() != 1 || !body.contains("client_ref") || !body["client_ref"].is_string())
+        return err(400, "bad_request", "the body must be {\"client_ref\": \"<the exec's client_ref>\"}");
+    const std::string ref = body["client_ref"];
+    std::lock_guard lk(mu_);
+    auto it = tasks_.find(id);
+    if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
+    json runs = json::array();
+    for (auto& r : it->second->runs)
+        if (!r.ended_ns && r.cancel_fd >= 0 && r.client_ref == ref) {
+            uint64_t one = 1;
+            if (::write(r.cancel_fd, &one, sizeof one) == sizeof one) runs.push_back(r.run_id);
+        }
+    return json{{"task_id", id}, {"client_ref", ref}, {"cancelled_runs", runs}};
 }
 
 size_t TaskManager::cancel_all() {
@@ -456,6 +473,7 @@ struct ExecRequest {
     std::optional<std::string> stdin_data;
     std::optional<uint64_t> timeout_ms;
     std::vector<WorkdirFile> files;
+    std::string client_ref;  // the caller's name for the run (POST .../cancel)
 };
 
 // A request the server understood but refuses to carry out (422): a working
@@ -471,7 +489,7 @@ std::expected<ExecRequest, ExecParseError> parse_exec(const json& body) {
     ExecRequest r;
     for (auto it = body.begin(); it != body.end(); ++it)
         if (it.key() != "tool" && it.key() != "argv" && it.key() != "stdin" && it.key() != "timeout_ms" &&
-            it.key() != "files")
+            it.key() != "files" && it.key() != "client_ref")
             return bad("unknown key '" + it.key() + "'");
     if (!body.contains("tool") || !body["tool"].is_string()) return bad("tool: a tool name is required");
     r.tool = body["tool"].get<std::string>();
@@ -496,6 +514,12 @@ std::expected<ExecRequest, ExecParseError> parse_exec(const json& body) {
         const auto& v = body["timeout_ms"];
         if (!v.is_number_unsigned() || v.get<uint64_t>() == 0) return bad("timeout_ms: must be a positive integer");
         r.timeout_ms = v.get<uint64_t>();
+    }
+    if (body.contains("client_ref")) {
+        const auto& v = body["client_ref"];
+        if (!v.is_string() || v.get_ref<const std::string&>().empty() || v.get_ref<const std::string&>().size() > 128)
+            return bad("client_ref: must be a string of 1 to 128 bytes");
+        r.client_ref = v.get<std::string>();
     }
     if (body.contains("files")) {
         auto f = parse_workdir_files(body["files"]);
@@ -622,6 +646,7 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         r.epoch = epoch;
         r.started_ns = to_ns(SysClock::now());
         r.cancel_fd = cancel.get();
+        r.client_ref = req->client_ref;
         task->runs.push_back(std::move(r));
         if (task->runs.size() > opts_.max_runs_per_task) {
             auto done = std::find_if(task->runs.begin(), task->runs.end(), [](const Task::Run& x) { return x.ended_ns.has_value(); });
@@ -659,6 +684,7 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     json start{{"run_id", run_id}, {"task_id", task_id}, {"tool", req->tool}, {"argv", req->argv},
                {"epoch", epoch}, {"policy_version", version}, {"workdir", task->workdir},
                {"files", files_written}};
+    if (!req->client_ref.empty()) start["client_ref"] = req->client_ref;
     // The run's start record must be durable before the tool's first
     // instruction. It is enqueued now and waited for at the last step before
     // exec (RunRequest::before_exec), so its commit overlaps the sandbox setup.

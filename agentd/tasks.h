@@ -123,6 +123,9 @@ public:
     // Daemon shutdown: kills every running run (their exec calls return) and
     // refuses new ones.
     size_t cancel_all();
+    // Ends the task's running runs whose exec named this client_ref (body
+    // {"client_ref": ...}): their processes are killed, as at the task's close.
+    std::expected<nlohmann::json, ApiError> cancel(uint64_t id, const nlohmann::json& body);
 
     // Ends time-boxed grants whose time has come (the timer thread calls it;
     // tests may too). Returns the number of tasks switched back.

@@ -206,6 +206,41 @@ TEST_CASE("closing a task kills its running tools", "[tasks][close]") {
     CHECK_THAT(r.raw, Catch::Contains("run cancelled"));
 }
 
+TEST_CASE("cancel by client_ref ends only the runs that named it", "[tasks][cancel]") {
+    Daemon d;
+    uint64_t id = create_task(d, {{"tools", {"sh"}}});
+    const std::string base = "/v1/tasks/" + std::to_string(id);
+    auto spin = [&](const char* ref) {
+        return std::async(std::launch::async, [&d, id, ref] {
+            return d.exec(id, {{"tool", "sh"}, {"argv", {"sh", "-c", "while :; do :; done"}}, {"timeout_ms", 4000},
+                               {"client_ref", ref}});
+        });
+    };
+    auto a = spin("call-a");
+    auto b = spin("call-b");
+    for (int i = 0; i < 100; ++i) {
+        if (d.call("GET", base).body["running"] == 2) break;
+        std::this_thread::sleep_for(50ms);
+    }
+    auto none = d.call("POST", base + "/cancel", json{{"client_ref", "call-z"}});
+    CHECK(none.status == 200);
+    CHECK(none.body["cancelled_runs"].empty());
+    auto c = d.call("POST", base + "/cancel", json{{"client_ref", "call-a"}});
+    CHECK(c.status == 200);
+    CHECK(c.body["cancelled_runs"].size() == 1);
+    REQUIRE(a.wait_for(3s) == std::future_status::ready);
+    auto ra = a.get();
+    CHECK(ra.body["client_ref"] == "call-a");
+    CHECK(ra.body["outcome"] == "signaled");
+    CHECK_THAT(ra.raw, Catch::Contains("run cancelled"));
+    // The control: the other run went on to its time limit.
+    auto rb = b.get();
+    CHECK(rb.body["report"]["timed_out"] == true);
+    CHECK(d.call("POST", base + "/cancel", json{{"ref", "x"}}).status == 400);
+    CHECK(d.call("POST", "/v1/tasks/999999/cancel", json{{"client_ref", "x"}}).status == 404);
+    CHECK(d.exec(id, {{"tool", "sh"}, {"argv", {"true"}}, {"client_ref", ""}}).status == 400);
+}
+
 TEST_CASE("streamed exec sends the run, its output as it comes, then the result", "[tasks][stream]") {
     Daemon d;
     uint64_t id = create_task(d, {{"tools", {"sh"}}});

@@ -351,6 +351,31 @@ async function grantSession(d) {
   check(pinged < spinDone, `the ping (${pinged}) was answered before the call ended (${spinDone})`);
   equal([spun.isError, spun.structuredContent.exit_status], [true, 124], "the call ends at its time limit");
   check(spun.content[0].text.includes("timed out"), "text: timed out: " + spun.content[0].text);
+
+  // Cancelling a call (the SDK sends notifications/cancelled on abort) ends
+  // its run in the daemon: the tool dies at once, not at its 60 s limit (the
+  // uncancelled spin above is the control: it ran to its limit).
+  const ac = new AbortController();
+  const started = Date.now();
+  const long = client.callTool({ name: "sh", arguments: { args: ["-c", "while :; do :; done"], timeout_ms: 60000 } },
+                               undefined, { signal: ac.signal, timeout: 120000 });
+  await sleep(800);
+  ac.abort("the agent changed its mind");
+  await assert.rejects(long);
+  let exit;
+  for (let i = 0; i < 200 && !exit; ++i) {
+    const rows = (await api(d.sock, "GET", `/v1/audit?task=${task}&kind=run_exit`)).body.rows;
+    exit = rows.find((r) => r.run_id > spun.structuredContent.run_id);
+    if (!exit) await sleep(50);
+  }
+  check(exit, "the cancelled call's run has its exit record");
+  const detail = typeof exit.detail === "string" ? JSON.parse(exit.detail) : exit.detail;
+  check(detail.wall_us < 20000000, "the run ended at the cancel, long before its limit: wall_us " + detail.wall_us);
+  check(JSON.stringify(detail.denials).includes("cancelled"), "its report says it was cancelled: " + JSON.stringify(detail.denials));
+  check(Date.now() - started < 30000, "the whole cancel took " + (Date.now() - started) + " ms");
+  // The session goes on: the next call is answered.
+  const after = await client.callTool({ name: "sh", arguments: { args: ["-c", "echo still here"] } });
+  equal(after.structuredContent.stdout, "still here\n", "a call after the cancel");
   await client.close();
 }
 
