@@ -284,8 +284,10 @@ class Client:
         return self.request("DELETE", f"/v1/tasks/{int(task_id)}")
 
     @staticmethod
-    def _exec_body(tool, argv, stdin, files, timeout_ms) -> Dict[str, Any]:
+    def _exec_body(tool, argv, stdin, files, timeout_ms, client_ref) -> Dict[str, Any]:
         body: Dict[str, Any] = {"tool": tool, "argv": list(argv)}
+        if client_ref is not None:
+            body["client_ref"] = client_ref
         if stdin is not None:
             body["stdin"] = stdin
         if files is not None:
@@ -303,11 +305,19 @@ class Client:
         stdin: Optional[str] = None,
         files: Optional[Dict[str, str]] = None,
         timeout_ms: Optional[int] = None,
+        client_ref: Optional[str] = None,
     ) -> Dict[str, Any]:
-        """Runs a tool of the task and waits: exit_status, stdout, stderr, denials (explained), ..."""
+        """Runs a tool of the task and waits: exit_status, stdout, stderr, denials (explained), ...
+        client_ref names the run for cancel() from another thread."""
         return self.request(
-            "POST", f"/v1/tasks/{int(task_id)}/exec", self._exec_body(tool, argv, stdin, files, timeout_ms)
+            "POST",
+            f"/v1/tasks/{int(task_id)}/exec",
+            self._exec_body(tool, argv, stdin, files, timeout_ms, client_ref),
         )
+
+    def cancel(self, task_id: int, client_ref: str) -> Dict[str, Any]:
+        """Ends the task's running runs whose exec named client_ref: {"cancelled_runs": [run ids]}."""
+        return self.request("POST", f"/v1/tasks/{int(task_id)}/cancel", {"client_ref": client_ref})
 
     def exec_stream(
         self,
@@ -318,10 +328,11 @@ class Client:
         stdin: Optional[str] = None,
         files: Optional[Dict[str, str]] = None,
         timeout_ms: Optional[int] = None,
+        client_ref: Optional[str] = None,
     ) -> Iterator[Tuple[str, Any]]:
         """Yields (event, data) as the run goes: ("run", {...}), ("stdout"|"stderr", {"data"}), ("exit", result)."""
         path = f"/v1/tasks/{int(task_id)}/exec/stream"
-        conn, resp = self._send("POST", path, self._exec_body(tool, argv, stdin, files, timeout_ms), None)
+        conn, resp = self._send("POST", path, self._exec_body(tool, argv, stdin, files, timeout_ms, client_ref), None)
         try:
             if resp.status >= 400:
                 self._raise("POST", path, resp.status, resp.read())
@@ -389,6 +400,9 @@ class Task:
 
     def update_grant(self, grant: Optional[Dict[str, Any]], expires_in_ms: Optional[int] = None) -> Dict[str, Any]:
         return self.client.update_grant(self.id, grant, expires_in_ms)
+
+    def cancel(self, client_ref: str) -> Dict[str, Any]:
+        return self.client.cancel(self.id, client_ref)
 
     def refresh(self) -> Dict[str, Any]:
         return self.client.task(self.id)

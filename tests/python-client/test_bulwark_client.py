@@ -6,6 +6,8 @@ BULWARK_URL and BULWARK_TOKEN of a daemon of its own.
 
 import os
 import sys
+import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -82,6 +84,31 @@ class ClientTest(unittest.TestCase):
 
         runs = t.refresh()["runs"]
         self.assertEqual(len(runs), 3)
+
+    def test_cancel_by_client_ref(self):
+        t = self.task(["sh"], label="client cancel")
+        results = {}
+
+        def spin(ref):
+            results[ref] = t.exec("sh", ["sh", "-c", "while :; do :; done"], timeout_ms=3000, client_ref=ref)
+
+        threads = [threading.Thread(target=spin, args=(ref,)) for ref in ("keep", "stop")]
+        for th in threads:
+            th.start()
+        deadline = time.monotonic() + 10
+        while t.refresh()["running"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        started = time.monotonic()
+        self.assertEqual(len(t.cancel("stop")["cancelled_runs"]), 1)
+        threads[1].join(5)
+        self.assertFalse(threads[1].is_alive())
+        self.assertLess(time.monotonic() - started, 2.5)  # well before its 3 s limit
+        self.assertEqual(results["stop"]["outcome"], "signaled")
+        self.assertEqual(results["stop"]["client_ref"], "stop")
+        threads[0].join(10)
+        # Control: the run not cancelled ran to its limit.
+        self.assertTrue(results["keep"]["report"]["timed_out"])
+        self.assertEqual(t.cancel("nobody")["cancelled_runs"], [])
 
     def test_denied_read_is_reported(self):
         t = self.task(["cat"])
