@@ -694,9 +694,9 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     std::unique_ptr<audit::RunWatch> watch =
         store_ ? store_->watch_run(task_id, run_id, audit::Query::kMaxLimit) : nullptr;
     if (store_) {
-        start_seq = store_->enqueue(audit::run_start_record(task_id, run_id, req->tool, version,
-                                                            {{"argv", req->argv}, {"epoch", epoch},
-                                                             {"workdir", task->workdir}, {"files", files_written}}));
+        json detail{{"argv", req->argv}, {"epoch", epoch}, {"workdir", task->workdir}, {"files", files_written}};
+        if (!req->client_ref.empty()) detail["client_ref"] = req->client_ref;
+        start_seq = store_->enqueue(audit::run_start_record(task_id, run_id, req->tool, version, detail));
         if (!start_seq) {
             finish_run("refused", std::nullopt);
             return err(503, "store_unacknowledged",

@@ -233,6 +233,12 @@ TEST_CASE("cancel by client_ref ends only the runs that named it", "[tasks][canc
     CHECK(ra.body["client_ref"] == "call-a");
     CHECK(ra.body["outcome"] == "signaled");
     CHECK_THAT(ra.raw, Catch::Contains("run cancelled"));
+    // The audit trail names the call that started the run.
+    auto starts = d.call("GET", "/v1/audit?kind=run_start&run=" + std::to_string(ra.body["run_id"].get<uint64_t>()));
+    REQUIRE(starts.body["rows"].size() == 1);
+    auto detail = starts.body["rows"][0]["detail"];
+    if (detail.is_string()) detail = json::parse(detail.get<std::string>());
+    CHECK(detail["client_ref"] == "call-a");
     // The control: the other run went on to its time limit.
     auto rb = b.get();
     CHECK(rb.body["report"]["timed_out"] == true);
