@@ -391,6 +391,17 @@ std::expected<void, SysError> pin_build_marker(const std::string& path) {
     return {};
 }
 
+// Removes everything pinned below pin_root, keeping the directory.
+std::expected<void, SysError> clear_pins(const std::string& pin_root) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(pin_root, ec)) {
+        std::error_code rec;
+        fs::remove_all(e.path(), rec);  // unlinking a pinned link detaches it once no fd holds it
+        if (rec) return std::unexpected(SysError{"rm -r " + e.path().string(), rec.value()});
+    }
+    return {};
+}
+
 bool cgroup_populated(const std::string& dir) {
     std::ifstream in(dir + "/cgroup.events");
     std::string k, v;
@@ -451,11 +462,7 @@ std::expected<void, SysError> settle_pinned_build(const std::string& pin_root, c
     spdlog::warn("bpf: the programs and maps pinned under {} are another build's ({}) and unused: replacing them",
                  pin_root, found);
     // The directory itself stays: it is the lock that agentd run and serve share.
-    for (const auto& e : fs::directory_iterator(pin_root, ec)) {
-        std::error_code rec;
-        fs::remove_all(e.path(), rec);  // unlinking a pinned link detaches it once no fd holds it
-        if (rec) return std::unexpected(SysError{"rm -r " + e.path().string(), rec.value()});
-    }
+    if (auto r = clear_pins(pin_root); !r) return r;
     if (auto r = mkdir_p(pin_root + "/links"); !r) return r;
     return pin_build_marker(marker);
 }
@@ -546,8 +553,8 @@ std::string BpfLoader::report() const {
 std::expected<void, SysError> BpfLoader::unpin_all(const std::string& pin_root) {
     std::error_code ec;
     if (!fs::exists(pin_root, ec)) return {};
-    fs::remove_all(pin_root, ec);  // unlinking a pinned link detaches it once no fd holds it
-    if (ec) return std::unexpected(SysError{"rm -r " + pin_root, ec.value()});
+    if (auto r = clear_pins(pin_root); !r) return r;
+    if (!fs::remove(pin_root, ec) && ec) return std::unexpected(SysError{"rmdir " + pin_root, ec.value()});
     return {};
 }
 

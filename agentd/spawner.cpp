@@ -253,7 +253,12 @@ private:
 };
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-constexpr bool kCloneSharesVm = true;
+#define BULWARK_CLONE_SHARES_VM 1
+#else
+#define BULWARK_CLONE_SHARES_VM 0
+#endif
+
+#if BULWARK_CLONE_SHARES_VM
 // clone3 whose child calls fn(arg) on the stack named in ca (never returns
 // there); the parent gets the pid or -errno.
 [[gnu::noinline]] long clone3_call(clone_args* ca, void (*fn)(void*), void* arg) {
@@ -276,8 +281,6 @@ constexpr bool kCloneSharesVm = true;
         : "rcx", "r11", "memory", "cc");
     return ret;
 }
-#else
-constexpr bool kCloneSharesVm = false;
 #endif
 
 std::string errname(int e) {
@@ -631,14 +634,14 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     int own_net = -1;
     if (pooled_netns && !enter_thread_netns(pooled_netns->get(), own_net))
         return setup_failed("setns(pooled netns): " + errname(errno));
-    ChildStack stack;
+    std::optional<ChildStack> stack;  // lives until the child has exec'd or been reaped
     SignalsBlocked blocked;
     long pid;
     int clone_errno = 0;
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-    if (kCloneSharesVm && stack.base()) {
+#if BULWARK_CLONE_SHARES_VM
+    if (stack.emplace(); stack->base()) {
         ca.flags |= CLONE_VM;
-        ca.stack = reinterpret_cast<uint64_t>(stack.base());
+        ca.stack = reinterpret_cast<uint64_t>(stack->base());
         ca.stack_size = ChildStack::kSize;
         pid = clone3_call(&ca, [](void* p) { child_main(*static_cast<ChildCtx*>(p)); }, &c);
         if (pid < 0) clone_errno = static_cast<int>(-pid), pid = -1;

@@ -86,6 +86,12 @@ struct TaskManager::Task {
         int cancel_fd = -1;  // eventfd, owned by exec() while running
         std::string client_ref;  // the exec's client_ref: what cancel() finds it by
         std::optional<BpfRunBinding> bpf;
+
+        // Tells a running run's exec to kill it; false if it is not running.
+        bool request_cancel() const {
+            uint64_t one = 1;
+            return !ended_ns && cancel_fd >= 0 && ::write(cancel_fd, &one, sizeof one) == sizeof one;
+        }
     };
 
     uint64_t id = 0;
@@ -170,11 +176,8 @@ std::expected<json, ApiError> TaskManager::cancel(uint64_t id, const json& body)
     auto it = tasks_.find(id);
     if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
     json runs = json::array();
-    for (auto& r : it->second->runs)
-        if (!r.ended_ns && r.cancel_fd >= 0 && r.client_ref == ref) {
-            uint64_t one = 1;
-            if (::write(r.cancel_fd, &one, sizeof one) == sizeof one) runs.push_back(r.run_id);
-        }
+    for (const auto& r : it->second->runs)
+        if (r.client_ref == ref && r.request_cancel()) runs.push_back(r.run_id);
     return json{{"task_id", id}, {"client_ref", ref}, {"cancelled_runs", runs}};
 }
 
@@ -183,11 +186,7 @@ size_t TaskManager::cancel_all() {
     shutting_down_ = true;
     size_t n = 0;
     for (auto& [id, t] : tasks_)
-        for (auto& r : t->runs)
-            if (!r.ended_ns && r.cancel_fd >= 0) {
-                uint64_t one = 1;
-                if (::write(r.cancel_fd, &one, sizeof one) == sizeof one) ++n;
-            }
+        for (const auto& r : t->runs) n += r.request_cancel();
     return n;
 }
 
@@ -430,11 +429,7 @@ std::expected<json, ApiError> TaskManager::close(uint64_t id) {
         t.closed = true;
         if (opts_.metrics) opts_.metrics->tasks_open.fetch_sub(1, std::memory_order_relaxed);
         t.epochs.back().ended_ns = to_ns(SysClock::now());
-        for (auto& r : t.runs)
-            if (!r.ended_ns && r.cancel_fd >= 0) {
-                uint64_t one = 1;
-                if (::write(r.cancel_fd, &one, sizeof one) == sizeof one) ++cancelled;
-            }
+        for (const auto& r : t.runs) cancelled += r.request_cancel();
         if (store_)
             for (const auto& name : t.tools) {
                 auto rec = audit::policy_epoch_record(name, t.current().policy_version, "close",
@@ -681,10 +676,11 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     }
     const policy::Bundle& run_bundle = lowered ? *lowered : *bundle;
 
-    json start{{"run_id", run_id}, {"task_id", task_id}, {"tool", req->tool}, {"argv", req->argv},
-               {"epoch", epoch}, {"policy_version", version}, {"workdir", task->workdir},
-               {"files", files_written}};
-    if (!req->client_ref.empty()) start["client_ref"] = req->client_ref;
+    // What the run_start record holds; the reply adds the ids.
+    json start_detail{{"argv", req->argv}, {"epoch", epoch}, {"workdir", task->workdir}, {"files", files_written}};
+    if (!req->client_ref.empty()) start_detail["client_ref"] = req->client_ref;
+    json start = start_detail;
+    start.update({{"run_id", run_id}, {"task_id", task_id}, {"tool", req->tool}, {"policy_version", version}});
     // The run's start record must be durable before the tool's first
     // instruction. It is enqueued now and waited for at the last step before
     // exec (RunRequest::before_exec), so its commit overlaps the sandbox setup.
@@ -694,9 +690,7 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     std::unique_ptr<audit::RunWatch> watch =
         store_ ? store_->watch_run(task_id, run_id, audit::Query::kMaxLimit) : nullptr;
     if (store_) {
-        json detail{{"argv", req->argv}, {"epoch", epoch}, {"workdir", task->workdir}, {"files", files_written}};
-        if (!req->client_ref.empty()) detail["client_ref"] = req->client_ref;
-        start_seq = store_->enqueue(audit::run_start_record(task_id, run_id, req->tool, version, detail));
+        start_seq = store_->enqueue(audit::run_start_record(task_id, run_id, req->tool, version, start_detail));
         if (!start_seq) {
             finish_run("refused", std::nullopt);
             return err(503, "store_unacknowledged",
