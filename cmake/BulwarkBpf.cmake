@@ -1,8 +1,10 @@
 # BPF objects and skeletons, libbpf-bootstrap style:
-#   bulwark_bpf_skeleton(<name> <file.bpf.c>)
+#   bulwark_bpf_skeleton(<name> <file.bpf.c> [NOT_SHIPPED])
 # compiles <file.bpf.c> with clang -target bpf (CO-RE, BTF) against a vmlinux.h
 # dumped from this host's BTF, runs `bpftool gen skeleton`, and exposes an
 # INTERFACE target <name>_skel whose include dir holds <name>.skel.h.
+# NOT_SHIPPED: a test or benchmark object, left out of the build digest that
+# names the product's programs (BULWARK_BPF_OBJECTS).
 find_program(BPFTOOL bpftool PATHS /usr/sbin /usr/local/sbin REQUIRED)
 find_program(BPF_CLANG clang REQUIRED)
 
@@ -30,9 +32,11 @@ else()
 endif()
 
 function(bulwark_bpf_skeleton name src)
+  cmake_parse_arguments(ARG "NOT_SHIPPED" "" "" ${ARGN})
   set(_obj ${BULWARK_BPF_GEN}/${name}.bpf.o)
   set(_skel ${BULWARK_BPF_GEN}/${name}.skel.h)
-  file(GLOB _bpf_headers ${CMAKE_SOURCE_DIR}/bpf/include/*.h ${CMAKE_SOURCE_DIR}/bpf/helpers/*.h)
+  get_filename_component(_src_dir ${src} DIRECTORY)
+  file(GLOB _bpf_headers ${CMAKE_SOURCE_DIR}/bpf/include/*.h ${CMAKE_SOURCE_DIR}/bpf/helpers/*.h ${_src_dir}/*.h)
   add_custom_command(OUTPUT ${_obj}
     COMMAND ${BPF_CLANG} -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_${BULWARK_BPF_ARCH}
             -I${BULWARK_BPF_GEN} -I${CMAKE_SOURCE_DIR}/bpf/include -I${CMAKE_SOURCE_DIR}/bpf/helpers
@@ -48,5 +52,7 @@ function(bulwark_bpf_skeleton name src)
   add_library(${name}_skel INTERFACE)
   add_dependencies(${name}_skel ${name}_skel_gen)
   target_include_directories(${name}_skel INTERFACE ${BULWARK_BPF_GEN})
-  set_property(GLOBAL APPEND PROPERTY BULWARK_BPF_OBJECTS ${_obj})
+  if(NOT ARG_NOT_SHIPPED)
+    set_property(GLOBAL APPEND PROPERTY BULWARK_BPF_OBJECTS ${_obj})
+  endif()
 endfunction()
