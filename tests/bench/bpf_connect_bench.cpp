@@ -1,14 +1,19 @@
 // Loopback UDP socket+connect+close under a 1,000-rule cgroup sock_addr policy
-// vs the same loop in a cgroup no Bulwark program runs for; interleaved rounds.
+// vs the same loop in a cgroup no Bulwark program runs for; interleaved rounds,
+// with two more conditions that split the cost: programs at the same hooks that
+// allow at once (what any program costs here), and Bulwark's programs under a
+// loopback-only policy (no LPM lookup).
 // Target: <= 1.05x.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "bpf_bench_util.h"
+#include "empty_sock.skel.h"
 
 using namespace bwbench;
 
@@ -53,6 +58,25 @@ int main() {
     std::string lo_leaf = make_cgroup(b.parent, "lo", &lo_id);
     (void)b.maps().bind(lo_id, hl->handle);
 
+    // floor: programs at the same two hooks that allow at once, in a cgroup of their own
+    std::string empty_cg = b.outside + "-empty";
+    mkdir(empty_cg.c_str(), 0700);
+    empty_sock* skel = empty_sock__open_and_load();
+    int empty_fd = open(empty_cg.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (!skel || empty_fd < 0 ||
+        !(skel->links.bw_bench_empty_sock_create = bpf_program__attach_cgroup(skel->progs.bw_bench_empty_sock_create, empty_fd)) ||
+        !(skel->links.bw_bench_empty_connect4 = bpf_program__attach_cgroup(skel->progs.bw_bench_empty_connect4, empty_fd)))
+        return std::printf("empty_sock: %s\n", std::strerror(errno)), 1;
+
+    struct Cond {
+        const char* name;
+        std::string cg;
+        std::vector<double> per_op, rounds;
+    };
+    std::vector<Cond> conds = {{"no program", b.outside, {}, {}},
+                               {"empty programs (allow at once; the floor)", empty_cg, {}, {}},
+                               {"loopback policy (programs run, no LPM)", lo_leaf, {}, {}},
+                               {"1,000-rule policy", leaf, {}, {}}};
     constexpr int kRounds = 40, kOps = 3000;
     pid_t c = fork();
     if (c == 0) {
@@ -60,7 +84,6 @@ int main() {
         a.sin_family = AF_INET;
         a.sin_port = htons(9);
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        std::vector<double> with, without, base, round_with, round_without, round_base;
         auto loop = [&](std::vector<double>& per_op) {
             uint64_t t0 = now_ns();
             for (int i = 0; i < kOps; ++i) {
@@ -73,23 +96,22 @@ int main() {
             return double(now_ns() - t0) / kOps;
         };
         for (int r = 0; r < kRounds; ++r) {  // rotate which condition goes first
-            for (int k = 0; k < 3; ++k) {
-                int cond = (k + r) % 3;
-                join(cond == 0 ? leaf : cond == 1 ? b.outside : lo_leaf);
-                double v = loop(cond == 0 ? with : cond == 1 ? without : base);
-                (cond == 0 ? round_with : cond == 1 ? round_without : round_base).push_back(v);
+            for (size_t k = 0; k < conds.size(); ++k) {
+                Cond& cd = conds[(k + size_t(r)) % conds.size()];
+                join(cd.cg);
+                cd.rounds.push_back(loop(cd.per_op));
             }
         }
-        double mw = pct(round_with, 50), mo = pct(round_without, 50);
+        const Cond& none = conds[0];
+        const Cond& pol = conds.back();
         std::printf("connect loop (UDP socket+connect+close, loopback), %d interleaved rounds x %d ops\n", kRounds, kOps);
-        std::printf("  no program:        round median %.0f ns/op, per-op p50 %.0f ns, p99 %.0f ns\n", mo,
-                    pct(without, 50), pct(without, 99));
-        std::printf("  1,000-rule policy: round median %.0f ns/op, per-op p50 %.0f ns, p99 %.0f ns\n", mw,
-                    pct(with, 50), pct(with, 99));
-        std::printf("  loopback policy (programs run, no LPM): round median %.0f ns/op, per-op p50 %.0f ns (%.3fx of none)\n",
-                    pct(round_base, 50), pct(base, 50), pct(base, 50) / pct(without, 50));
-        std::printf("  ratio (round medians) %.3fx, (per-op p50) %.3fx, (p99) %.3fx   target <= 1.05x\n", mw / mo,
-                    pct(with, 50) / pct(without, 50), pct(with, 99) / pct(without, 99));
+        for (const Cond& cd : conds)
+            std::printf("  %-44s round median %5.0f ns/op (%.3fx), per-op p50 %5.0f ns (%.3fx), p99 %6.0f ns\n", cd.name,
+                        pct(cd.rounds, 50), pct(cd.rounds, 50) / pct(none.rounds, 50), pct(cd.per_op, 50),
+                        pct(cd.per_op, 50) / pct(none.per_op, 50), pct(cd.per_op, 99));
+        std::printf("  ratio (round medians) %.3fx, (per-op p50) %.3fx, (p99) %.3fx   target <= 1.05x\n",
+                    pct(pol.rounds, 50) / pct(none.rounds, 50), pct(pol.per_op, 50) / pct(none.per_op, 50),
+                    pct(pol.per_op, 99) / pct(none.per_op, 99));
         std::fflush(stdout);
         join(b.outside);
         std::_Exit(0);
@@ -100,5 +122,8 @@ int main() {
     (void)b.maps().unbind(lo_id);
     rmdir(leaf.c_str());
     rmdir(lo_leaf.c_str());
+    empty_sock__destroy(skel);
+    close(empty_fd);
+    rmdir(empty_cg.c_str());
     return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }

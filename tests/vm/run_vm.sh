@@ -7,6 +7,8 @@
 # With diff_vm_corpus, the differential corpus (BULWARK_DIFF_SEED,
 # BULWARK_DIFF_VM_POLICIES, BULWARK_DIFF_VM_OPS) is written on the host and
 # shipped in the initramfs as /diff.corpus.
+# With BULWARK_VM_BENCH=1 the guest runs vm_runner --bench instead of the cases
+# (the open/close benchmark) and the "VMBENCH" lines are the output.
 set -uo pipefail
 runner=$(realpath -m "$1")
 cache=$(realpath -m "$2")
@@ -45,7 +47,8 @@ rm -rf "$root"
 mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,data,etc}
 cp /bin/busybox "$root/bin/busybox"
 cp "$runner" "$root/vm_runner"
-if [ -n "$corpus_gen" ]; then
+bench=${BULWARK_VM_BENCH:-0}
+if [ -n "$corpus_gen" ] && [ "$bench" != 1 ]; then
   "$corpus_gen" "$root/diff.corpus" "${BULWARK_DIFF_VM_POLICIES:-40}" "${BULWARK_DIFF_VM_OPS:-30}" ||
     fail "diff_vm_corpus could not write the corpus"
 fi
@@ -61,10 +64,13 @@ mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t tmpfs tmp /tmp
 ip link set lo up
 echo "VMTEST-INFO kernel $(uname -r) lsm=$(cat /sys/kernel/security/lsm)"
-/vm_runner
+/vm_runner @RUNNER_ARGS@
 echo "VMTEST-EXIT $?"
 poweroff -f
 INIT
+runner_args=""
+[ "$bench" = 1 ] && runner_args="--bench"
+sed -i "s|@RUNNER_ARGS@|$runner_args|" "$root/init"
 chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$cache/initramfs.cpio.gz" || fail "cpio"
 
@@ -74,6 +80,11 @@ timeout 1000 qemu-system-x86_64 -accel tcg -m 1024 -smp 2 -nographic -no-reboot 
   -append "console=ttyS0 quiet panic=-1" </dev/null >"$log" 2>&1
 qrc=$?
 tr -d '\r' <"$log" >"$log.txt"
+if [ "$bench" = 1 ]; then
+  grep -E '^VMBENCH|^VMTEST-INFO kernel' "$log.txt"
+  grep -q '^VMBENCH-DONE' "$log.txt" || { tail -40 "$log.txt"; fail "the guest benchmark did not finish (qemu exit $qrc)"; }
+  exit 0
+fi
 grep -E '^VMTEST' "$log.txt"
 summary=$(grep -E '^VMTEST-SUMMARY ' "$log.txt" | tail -1)
 [ -n "$summary" ] || { tail -40 "$log.txt"; fail "guest printed no VMTEST-SUMMARY (qemu exit $qrc)"; }
