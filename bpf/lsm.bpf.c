@@ -27,8 +27,8 @@ int BPF_PROG(bw_file_open, struct file *file)
 	struct bw_sbx s;
 	if (!bw_sandbox(&s))
 		return 0;
-	__u32 fmode = BPF_CORE_READ(file, f_mode);
-	__u32 fflags = BPF_CORE_READ(file, f_flags);
+	__u32 fmode = file->f_mode;
+	__u32 fflags = file->f_flags;
 	__u32 req = 0;
 	/* The kernel's own open of an executable (execve, uselib, the ELF
 	 * interpreter) carries __FMODE_EXEC in f_flags; f_mode gains FMODE_EXEC
@@ -43,7 +43,7 @@ int BPF_PROG(bw_file_open, struct file *file)
 	}
 	if (!req)
 		return 0;
-	return bw_fs_decide(&s, BW_OP_FILE_OPEN, BPF_CORE_READ(file, f_path.dentry), BPF_CORE_READ(file, f_path.mnt),
+	return bw_fs_decide(&s, BW_OP_FILE_OPEN, file->f_path.dentry, BPF_CORE_READ(file, f_path.mnt),
 			    req);
 }
 
@@ -53,7 +53,7 @@ int BPF_PROG(bw_path_truncate, const struct path *path)
 	struct bw_sbx s;
 	if (!bw_sandbox(&s))
 		return 0;
-	return bw_fs_decide(&s, BW_OP_FILE_TRUNCATE, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt), BW_FS_WRITE);
+	return bw_fs_decide(&s, BW_OP_FILE_TRUNCATE, path->dentry, BPF_CORE_READ(path, mnt), BW_FS_WRITE);
 }
 
 /* Metadata changes need write on the object. Making a file setuid or setgid
@@ -72,7 +72,7 @@ int BPF_PROG(bw_path_chmod, const struct path *path, umode_t mode)
 			bw_emit_file(&s, BW_OP_FILE_SETATTR, d, BW_NO_RULE, &w, BW_FS_WRITE, BPF_CORE_READ(path, dentry));
 		return d == BW_DECISION_DENY ? -EPERM : 0;
 	}
-	return bw_fs_decide(&s, BW_OP_FILE_SETATTR, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt), BW_FS_WRITE);
+	return bw_fs_decide(&s, BW_OP_FILE_SETATTR, path->dentry, BPF_CORE_READ(path, mnt), BW_FS_WRITE);
 }
 
 /* (uid and gid are by-value structs; only the path is read) */
@@ -82,7 +82,7 @@ int BPF_PROG(bw_path_chown, const struct path *path)
 	struct bw_sbx s;
 	if (!bw_sandbox(&s))
 		return 0;
-	return bw_fs_decide(&s, BW_OP_FILE_SETATTR, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt), BW_FS_WRITE);
+	return bw_fs_decide(&s, BW_OP_FILE_SETATTR, path->dentry, BPF_CORE_READ(path, mnt), BW_FS_WRITE);
 }
 
 /* New names are judged at their directory. */
@@ -91,7 +91,7 @@ static __always_inline int bw_create_in(const struct path *dir, __u16 op)
 	struct bw_sbx s;
 	if (!bw_sandbox(&s))
 		return 0;
-	return bw_fs_decide(&s, op, BPF_CORE_READ(dir, dentry), BPF_CORE_READ(dir, mnt), BW_FS_CREATE);
+	return bw_fs_decide(&s, op, dir->dentry, BPF_CORE_READ(dir, mnt), BW_FS_CREATE);
 }
 
 SEC("lsm/path_mknod")
@@ -182,11 +182,11 @@ int BPF_PROG(bw_path_rename, const struct path *old_dir, struct dentry *old_dent
 	if (!bw_sandbox(&s))
 		return 0;
 	struct vfsmount *om = BPF_CORE_READ(old_dir, mnt), *nm = BPF_CORE_READ(new_dir, mnt);
-	int ret = bw_move(&s, BW_OP_FILE_RENAME, old_dentry, om, BPF_CORE_READ(new_dir, dentry), nm, BW_FS_REMOVE);
+	int ret = bw_move(&s, BW_OP_FILE_RENAME, old_dentry, om, new_dir->dentry, nm, BW_FS_REMOVE);
 	if (ret || !(flags & BW_RENAME_EXCHANGE))
 		return ret;
 	/* exchange: the target moves the other way too */
-	return bw_move(&s, BW_OP_FILE_RENAME, new_dentry, nm, BPF_CORE_READ(old_dir, dentry), om, BW_FS_REMOVE);
+	return bw_move(&s, BW_OP_FILE_RENAME, new_dentry, nm, old_dir->dentry, om, BW_FS_REMOVE);
 }
 
 SEC("lsm/path_link")
@@ -197,7 +197,7 @@ int BPF_PROG(bw_path_link, struct dentry *old_dentry, const struct path *new_dir
 		return 0;
 	/* a link never crosses a mount (EXDEV), so old_dentry lives on new_dir's mount */
 	struct vfsmount *m = BPF_CORE_READ(new_dir, mnt);
-	return bw_move(&s, BW_OP_FILE_LINK, old_dentry, m, BPF_CORE_READ(new_dir, dentry), m, 0);
+	return bw_move(&s, BW_OP_FILE_LINK, old_dentry, m, new_dir->dentry, m, 0);
 }
 
 /* ---- code execution ---- */
@@ -208,8 +208,8 @@ int BPF_PROG(bw_bprm_check, struct linux_binprm *bprm)
 	struct bw_sbx s;
 	if (!bw_sandbox(&s))
 		return 0;
-	struct file *f = BPF_CORE_READ(bprm, file);
-	return bw_fs_decide(&s, BW_OP_EXEC, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt), BW_FS_EXEC);
+	struct file *f = bprm->file;
+	return bw_fs_decide(&s, BW_OP_EXEC, f->f_path.dentry, BPF_CORE_READ(f, f_path.mnt), BW_FS_EXEC);
 }
 
 SEC("lsm/mmap_file")
@@ -220,8 +220,7 @@ int BPF_PROG(bw_mmap_file, struct file *file, unsigned long reqprot, unsigned lo
 	struct bw_sbx s;
 	if (!bw_sandbox(&s))
 		return 0;
-	return bw_fs_decide(&s, BW_OP_MMAP_EXEC, BPF_CORE_READ(file, f_path.dentry), BPF_CORE_READ(file, f_path.mnt),
-			    BW_FS_EXEC);
+	return bw_fs_decide(&s, BW_OP_MMAP_EXEC, file->f_path.dentry, BPF_CORE_READ(file, f_path.mnt), BW_FS_EXEC);
 }
 
 SEC("lsm/file_mprotect")
@@ -229,14 +228,13 @@ int BPF_PROG(bw_file_mprotect, struct vm_area_struct *vma, unsigned long reqprot
 {
 	if (!(prot & BW_PROT_EXEC))
 		return 0;
-	struct file *file = BPF_CORE_READ(vma, vm_file);
+	struct file *file = vma->vm_file;
 	if (!file)
 		return 0;
 	struct bw_sbx s;
 	if (!bw_sandbox(&s))
 		return 0;
-	return bw_fs_decide(&s, BW_OP_MMAP_EXEC, BPF_CORE_READ(file, f_path.dentry), BPF_CORE_READ(file, f_path.mnt),
-			    BW_FS_EXEC);
+	return bw_fs_decide(&s, BW_OP_MMAP_EXEC, file->f_path.dentry, BPF_CORE_READ(file, f_path.mnt), BW_FS_EXEC);
 }
 
 /* ---- other processes ---- */

@@ -84,13 +84,103 @@ __noinline __u64 bw_whole_fs_mount(__u64 sb_addr)
 	return 0;
 }
 
-/* Walks from d (on vfsmount vmnt, or NULL: stay inside d's filesystem). */
+/* Looks up (policy, dev, ino) of one ancestor and folds its rule into w. */
+static __always_inline void bw_walk_fold(struct bw_inode_key *k, __u32 req, struct bw_walk *w)
+{
+	struct bw_file_rule *r = bpf_map_lookup_elem(&bw_file_rules, k);
+	if (!r)
+		return;
+	__u32 a = r->allow, dn = r->deny;
+	if ((a & req) && w->allow_rule == BW_NO_RULE)
+		w->allow_rule = r->allow_rule_id;
+	if ((dn & req) && w->deny_rule == BW_NO_RULE)
+		w->deny_rule = r->deny_rule_id;
+	w->allow |= a;
+	w->deny |= dn;
+}
+
+/* The rest of a walk: from the root of a filesystem (the dentry at root_addr,
+ * already looked up by the caller) to where that filesystem is mounted, and
+ * on upwards across mounts. A global function: verified once, on its own,
+ * however many walks a program makes; dentries and mounts are scalars read
+ * through BPF_CORE_READ here. Mount crossings need container_of on struct
+ * mount, which the typed pointers of the first stretch do not allow. */
+__noinline int bw_walk_mounts(struct bw_walk *w, __u64 root_addr, __u64 mount_addr, __u32 policy_id, __u32 req)
+{
+	if (!w)
+		return 0;
+	struct dentry *d = (struct dentry *)root_addr;
+	struct mount *mnt = (struct mount *)mount_addr;
+	struct bw_inode_key k = { .policy_id = policy_id };
+	for (int i = 0; i < BW_PATH_WALK_MAX; i++) {
+		if (i > 0) {
+			if (!d) {
+				w->too_deep = 0;
+				break;
+			}
+			struct inode *inode = BPF_CORE_READ(d, d_inode);
+			if (inode) {
+				k.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+				k.ino = BPF_CORE_READ(inode, i_ino);
+				bw_walk_fold(&k, req, w);
+			}
+			struct dentry *parent = BPF_CORE_READ(d, d_parent);
+			if (d != parent) {
+				d = parent;
+				continue;
+			}
+		}
+		/* root of this filesystem: continue at its mount point. A bind mount
+		 * of a subdirectory is an alias: the object's true ancestors go on
+		 * where the whole filesystem is mounted (rules above that mount
+		 * point cover it), never where the alias is (aliases gain nothing). */
+		if (!mnt) {
+			w->too_deep = 0;
+			break;
+		}
+		if (BPF_CORE_READ(mnt, mnt.mnt_root) != d) {
+			/* only the filesystem's own root continues (a disconnected
+			 * dentry's ancestors end here) */
+			struct super_block *sb = BPF_CORE_READ(d, d_sb);
+			if ((struct dentry *)BPF_CORE_READ(sb, s_root) != d) {
+				w->too_deep = 0;
+				break;
+			}
+			__u64 whole = bw_whole_fs_mount((__u64)sb);
+			if (whole == 1)
+				break; /* search bound exhausted: fail closed (too_deep) */
+			if (!whole) {
+				w->too_deep = 0;
+				break;
+			}
+			mnt = (struct mount *)whole;
+		}
+		struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+		if (!up || up == mnt) {
+			w->too_deep = 0;
+			break;
+		}
+		d = BPF_CORE_READ(mnt, mnt_mountpoint);
+		mnt = up;
+	}
+	return 0;
+}
+
+/* Walks from d (on vfsmount vmnt, or NULL: stay inside d's filesystem).
+ *
+ * d must be a typed kernel pointer (read from the hook's arguments by direct
+ * access, not BPF_CORE_READ): the stretch from the object up to the root of
+ * its own filesystem, where most walks end, is read with plain loads, which
+ * the verifier turns into fault-safe loads with no helper call (five
+ * bpf_probe_read_kernel calls a level fewer); bw_walk_mounts goes on from
+ * there. Each of the two stretches has BW_PATH_WALK_MAX levels; one that runs
+ * out fails closed (too_deep). */
 static __noinline int bw_walk(__u32 policy_id, struct dentry *d, struct vfsmount *vmnt, __u32 req,
 			      struct bw_walk *w)
 {
-	struct mount *mnt = NULL;
+	__u64 mnt = 0;
 	if (vmnt)
-		mnt = (struct mount *)((void *)vmnt - bpf_core_field_offset(struct mount, mnt));
+		mnt = (__u64)vmnt - bpf_core_field_offset(struct mount, mnt);
 	struct bw_inode_key k = { .policy_id = policy_id };
 	w->allow = 0;
 	w->deny = 0;
@@ -102,67 +192,24 @@ static __noinline int bw_walk(__u32 policy_id, struct dentry *d, struct vfsmount
 	for (int i = 0; i < BW_PATH_WALK_MAX; i++) {
 		if (!d) {
 			w->too_deep = 0;
-			break;
+			return 0;
 		}
-		struct inode *inode = BPF_CORE_READ(d, d_inode);
+		struct inode *inode = d->d_inode;
 		if (inode) {
-			k.dev = BPF_CORE_READ(inode, i_sb, s_dev);
-			k.ino = BPF_CORE_READ(inode, i_ino);
+			k.dev = inode->i_sb->s_dev;
+			k.ino = inode->i_ino;
 			if (i == 0) {
 				w->dev = k.dev;
 				w->ino = k.ino;
 			}
-			struct bw_file_rule *r = bpf_map_lookup_elem(&bw_file_rules, &k);
-			if (r) {
-				__u32 a = r->allow, dn = r->deny;
-				if ((a & req) && w->allow_rule == BW_NO_RULE)
-					w->allow_rule = r->allow_rule_id;
-				if ((dn & req) && w->deny_rule == BW_NO_RULE)
-					w->deny_rule = r->deny_rule_id;
-				w->allow |= a;
-				w->deny |= dn;
-			}
+			bw_walk_fold(&k, req, w);
 		}
-		struct dentry *parent = BPF_CORE_READ(d, d_parent);
-		if (d == parent) {
-			/* root of this filesystem: continue at its mount point. A bind mount
-			 * of a subdirectory is an alias: the object's true ancestors go on
-			 * where the whole filesystem is mounted (rules above that mount
-			 * point cover it), never where the alias is (aliases gain nothing). */
-			if (!mnt) {
-				w->too_deep = 0;
-				break;
-			}
-			if (BPF_CORE_READ(mnt, mnt.mnt_root) != d) {
-				/* only the filesystem's own root continues (a disconnected
-				 * dentry's ancestors end here); the global function takes the
-				 * super_block as a scalar read from memory, never d itself */
-				struct super_block *sb = BPF_CORE_READ(d, d_sb);
-				if ((struct dentry *)BPF_CORE_READ(sb, s_root) != d) {
-					w->too_deep = 0;
-					break;
-				}
-				__u64 whole = bw_whole_fs_mount((__u64)sb);
-				if (whole == 1)
-					break; /* search bound exhausted: fail closed (too_deep) */
-				if (!whole) {
-					w->too_deep = 0;
-					break;
-				}
-				mnt = (struct mount *)whole;
-			}
-			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
-			if (!up || up == mnt) {
-				w->too_deep = 0;
-				break;
-			}
-			d = BPF_CORE_READ(mnt, mnt_mountpoint);
-			mnt = up;
-			continue;
-		}
+		struct dentry *parent = d->d_parent;
+		if (d == parent) /* the root, as a scalar (d is a typed pointer) */
+			return bw_walk_mounts(w, (__u64)BPF_CORE_READ(d, d_parent), mnt, policy_id, req);
 		d = parent;
 	}
-	return 0;
+	return 0; /* too deep: fail closed */
 }
 
 /* Rights the policy gates (default deny) for this policy. Once any files
