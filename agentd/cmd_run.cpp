@@ -131,9 +131,10 @@ void register_run(CLI::App& app) {
             req.argv = o->cmd;
             req.workdir = workdir;
             std::string cgroup;
-            req.on_cgroup = [&](const std::string& path, pid_t pid) {
+            req.on_cgroup = [&, shared = std::make_shared<const policy::Bundle>(*bundle)](const std::string& path,
+                                                                                     pid_t pid) {
                 cgroup = path;
-                registry.add(path, pid, RunContext{0, run_id, o->tool, 0});
+                registry.add(path, pid, RunContext{0, run_id, o->tool, 0, shared});
             };
             std::unique_ptr<bpf::BpfRuntime> rt;
             std::shared_ptr<bpf::Attachment> att;

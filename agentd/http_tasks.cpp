@@ -304,7 +304,9 @@ ApiResponse replay(const TaskRoutes& ctx, const ApiRequest& req) {
                                {"candidate_rule", now.rule_id == BW_NO_RULE
                                                       ? json(nullptr)
                                                       : json(policy::describe_rule(*p.candidate, now.rule_id))},
-                               {"explanation", now.explanation}});
+                               {"explanation", op->kind == policy::OpKind::Syscall
+                                                   ? now.explanation + std::string(kSyscallJudgedByName)
+                                                   : now.explanation}});
             if (changed.size() >= 1000) break;
         }
         more = res->next_after_seq.has_value() && changed.size() < 1000;

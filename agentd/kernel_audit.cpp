@@ -16,6 +16,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "bulwark/policy/bundle.h"
+#include "bulwark/policy/cbpf.h"
+#include "bulwark/policy/evaluator.h"
+
 namespace bulwark {
 namespace {
 
@@ -67,6 +71,42 @@ std::string syscall_name(uint32_t audit_arch, int64_t nr) {
     return s;
 }
 
+namespace {
+
+// The kernel's SECCOMP record names the syscall and the action, not the
+// action's data (the errno) nor the arguments. The run's filter, asked about
+// the same (arch, nr) with the arguments unknown (zero), gives both the errno
+// and, through the reference evaluator, the deciding rule; they are taken only
+// when the filter's action for that question is the action the kernel logged
+// (otherwise the outcome turned on the arguments, and the row says so).
+void name_seccomp_rule(audit::AuditRecord& r, nlohmann::json& detail, const kaudit::KernelDenial& d,
+                       const std::string& name, const RunContext& ctx) {
+    if (!ctx.bundle || ctx.bundle->seccomp.program.empty() || d.syscall < 0 || name.empty()) return;
+    seccomp_data q{};
+    q.nr = static_cast<int>(d.syscall);
+    q.arch = d.arch;
+    uint32_t ret = policy::run_seccomp_filter(ctx.bundle->seccomp.program, q);
+    if (policy::seccomp_ret_action(ret) != (d.action & SECCOMP_RET_ACTION_FULL)) {
+        detail["judged"] = "the filter's answer depends on the arguments, which the kernel's record does not carry";
+        return;
+    }
+    if (policy::seccomp_ret_action(ret) == SECCOMP_RET_ERRNO) r.err = static_cast<int32_t>(policy::seccomp_ret_data(ret));
+    policy::Operation op;
+    op.kind = policy::OpKind::Syscall;
+    op.syscall = name;
+    op.arch = d.arch;
+    auto dec = policy::evaluate(*ctx.bundle, op);
+    if (dec.rule_id == BW_NO_RULE) return;
+    r.rule_id = dec.rule_id;
+    if (const auto* rule = ctx.bundle->rule(dec.rule_id)) {
+        r.rule_file = rule->loc.file;
+        r.rule_line = rule->loc.line;
+        r.rule_text = rule->text;
+    }
+}
+
+}  // namespace
+
 audit::AuditRecord kernel_decision_record(const kaudit::KernelDenial& d, const RunContext& ctx) {
     audit::AuditRecord r;
     r.kind = audit::RecordKind::Decision;
@@ -95,7 +135,9 @@ audit::AuditRecord kernel_decision_record(const kaudit::KernelDenial& d, const R
         detail["action"] = action;
         if (action == "log") r.decision = BW_DECISION_AUDIT;  // SECCOMP_RET_LOG: allowed, logged
         if (d.signal) detail["signal"] = d.signal;
+        detail["arch"] = d.arch;
         r.rule_text = "seccomp filter of the run: " + std::string(action);
+        name_seccomp_rule(r, detail, d, sc, ctx);
     } else {
         r.layer = BW_LAYER_LANDLOCK;
         r.object = d.object;

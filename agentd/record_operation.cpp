@@ -80,6 +80,16 @@ std::optional<policy::Operation> operation_of(const audit::AuditRecord& r) {
     case BW_OP_SENDMSG:
         op.kind = policy::OpKind::Send;
         return parse_net_object(r.object, op) ? std::optional(op) : std::nullopt;
+    case BW_OP_SYSCALL: {
+        // seccomp rows from the kernel's audit log name the syscall and its
+        // arch; the arguments are not recorded (judged as zero)
+        if (r.layer != BW_LAYER_SECCOMP || r.object.empty() || r.object.starts_with("syscall ")) return std::nullopt;
+        op.kind = policy::OpKind::Syscall;
+        op.syscall = r.object;
+        auto d = nlohmann::json::parse(r.detail.empty() ? "{}" : r.detail, nullptr, false);
+        if (d.is_object() && d.contains("arch") && d["arch"].is_number_unsigned()) op.arch = d["arch"].get<uint32_t>();
+        return op;
+    }
     default:
         return std::nullopt;
     }

@@ -5,6 +5,7 @@
 // object cannot be judged by path or address (inode-only file events,
 // signals, mounts, bpf(), run lifecycle) have none.
 #include <optional>
+#include <string_view>
 
 #include "audit_record.h"
 #include "bulwark/policy/evaluator.h"
@@ -12,6 +13,10 @@
 namespace bulwark {
 
 std::optional<policy::Operation> operation_of(const audit::AuditRecord& r);
+
+// What an explanation of a re-judged syscall adds: its arguments are unknown.
+inline constexpr std::string_view kSyscallJudgedByName =
+    " (judged by name: the kernel's record of a seccomp denial carries no arguments)";
 
 }  // namespace bulwark
 

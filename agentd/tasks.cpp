@@ -549,7 +549,9 @@ json explain_denial(const json& row, const audit::AuditRecord& rec, const policy
     // the kernel's audit log): the rule the policy decides it with.
     if (rec.rule_file.empty() && rec.rule_id == BW_NO_RULE && now.rule_id != BW_NO_RULE)
         d["rule"] = policy::describe_rule(narrowed, now.right_rule_id);
-    if (has_grant) {
+    if (op->kind == policy::OpKind::Syscall)
+        d["explanation"] = now.explanation + std::string(kSyscallJudgedByName);
+    if (has_grant && op->kind != policy::OpKind::Syscall) {  // grants name files and network, not syscalls
         auto base = policy::evaluate(tool, *op);
         if (base.verdict == policy::Verdict::Allow) {
             json suggestion;
@@ -731,7 +733,7 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     }
     std::string run_cgroup;
     if (opts_.runs)
-        rr.on_cgroup = [&, ctx = RunContext{task_id, run_id, req->tool, version}](const std::string& path, pid_t pid) {
+        rr.on_cgroup = [&, ctx = RunContext{task_id, run_id, req->tool, version, bundle}](const std::string& path, pid_t pid) {
             run_cgroup = path;
             opts_.runs->add(path, pid, ctx);
         };

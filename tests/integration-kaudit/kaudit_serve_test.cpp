@@ -1,10 +1,14 @@
 // The kernel audit source in `agentd serve`: an exec whose tool Landlock
 // denies has that denial among the response's decisions and in /v1/audit,
 // committed before the response; an allowed exec has none; health reports
-// the source.
+// the source. A seccomp denial is explained with the rule and errno the run's filter
+// gives for it.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -79,4 +83,45 @@ TEST_CASE("agentd serve: exec decisions include the run's Landlock denial", "[ka
     CHECK(ok.body["stdout"] == "notes\n");
     for (auto& r : ok.body["decisions"]) CHECK(r["layer"] != "landlock");
     for (auto& r : ok.body["decisions"]) CHECK(r["layer"] != "seccomp");
+}
+
+TEST_CASE("agentd serve: a seccomp denial is explained with its rule and errno; the same run unfiltered has none",
+          "[kaudit][serve]") {
+    TempDir rules;
+    REQUIRE(::symlink((std::string(BULWARK_RULES_DIR) + "/base").c_str(), (rules.path / "base").c_str()) == 0);
+    auto write_rules = [&](const std::string& tool, const std::string& syscalls) {
+        std::ofstream(rules.path / (tool + ".yaml"))
+            << "tool: " << tool << "\ndescription: kernel audit probe\nextends: base/minimal\n"
+            << "binaries: [" << KAUDIT_PROBE << "]\nfiles:\n  read: [\"${workdir}\"]\n"
+            << "exec:\n  allow: [" << KAUDIT_PROBE << "]\nsyscalls:\n  baseline: default\n" << syscalls;
+    };
+    write_rules("denies", "  deny:\n    - name: getppid\n      errno: EACCES\n");
+    write_rules("allows", "");
+    Daemon d({}, rules.path.string());
+    uint64_t id = create_task(d, {{"tools", {"denies", "allows"}}});
+
+    auto denied = d.exec(id, {{"tool", "denies"}, {"argv", {KAUDIT_PROBE, "getppid", "2"}}});
+    INFO(denied.raw);
+    REQUIRE(denied.status == 200);
+    CHECK(denied.body["stdout"] == "failed 2\n");
+    int explained = 0;
+    for (auto& e : denied.body["denials"])
+        if (e["layer"] == "seccomp") {
+            ++explained;
+            CHECK(e["object"] == "getppid");
+            CHECK(e["errno"] == EACCES);  // the filter's answer: the kernel's record masks it
+            CHECK(e["rule"].get<std::string>().find("/denies.yaml:12 syscalls.deny: {name: getppid") != std::string::npos);
+            std::string why = e["explanation"];
+            CHECK(why.find("getppid is denied by") != std::string::npos);
+            CHECK(why.find("judged by name") != std::string::npos);
+            CHECK(e["grant_would_allow"].is_null());
+        }
+    CHECK(explained == 2);
+
+    // Control: the same calls where no rule denies them.
+    auto allowed = d.exec(id, {{"tool", "allows"}, {"argv", {KAUDIT_PROBE, "getppid", "2"}}});
+    INFO(allowed.raw);
+    REQUIRE(allowed.status == 200);
+    CHECK(allowed.body["stdout"] == "failed 0\n");
+    for (auto& r : allowed.body["decisions"]) CHECK(r["layer"] != "seccomp");
 }

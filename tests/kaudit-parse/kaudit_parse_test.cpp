@@ -3,7 +3,9 @@
 // action logged with SECCOMP_FILTER_FLAG_LOG, then malformed input.
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -12,8 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bulwark/policy/compiler.h"
+#include "bulwark/policy/evaluator.h"
 #include "kernel_audit.h"
 #include "kernel_audit_parse.h"
+#include "record_operation.h"
 #include "run_registry.h"
 
 using namespace bulwark::kaudit;
@@ -283,6 +288,59 @@ TEST_CASE("decision rows: layer, operation, object, syscall name through libsecc
     CHECK(nlohmann::json::parse(sc.detail)["action"] == "errno");
     CHECK(bulwark::syscall_name(0xc000003eu, 101) == "ptrace");
     CHECK(bulwark::syscall_name(0xc000003eu, 99999).empty());
+}
+
+TEST_CASE("seccomp rows: the run's filter names the deny rule and the errno the kernel's record leaves out") {
+    auto lines = load_fixture("host-6.18.txt");
+    EventAssembler a;
+    auto out = feed_all(a, lines);
+    REQUIRE(out.size() == 7);
+    const auto& getppid = out[4];  // code=0x50000: errno, data masked
+    REQUIRE(getppid.layer == KernelDenial::Layer::Seccomp);
+    auto compiled = [](const std::string& text) {
+        auto r = bulwark::policy::compile_string(text, "probe.yaml", {});
+        INFO(bulwark::policy::render_diagnostics(r));
+        REQUIRE(r.ok());
+        return std::make_shared<const bulwark::policy::Bundle>(*r.bundle);
+    };
+
+    // Control: with no policy at hand the row names neither rule nor errno.
+    bulwark::RunContext bare{7, 42, "probe", 3};
+    auto unnamed = bulwark::kernel_decision_record(getppid, bare);
+    CHECK(unnamed.rule_id == BW_NO_RULE);
+    CHECK(unnamed.err == 0);
+    CHECK(unnamed.rule_file.empty());
+
+    bulwark::RunContext ctx{7, 42, "probe", 3,
+                            compiled("tool: probe\nsyscalls:\n  baseline: default\n  deny:\n    - name: getppid\n"
+                                     "      errno: EACCES\n")};
+    auto named = bulwark::kernel_decision_record(getppid, ctx);
+    CHECK(named.err == EACCES);
+    REQUIRE(named.rule_id != BW_NO_RULE);
+    CHECK(named.rule_file == "probe.yaml");
+    CHECK(named.rule_line == 5);
+    CHECK(named.rule_text.find("getppid") != std::string::npos);
+    auto detail = nlohmann::json::parse(named.detail);
+    CHECK(detail["arch"] == 0xc000003eu);
+    CHECK_FALSE(detail.contains("judged"));
+
+    // A filter that allows getppid (the kernel denied it with arguments this
+    // question does not have): nothing is borrowed from the filter's answer.
+    bulwark::RunContext allows{7, 42, "probe", 3, compiled("tool: probe\nsyscalls:\n  baseline: default\n")};
+    auto other = bulwark::kernel_decision_record(getppid, allows);
+    CHECK(other.err == 0);
+    CHECK(other.rule_id == BW_NO_RULE);
+    CHECK(nlohmann::json::parse(other.detail).contains("judged"));
+
+    // The row is re-judgeable by name and arch (replay, exec explanations).
+    auto op = bulwark::operation_of(named);
+    REQUIRE(op);
+    CHECK(op->kind == bulwark::policy::OpKind::Syscall);
+    CHECK(op->syscall == "getppid");
+    CHECK(op->arch == 0xc000003eu);
+    auto verdict = bulwark::policy::evaluate(*ctx.bundle, *op);
+    CHECK(verdict.verdict == bulwark::policy::Verdict::Deny);
+    CHECK(verdict.rule_id == named.rule_id);
 }
 
 TEST_CASE("run registry: a live pid by its cgroup, a gone one by the run's first pid, a domain by its creator") {
