@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <tuple>
 
 #include "bulwark/abi.h"
@@ -69,8 +70,9 @@ uint64_t kernel_dev_of(uint64_t st_dev) { return abi::kernel_dev(major(st_dev), 
 
 std::expected<PolicyMaps, SysError> PolicyMaps::open_pinned(const std::string& pin_root) {
     PolicyMaps m;
-    Fd* slots[] = {&m.sandboxes_, &m.policies_, &m.file_rules_, &m.net_rules_,
-                   &m.rule_hits_, &m.stats_,    &m.events_};
+    Fd* slots[] = {&m.sandboxes_, &m.policies_, &m.file_rules_, &m.file_bloom_,
+                   &m.net_rules_,  &m.rule_hits_, &m.stats_,     &m.events_};
+    static_assert(std::size(slots) == std::size(kMapNames));
     for (size_t i = 0; i < std::size(kMapNames); ++i) {
         auto fd = obj_get(pin_root + "/" + kMapNames[i]);
         if (!fd) return std::unexpected(fd.error());
@@ -175,6 +177,13 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
         fvals.push_back(v);
     }
     if (auto r = update_many(file_rules_.get(), fkeys, fvals, "bw_file_rules", &report.files_batched); !r) return fail(r.error());
+    // every key's two bits: a walk skips the lookup of an inode whose bits are not both set
+    auto bloom = std::make_unique<bw_file_bloom>();
+    for (const auto& k : fkeys)
+        for (uint32_t bit : {bw_bloom_bit1(bw_bloom_hash(k.dev, k.ino)), bw_bloom_bit2(bw_bloom_hash(k.dev, k.ino))})
+            bloom->words[bit / 64] |= 1ull << (bit % 64);
+    if (int rc = bpf_map_update_elem(file_bloom_.get(), &slot, bloom.get(), BPF_ANY); rc)
+        return fail(SysError{"bpf_map_update_elem(bw_file_bloom)", -rc});
 
     std::vector<bw_net_key> nkeys;
     std::vector<bw_net_rule> nvals;

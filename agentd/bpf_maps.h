@@ -35,8 +35,8 @@ struct LoadReport {
 };
 
 // Names of the shared maps, as pinned under the pin root.
-inline constexpr const char* kMapNames[] = {"bw_sandboxes", "bw_policies",  "bw_file_rules", "bw_net_rules",
-                                            "bw_rule_hits", "bw_stats",     "bw_events"};
+inline constexpr const char* kMapNames[] = {"bw_sandboxes", "bw_policies", "bw_file_rules", "bw_file_bloom",
+                                            "bw_net_rules", "bw_rule_hits", "bw_stats",      "bw_events"};
 
 // Not thread-safe: one owner (agentd's policy manager) serialises calls. The
 // kernel side needs no coordination: every switch is a single map update.
@@ -70,7 +70,7 @@ public:
     int sandboxes_fd() const { return sandboxes_.get(); }
 
 private:
-    Fd sandboxes_, policies_, file_rules_, net_rules_, rule_hits_, stats_, events_;
+    Fd sandboxes_, policies_, file_rules_, file_bloom_, net_rules_, rule_hits_, stats_, events_;
     std::vector<bool> used_;
     // Keys this process wrote per slot (deleted in one batch on free); slots
     // adopted from an earlier process are found by iterating the maps instead.

@@ -84,12 +84,25 @@ __noinline __u64 bw_whole_fs_mount(__u64 sb_addr)
 	return 0;
 }
 
-/* Looks up (policy, dev, ino) of one ancestor and folds its rule into w. */
-static __always_inline void bw_walk_fold(struct bw_inode_key *k, __u32 req, struct bw_walk *w)
+/* Folds the rule of one ancestor (policy, dev, ino) into w; the lookup is
+ * skipped when the policy's bloom says no rule names that inode. A global
+ * function: verified once, so its branches do not multiply the states of the
+ * walks' unrolled loops. */
+__noinline int bw_walk_fold(struct bw_walk *w, __u64 dev, __u64 ino, __u32 policy_id, __u32 req)
 {
-	struct bw_file_rule *r = bpf_map_lookup_elem(&bw_file_rules, k);
+	if (!w)
+		return 0;
+	const struct bw_file_bloom *bloom = bpf_map_lookup_elem(&bw_file_bloom, &policy_id);
+	if (bloom) {
+		__u64 h = bw_bloom_hash(dev, ino);
+		__u32 b1 = bw_bloom_bit1(h), b2 = bw_bloom_bit2(h);
+		if (!((bloom->words[b1 >> 6] >> (b1 & 63)) & 1) || !((bloom->words[b2 >> 6] >> (b2 & 63)) & 1))
+			return 0;
+	}
+	struct bw_inode_key k = { .policy_id = policy_id, .dev = dev, .ino = ino };
+	struct bw_file_rule *r = bpf_map_lookup_elem(&bw_file_rules, &k);
 	if (!r)
-		return;
+		return 0;
 	__u32 a = r->allow, dn = r->deny;
 	if ((a & req) && w->allow_rule == BW_NO_RULE)
 		w->allow_rule = r->allow_rule_id;
@@ -97,6 +110,7 @@ static __always_inline void bw_walk_fold(struct bw_inode_key *k, __u32 req, stru
 		w->deny_rule = r->deny_rule_id;
 	w->allow |= a;
 	w->deny |= dn;
+	return 0;
 }
 
 /* The rest of a walk: from the root of a filesystem (the dentry at root_addr,
@@ -111,7 +125,6 @@ __noinline int bw_walk_mounts(struct bw_walk *w, __u64 root_addr, __u64 mount_ad
 		return 0;
 	struct dentry *d = (struct dentry *)root_addr;
 	struct mount *mnt = (struct mount *)mount_addr;
-	struct bw_inode_key k = { .policy_id = policy_id };
 	for (int i = 0; i < BW_PATH_WALK_MAX; i++) {
 		if (i > 0) {
 			if (!d) {
@@ -120,9 +133,7 @@ __noinline int bw_walk_mounts(struct bw_walk *w, __u64 root_addr, __u64 mount_ad
 			}
 			struct inode *inode = BPF_CORE_READ(d, d_inode);
 			if (inode) {
-				k.dev = BPF_CORE_READ(inode, i_sb, s_dev);
-				k.ino = BPF_CORE_READ(inode, i_ino);
-				bw_walk_fold(&k, req, w);
+				bw_walk_fold(w, BPF_CORE_READ(inode, i_sb, s_dev), BPF_CORE_READ(inode, i_ino), policy_id, req);
 			}
 			struct dentry *parent = BPF_CORE_READ(d, d_parent);
 			if (d != parent) {
@@ -181,7 +192,6 @@ static __noinline int bw_walk(__u32 policy_id, struct dentry *d, struct vfsmount
 	__u64 mnt = 0;
 	if (vmnt)
 		mnt = (__u64)vmnt - bpf_core_field_offset(struct mount, mnt);
-	struct bw_inode_key k = { .policy_id = policy_id };
 	w->allow = 0;
 	w->deny = 0;
 	w->allow_rule = BW_NO_RULE;
@@ -196,13 +206,12 @@ static __noinline int bw_walk(__u32 policy_id, struct dentry *d, struct vfsmount
 		}
 		struct inode *inode = d->d_inode;
 		if (inode) {
-			k.dev = inode->i_sb->s_dev;
-			k.ino = inode->i_ino;
+			__u64 dev = inode->i_sb->s_dev, ino = inode->i_ino;
 			if (i == 0) {
-				w->dev = k.dev;
-				w->ino = k.ino;
+				w->dev = dev;
+				w->ino = ino;
 			}
-			bw_walk_fold(&k, req, w);
+			bw_walk_fold(w, dev, ino, policy_id, req);
 		}
 		struct dentry *parent = d->d_parent;
 		if (d == parent) /* the root, as a scalar (d is a typed pointer) */

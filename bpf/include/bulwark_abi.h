@@ -15,7 +15,7 @@
 #include <linux/types.h>
 #endif
 
-#define BW_ABI_VERSION 2
+#define BW_ABI_VERSION 3
 
 /* ---- capacities (a compile that needs more fails; nothing is truncated) ---- */
 #define BW_MAX_SANDBOXES     4096   /* live sandbox cgroups */
@@ -151,6 +151,29 @@ struct bw_file_rule {
 	__u32 allow_rule_id;  /* rule that granted (first in source order) */
 	__u32 deny_rule_id;   /* rule that denied */
 };
+
+/* Map: bw_file_bloom, ARRAY[BW_MAX_POLICIES], key = policy_id (__u32),
+ * value = bw_file_bloom. Every (dev, ino) key of the slot's bw_file_rules
+ * entries sets two bits; a path walk looks an ancestor up in bw_file_rules
+ * only when both of its bits are set. No false negatives (every key is in);
+ * about 1% false positives at 1,000 rules. Written with the slot's rules,
+ * before its header is published. */
+#define BW_FILE_BLOOM_BITS 16384
+struct bw_file_bloom {
+	__u64 words[BW_FILE_BLOOM_BITS / 64];
+};
+
+/* The bloom's hash of one (dev, ino), shared by the programs and userspace. */
+static inline __u64 bw_bloom_hash(__u64 dev, __u64 ino)
+{
+	__u64 h = ino * 0x9e3779b97f4a7c15ull ^ (dev + 1) * 0xc2b2ae3d27d4eb4full;
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 32;
+	return h;
+}
+static inline __u32 bw_bloom_bit1(__u64 h) { return (__u32)h & (BW_FILE_BLOOM_BITS - 1); }
+static inline __u32 bw_bloom_bit2(__u64 h) { return (__u32)(h >> 32) & (BW_FILE_BLOOM_BITS - 1); }
 
 /* Map: bw_net_rules, LPM_TRIE, key = bw_net_key, value = bw_net_rule.
  * IPv4 is stored v4-mapped (::ffff:a.b.c.d); prefixlen counts the 32 bits of

@@ -39,6 +39,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } bw_file_rules SEC(".maps");
 
+/* policy slot -> which (dev, ino) may have an entry in bw_file_rules */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, BW_MAX_POLICIES);
+	__type(key, __u32);
+	__type(value, struct bw_file_bloom);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} bw_file_bloom SEC(".maps");
+
 /* (policy, v6 prefix) -> port ranges; longest prefix decides */
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);

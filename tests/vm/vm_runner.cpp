@@ -4,6 +4,7 @@
 //   VMTEST <case> PASS|FAIL <detail>
 // and a final "VMTEST-SUMMARY pass=<n> fail=<m>". run_vm.sh maps that to ctest.
 #include <arpa/inet.h>
+#include <bpf/bpf.h>
 #include <linux/bpf.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -473,6 +474,9 @@ void run_diff_group(BpfLoader& L, Events& ev, const char* corpus_path) {
 // The maps and the policy come from the real loader (socket programs only, so
 // that nothing else sits at file_open) and bw_file_open is Bulwark's own,
 // loaded from the same object against those pinned maps.
+// A fifth condition runs the same policy with its bw_file_bloom saturated
+// (every ancestor looked up, as without the bloom), and the kernel's run-time
+// statistics give each program's own time per call.
 // Everything runs under qemu TCG, which emulates every instruction: the
 // programs' share of an open() is not what it is on hardware.
 // Prints "VMBENCH ..." lines.
@@ -544,6 +548,21 @@ int run_bench() {
     if (!h) return bench_error("policy load: " + h.error().message());
     Leaf leaf(parent, "leaf");
     if (!(*l)->maps().bind(leaf.id, h->handle)) return bench_error("bind");
+    // The same policy in a second slot whose bw_file_bloom is saturated (every
+    // bit set): every ancestor is looked up, as without the bloom.
+    auto h_full = (*l)->maps().load(t);
+    if (!h_full) return bench_error("policy load: " + h_full.error().message());
+    Leaf leaf_full(parent, "leaf-no-bloom");
+    if (!(*l)->maps().bind(leaf_full.id, h_full->handle)) return bench_error("bind");
+    {
+        int bloom_fd = bpf_obj_get((pin + "/bw_file_bloom").c_str());
+        auto all = std::make_unique<bw_file_bloom>();
+        std::memset(all.get(), 0xff, sizeof *all);
+        uint32_t slot = h_full->handle.slot;
+        if (bloom_fd < 0 || bpf_map_update_elem(bloom_fd, &slot, all.get(), BPF_ANY) != 0)
+            return bench_error(std::string("saturate the bloom: ") + std::strerror(errno));
+        close(bloom_fd);
+    }
 
     LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = pin.c_str());
     std::unique_ptr<lsm, void (*)(lsm*)> bw(lsm__open_opts(&oo), lsm__destroy);
@@ -560,12 +579,21 @@ int run_bench() {
         const char* name;
         bpf_program* prog;
         std::string cg;
-        std::vector<double> v;
+        std::vector<double> v, prog_ns;  // ns per open+close; the program's own run time per call
     };
-    std::vector<Cond> conds = {{"nothing at file_open", nullptr, leaf.path, {}},
-                               {"empty LSM program (the floor)", empty->progs.bw_bench_empty_file_open, leaf.path, {}},
-                               {"bw_file_open, task outside sandboxes", bw->progs.bw_file_open, outside, {}},
-                               {"bw_file_open, 1,000-rule file policy", bw->progs.bw_file_open, leaf.path, {}}};
+    std::vector<Cond> conds = {{"nothing at file_open", nullptr, leaf.path, {}, {}},
+                               {"empty LSM program (the floor)", empty->progs.bw_bench_empty_file_open, leaf.path, {}, {}},
+                               {"bw_file_open, task outside sandboxes", bw->progs.bw_file_open, outside, {}, {}},
+                               {"bw_file_open, 1,000-rule file policy", bw->progs.bw_file_open, leaf.path, {}, {}},
+                               {"the same, bloom saturated (no skips)", bw->progs.bw_file_open, leaf_full.path, {}, {}}};
+    // the kernel's per-program run time (BPF_ENABLE_STATS), read around each round
+    int stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+    auto run_time = [](bpf_program* p) {
+        bpf_prog_info info{};
+        uint32_t len = sizeof info;
+        if (!p || bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &len) != 0) return std::pair<uint64_t, uint64_t>{0, 0};
+        return std::pair<uint64_t, uint64_t>{info.run_time_ns, info.run_cnt};
+    };
     {  // the policy must really judge the loop's file: one outside every rule is denied
         bpf_link* k = bpf_program__attach_lsm(bw->progs.bw_file_open);
         int e = k ? in(leaf.path, [] { return open_err("/data/bench/unlisted", O_RDONLY); }) : -1;
@@ -577,18 +605,25 @@ int run_bench() {
             Cond& c = conds[(k + size_t(r)) % conds.size()];
             bpf_link* link = c.prog ? bpf_program__attach_lsm(c.prog) : nullptr;
             if (c.prog && !link) return bench_error(std::string("attach: ") + std::strerror(errno));
+            auto s0 = run_time(c.prog);
             double v = open_close_round(c.cg);
+            auto s1 = run_time(c.prog);
             bpf_link__destroy(link);
             if (v < 0) return bench_error(std::string("open failed: ") + c.name);
             c.v.push_back(v);
+            if (s1.second > s0.second) c.prog_ns.push_back(double(s1.first - s0.first) / double(s1.second - s0.second));
         }
+    if (stats_fd >= 0) close(stats_fd);
     (void)(*l)->maps().unbind(leaf.id);
+    (void)(*l)->maps().unbind(leaf_full.id);
     rmdir(leaf.path.c_str());
+    rmdir(leaf_full.path.c_str());
 
     const double none = median_of(conds[0].v), floor = median_of(conds[1].v), pol = median_of(conds[3].v);
     std::printf("VMBENCH open/close loop (qemu TCG), %d interleaved rounds x %d ops\n", kBenchRounds, kBenchOps);
     for (const Cond& c : conds)
-        std::printf("VMBENCH   %-38s median %6.0f ns/op (%.3fx)\n", c.name, median_of(c.v), median_of(c.v) / none);
+        std::printf("VMBENCH   %-38s median %6.0f ns/op (%.3fx)%s\n", c.name, median_of(c.v), median_of(c.v) / none,
+                    c.prog_ns.empty() ? "" : (", the program itself " + std::to_string(long(median_of(c.prog_ns))) + " ns a call").c_str());
     std::printf("VMBENCH   ratio policy / none %.3fx   target <= 1.15x (TCG inflates the programs' share)\n", pol / none);
     std::printf("VMBENCH   ratio policy / empty program %.3fx (Bulwark's own work above the floor)\n", pol / floor);
     std::printf("VMBENCH-DONE\n");
