@@ -111,6 +111,16 @@ void copy_file(const char* from, const char* to) {
     close(out_fd);
 }
 
+// A loader with a pin root and sandbox parent of its own, no monitor, no canaries.
+LoaderOptions own_loader(const std::string& pin_root, const std::string& parent) {
+    LoaderOptions o;
+    o.pin_root = pin_root;
+    o.cgroup_parent = parent;
+    o.monitor = false;
+    o.truth_check = false;
+    return o;
+}
+
 struct Leaf {
     std::string path;
     uint64_t id = 0;
@@ -537,11 +547,8 @@ int run_bench() {
     mkdir(outside.c_str(), 0700);
 
     const std::string pin = "/sys/fs/bpf/bulwark-bench", parent = "/sys/fs/cgroup/bulwark-bench";
-    LoaderOptions o;
-    o.pin_root = pin;
-    o.cgroup_parent = parent;
-    o.lsm = o.monitor = false;
-    o.truth_check = false;
+    LoaderOptions o = own_loader(pin, parent);
+    o.lsm = false;
     auto l = BpfLoader::start(o);
     if (!l) return bench_error("loader: " + l.error().message());
     auto h = (*l)->maps().load(t);
@@ -833,11 +840,8 @@ int main(int argc, char** argv) {
         auto* leaf_id = shared<uint64_t>();
         pid_t loader_proc = fork();
         if (loader_proc == 0) {
-            LoaderOptions po;
-            po.pin_root = pin;
-            po.cgroup_parent = pparent;
-            po.sock = po.monitor = false;
-            po.truth_check = false;
+            LoaderOptions po = own_loader(pin, pparent);
+            po.sock = false;
             auto l = BpfLoader::start(po);
             if (!l) _exit(1);
             BpfTables t;
@@ -851,11 +855,8 @@ int main(int argc, char** argv) {
         int lrc = wait_exit(loader_proc);
         expect("pinned_loader_exited", lrc, 0);
         expect("pinned_enforcement_survives", in(pparent + "/leaf", [] { return open_err("/data/ro/f", O_RDONLY); }), EPERM);
-        LoaderOptions po;
-        po.pin_root = pin;
-        po.cgroup_parent = pparent;
-        po.sock = po.monitor = false;
-        po.truth_check = false;
+        LoaderOptions po = own_loader(pin, pparent);
+        po.sock = false;
         auto again = BpfLoader::start(po);
         bool adopted = again.has_value();
         if (again)
