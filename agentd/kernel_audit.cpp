@@ -75,18 +75,20 @@ namespace {
 
 // The kernel's SECCOMP record names the syscall and the action, not the
 // action's data (the errno) nor the arguments. The run's filter, asked about
-// the same (arch, nr) with the arguments unknown (zero), gives both the errno
-// and, through the reference evaluator, the deciding rule; they are taken only
-// when the filter's action for that question is the action the kernel logged
-// (otherwise the outcome turned on the arguments, and the row says so).
+// the same (arch, nr), gives both the errno and, through the reference
+// evaluator, the deciding rule; they are taken only when its answer cannot
+// depend on what the record lacks (the filter read no argument or instruction
+// pointer on the way) and its action is the one the kernel logged. Otherwise
+// the row says the outcome turned on the arguments.
 void name_seccomp_rule(audit::AuditRecord& r, nlohmann::json& detail, const kaudit::KernelDenial& d,
                        const std::string& name, const RunContext& ctx) {
     if (!ctx.bundle || ctx.bundle->seccomp.program.empty() || d.syscall < 0 || name.empty()) return;
     seccomp_data q{};
     q.nr = static_cast<int>(d.syscall);
     q.arch = d.arch;
-    uint32_t ret = policy::run_seccomp_filter(ctx.bundle->seccomp.program, q);
-    if (policy::seccomp_ret_action(ret) != (d.action & SECCOMP_RET_ACTION_FULL)) {
+    bool read_more = false;
+    uint32_t ret = policy::run_seccomp_filter(ctx.bundle->seccomp.program, q, &read_more);
+    if (read_more || policy::seccomp_ret_action(ret) != (d.action & SECCOMP_RET_ACTION_FULL)) {
         detail["judged"] = "the filter's answer depends on the arguments, which the kernel's record does not carry";
         return;
     }

@@ -6,6 +6,7 @@
 #include "bulwark/policy/cbpf.h"
 
 #include <array>
+#include <cstddef>
 #include "seccomp_format.h"
 #include <vector>
 
@@ -160,12 +161,14 @@ std::expected<void, CbpfError> check_seccomp_filter(std::span<const sock_filter>
     return check_memory(prog);
 }
 
-uint32_t run_seccomp_filter(std::span<const sock_filter> prog, const seccomp_data& data) {
+uint32_t run_seccomp_filter(std::span<const sock_filter> prog, const seccomp_data& data, bool* read_more) {
+    if (read_more) *read_more = false;
     if (!check_seccomp_filter(prog)) return SECCOMP_RET_KILL_PROCESS;
 
     std::array<uint32_t, BPF_MEMWORDS> mem{};
     uint32_t a = 0, x = 0;
-    auto load_word = [&data](uint32_t off) {
+    auto load_word = [&data, read_more](uint32_t off) {
+        if (read_more && off >= offsetof(seccomp_data, instruction_pointer)) *read_more = true;
         uint32_t w;
         __builtin_memcpy(&w, reinterpret_cast<const unsigned char*>(&data) + off, sizeof w);
         return w;

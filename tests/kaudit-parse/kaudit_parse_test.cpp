@@ -332,6 +332,20 @@ TEST_CASE("seccomp rows: the run's filter names the deny rule and the errno the 
     CHECK(other.rule_id == BW_NO_RULE);
     CHECK(nlohmann::json::parse(other.detail).contains("judged"));
 
+    // An allow that turns on an argument: asked with the arguments unknown the
+    // filter answers errno like the kernel did, but for other arguments it
+    // allows, so the record's call may have been judged otherwise: nothing is
+    // claimed.
+    bulwark::RunContext conditional{
+        7, 42, "probe", 3,
+        compiled("tool: probe\nsyscalls:\n  baseline: none\n  allow:\n    - name: getppid\n"
+                 "      args: [{ index: 0, op: eq, value: 1 }]\n"
+                 "  on_violation: { action: errno, errno: EPERM }\n")};
+    auto cond = bulwark::kernel_decision_record(getppid, conditional);
+    CHECK(cond.err == 0);
+    CHECK(cond.rule_id == BW_NO_RULE);
+    CHECK(nlohmann::json::parse(cond.detail).contains("judged"));
+
     // The row is re-judgeable by name and arch (replay, exec explanations).
     auto op = bulwark::operation_of(named);
     REQUIRE(op);

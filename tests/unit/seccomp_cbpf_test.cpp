@@ -45,6 +45,26 @@ TEST_CASE("interpreter: arch check, syscall match, return values", "[seccomp][cb
     CHECK(seccomp_ret_data(SECCOMP_RET_ERRNO | 38) == 38);
 }
 
+TEST_CASE("interpreter: says whether a run read past nr and arch", "[seccomp][cbpf]") {
+    // nr 39 decides on arg0; every other nr by its number alone
+    const std::vector<sock_filter> prog = {
+        S(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        J(BPF_JMP | BPF_JEQ | BPF_K, 39, 0, 3),
+        S(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),
+        J(BPF_JMP | BPF_JEQ | BPF_K, 1, 0, 1),
+        S(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        S(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 1),
+    };
+    REQUIRE(valid(prog));
+    bool read_more = true;
+    CHECK(run_seccomp_filter(prog, data(40), &read_more) == (SECCOMP_RET_ERRNO | 1));
+    CHECK_FALSE(read_more);
+    CHECK(run_seccomp_filter(prog, data(39), &read_more) == (SECCOMP_RET_ERRNO | 1));
+    CHECK(read_more);
+    CHECK(run_seccomp_filter(prog, data(39, AUDIT_ARCH_X86_64, 1), &read_more) == SECCOMP_RET_ALLOW);
+    CHECK(read_more);
+}
+
 TEST_CASE("interpreter: ALU, X register, scratch memory, JSET, RET A", "[seccomp][cbpf]") {
     const std::vector<sock_filter> prog = {
         S(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),  // low half of a0 (LE)

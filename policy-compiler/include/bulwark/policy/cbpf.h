@@ -29,7 +29,10 @@ std::expected<void, CbpfError> check_seccomp_filter(std::span<const sock_filter>
 // Runs the program on one syscall and returns its SECCOMP_RET_* value (action
 // and data). A program that check_seccomp_filter rejects yields
 // SECCOMP_RET_KILL_PROCESS: a filter the kernel would refuse never allows.
-uint32_t run_seccomp_filter(std::span<const sock_filter> prog, const seccomp_data& data);
+// read_more (optional) is set when the run loaded anything past `arch` (the
+// instruction pointer or an argument): only then can the answer for the
+// same (nr, arch) differ with other values there.
+uint32_t run_seccomp_filter(std::span<const sock_filter> prog, const seccomp_data& data, bool* read_more = nullptr);
 
 // Action part of a SECCOMP_RET_* value, and its data part (errno for ERRNO).
 constexpr uint32_t seccomp_ret_action(uint32_t ret) { return ret & SECCOMP_RET_ACTION_FULL; }
