@@ -227,3 +227,48 @@ TEST_CASE("pins of another build are replaced when unused, refused while a proce
     REQUIRE(BpfLoader::unpin_all(o.pin_root));
     ::rmdir(o.cgroup_parent.c_str());
 }
+
+TEST_CASE("a policy's bloom holds both bits of every file rule's inode, and a slot without file rules none") {
+    auto bit_set = [](const bw_file_bloom& b, uint32_t bit) { return (b.words[bit / 64] >> (bit % 64)) & 1; };
+    auto bloom_of = [](uint32_t slot) {
+        bw_file_bloom b{};
+        int fd = bpf_obj_get((Env::get().pin_root + "/bw_file_bloom").c_str());
+        REQUIRE(fd >= 0);
+        REQUIRE(bpf_map_lookup_elem(fd, &slot, &b) == 0);
+        ::close(fd);
+        return b;
+    };
+    bulwark::policy::BpfTables t;
+    t.header.flags = BW_POL_FILES_ENFORCED;
+    const char* paths[] = {"/", "/etc", "/usr/bin", "/tmp", "/proc/self"};
+    for (uint32_t i = 0; i < std::size(paths); ++i) {
+        bulwark::policy::BpfFileEntry e;
+        e.path = paths[i];
+        e.value.allow = BW_FS_READ;
+        e.value.allow_rule_id = i;
+        t.files.push_back(e);
+    }
+    auto h = load(t);
+    auto b = bloom_of(h.slot);
+    size_t set = 0;
+    for (uint64_t w : b.words) set += size_t(__builtin_popcountll(w));
+    CHECK(set > 0);
+    CHECK(set <= 2 * std::size(paths));
+    for (const char* p : paths) {
+        struct stat st{};
+        REQUIRE(::stat(p, &st) == 0);
+        uint64_t hash = bw_bloom_hash(bulwark::bpf::kernel_dev_of(st.st_dev), st.st_ino);
+        INFO(p);
+        CHECK(bit_set(b, bw_bloom_bit1(hash)));
+        CHECK(bit_set(b, bw_bloom_bit2(hash)));
+    }
+    REQUIRE(Env::get().maps().free(h.slot));
+
+    // The slot reused (the lowest free one) by a policy without file rules:
+    // its bloom is rewritten, empty.
+    auto empty = load(net_policy(BW_POL_NET_LOOPBACK));
+    REQUIRE(empty.slot == h.slot);
+    auto e = bloom_of(empty.slot);
+    for (uint64_t w : e.words) CHECK(w == 0);
+    REQUIRE(Env::get().maps().free(empty.slot));
+}
