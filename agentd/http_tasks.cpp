@@ -1,12 +1,14 @@
 // API v1 routes over the tool catalog and the task manager: tools (list,
 // show, explain), tasks (create, list, show, grant update, close), exec
-// (synchronous, or streamed as server-sent events) and replay.
+// (synchronous, or streamed as server-sent events), replay and proposals.
 #include "http_tasks.h"
 
 #include <charconv>
 #include <fstream>
 #include <sstream>
 #include <deque>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -15,6 +17,7 @@
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/evaluator.h"
 #include "bulwark/policy/explain.h"
+#include "bulwark/policy/match.h"
 #include "record_operation.h"
 #include "tasks.h"
 #include "tool_catalog.h"
@@ -172,83 +175,100 @@ private:
     std::shared_ptr<State> st_ = std::make_shared<State>();
 };
 
-// Replay: the recorded operations of a time range judged again under a
-// candidate rule file.
-ApiResponse replay(const TaskRoutes& ctx, const ApiRequest& req) {
-    ApiResponse bad;
-    auto body = parse_body(req, bad);
-    if (!body) return bad;
-    if (!body->is_object()) return error_response(400, "bad_request", "the body must be a JSON object");
-    for (auto it = body->begin(); it != body->end(); ++it)
-        if (it.key() != "tool" && it.key() != "rules" && it.key() != "since_ns" && it.key() != "until_ns" &&
-            it.key() != "task" && it.key() != "max_records")
-            return error_response(400, "bad_request", "unknown key '" + it.key() + "'");
-    if (!body->contains("tool") || !(*body)["tool"].is_string())
-        return error_response(400, "bad_request", "tool: required");
-    if (!body->contains("rules") || !(*body)["rules"].is_string())
-        return error_response(400, "bad_request", "rules: the candidate rule file's text is required");
-    std::string tool = (*body)["tool"];
-    const ToolEntry* current = ctx.catalog->find(tool);
-    if (!current) return error_response(404, "unknown_tool", "tool: no tool named '" + tool + "'");
+// The records a replay or a proposal reads: a tool's decisions, optionally
+// of one task and a time range, at most max_records of them.
+struct RecordRange {
     audit::Query q;
-    q.tool = tool;
-    q.kind = audit::RecordKind::Decision;
-    q.limit = audit::Query::kMaxLimit;
-    for (const char* k : {"since_ns", "until_ns", "task", "max_records"})
-        if (body->contains(k) && !(*body)[k].is_number_unsigned())
-            return error_response(400, "bad_request", std::string(k) + ": must be a non-negative integer");
-    if (body->contains("since_ns")) q.since_ns = (*body)["since_ns"].get<int64_t>();
-    if (body->contains("until_ns")) q.until_ns = (*body)["until_ns"].get<int64_t>();
-    if (body->contains("task")) q.task_id = (*body)["task"].get<uint64_t>();
-    uint64_t max_records = body->value("max_records", uint64_t(100000));
+    uint64_t max_records = 100000;
+};
 
+// Reads tool/since_ns/until_ns/task/max_records of a replay or proposal body
+// (other keys: `extra`); the error response when a field is wrong.
+std::expected<RecordRange, ApiResponse> parse_record_range(const json& body, std::initializer_list<const char*> extra) {
+    for (auto it = body.begin(); it != body.end(); ++it) {
+        bool known = it.key() == "tool" || it.key() == "since_ns" || it.key() == "until_ns" || it.key() == "task" ||
+                     it.key() == "max_records";
+        for (const char* k : extra) known = known || it.key() == k;
+        if (!known) return std::unexpected(error_response(400, "bad_request", "unknown key '" + it.key() + "'"));
+    }
+    if (!body.contains("tool") || !body["tool"].is_string())
+        return std::unexpected(error_response(400, "bad_request", "tool: required"));
+    RecordRange r;
+    r.q.tool = body["tool"];
+    r.q.kind = audit::RecordKind::Decision;
+    r.q.limit = audit::Query::kMaxLimit;
+    for (const char* k : {"since_ns", "until_ns", "task", "max_records"})
+        if (body.contains(k) && !body[k].is_number_unsigned())
+            return std::unexpected(error_response(400, "bad_request", std::string(k) + ": must be a non-negative integer"));
+    if (body.contains("since_ns")) r.q.since_ns = body["since_ns"].get<int64_t>();
+    if (body.contains("until_ns")) r.q.until_ns = body["until_ns"].get<int64_t>();
+    if (body.contains("task")) r.q.task_id = body["task"].get<uint64_t>();
+    r.max_records = body.value("max_records", uint64_t(100000));
+    return r;
+}
+
+// Compiles a rule file's text for `tool` against the served rules directory;
+// the 422 response (every diagnostic) when it does not compile.
+std::expected<policy::CompileResult, ApiResponse> compile_for_tool(const TaskRoutes& ctx, const std::string& text,
+                                                                   const std::string& name, const std::string& tool) {
     policy::CompileOptions opts;
     opts.rules_dirs = {ctx.catalog->rules_dir().string()};
-    std::string name = "candidate:" + tool + ".yaml";
-    auto cand = policy::compile_string((*body)["rules"].get<std::string>(), name, opts);
+    auto cand = policy::compile_string(text, name, opts);
     if (!cand.ok()) {
         json diags = json::array();
         for (const auto& d : cand.diagnostics)
             diags.push_back({{"file", d.loc.file}, {"line", d.loc.line}, {"col", d.loc.col}, {"message", d.message}});
-        return json_response(422, {{"error", {{"code", "candidate_invalid"},
-                                              {"message", policy::render_diagnostics(cand)},
-                                              {"diagnostics", diags}}}});
+        return std::unexpected(json_response(422, {{"error", {{"code", "candidate_invalid"},
+                                                              {"message", policy::render_diagnostics(cand)},
+                                                              {"diagnostics", diags}}}}));
     }
     if (cand.bundle->tool != tool)
-        return error_response(422, "candidate_invalid", "the candidate declares tool '" + cand.bundle->tool + "', not '" + tool + "'");
+        return std::unexpected(error_response(
+            422, "candidate_invalid", "the candidate declares tool '" + cand.bundle->tool + "', not '" + tool + "'"));
+    return cand;
+}
 
-    // Bundles per task: the task's own variables when it is live, else the
-    // work directory its runs recorded.
+// A task's variables: its own while it is live, else the work directory its
+// runs recorded.
+std::optional<policy::TaskVars> recorded_task_vars(const TaskRoutes& ctx, uint64_t task_id) {
+    std::optional<policy::TaskVars> vars = ctx.tasks ? ctx.tasks->task_vars(task_id) : std::nullopt;
+    if (vars || !task_id) return vars;
+    audit::Query rq;
+    rq.task_id = task_id;
+    rq.kind = audit::RecordKind::RunStart;
+    rq.limit = 1;
+    if (auto r = ctx.store->query(rq); r && !r->rows.empty()) {
+        auto d = json::parse(r->rows[0].detail, nullptr, false);
+        if (d.is_object() && d.contains("workdir") && d["workdir"].is_string())
+            vars = policy::TaskVars{{"workdir", d["workdir"]},
+                                    {"home", d["workdir"]},
+                                    {"tmp", "/tmp"},
+                                    {"task_id", "task-" + std::to_string(task_id)}};
+    }
+    return vars;
+}
+
+// The tool's rules and a candidate's, instantiated per task (cached).
+struct TaskBundles {
+    const TaskRoutes& ctx;
+    const policy::Bundle& current;
+    const policy::Bundle& candidate;
     struct Pair {
         std::optional<policy::Bundle> current, candidate;
         std::string why_not;
     };
     std::map<uint64_t, Pair> per_task;
-    auto bundles_for = [&](uint64_t task_id) -> Pair& {
+    Pair& of(uint64_t task_id) {
         auto it = per_task.find(task_id);
         if (it != per_task.end()) return it->second;
         Pair& p = per_task[task_id];
-        std::optional<policy::TaskVars> vars = ctx.tasks ? ctx.tasks->task_vars(task_id) : std::nullopt;
-        if (!vars && task_id) {
-            audit::Query rq;
-            rq.task_id = task_id;
-            rq.kind = audit::RecordKind::RunStart;
-            rq.limit = 1;
-            if (auto r = ctx.store->query(rq); r && !r->rows.empty()) {
-                auto d = json::parse(r->rows[0].detail, nullptr, false);
-                if (d.is_object() && d.contains("workdir") && d["workdir"].is_string())
-                    vars = policy::TaskVars{{"workdir", d["workdir"]},
-                                            {"home", d["workdir"]},
-                                            {"tmp", "/tmp"},
-                                            {"task_id", "task-" + std::to_string(task_id)}};
-            }
-        }
+        auto vars = recorded_task_vars(ctx, task_id);
         if (!vars) {
             p.why_not = "no task context (work directory) is known for task " + std::to_string(task_id);
             return p;
         }
-        auto c = instantiate_tool(current->bundle, *vars);
-        auto n = instantiate_tool(*cand.bundle, *vars);
+        auto c = instantiate_tool(current, *vars);
+        auto n = instantiate_tool(candidate, *vars);
         if (!c || !n) {
             p.why_not = !c ? c.error() : n.error();
             return p;
@@ -256,62 +276,94 @@ ApiResponse replay(const TaskRoutes& ctx, const ApiRequest& req) {
         p.current = std::move(*c);
         p.candidate = std::move(*n);
         return p;
-    };
+    }
+};
 
-    uint64_t evaluated = 0, unchanged = 0, skipped = 0, seen = 0;
-    json changed = json::array();
-    std::map<std::string, uint64_t> skip_reasons;
+// Calls fn for each record of the range, page by page, until it returns
+// false or max_records were read; the error response of a failed query.
+std::optional<ApiResponse> each_record(const TaskRoutes& ctx, RecordRange range,
+                                       const std::function<bool(const audit::AuditRecord&)>& fn) {
+    uint64_t seen = 0;
     bool more = true;
-    while (more && seen < max_records) {
-        auto res = ctx.store->query(q);
+    while (more && seen < range.max_records) {
+        auto res = ctx.store->query(range.q);
         if (!res) return error_response(500, "query_failed", res.error().message);
         for (const auto& rec : res->rows) {
-            if (++seen > max_records) break;
-            auto op = operation_of(rec);
-            if (!op) {
-                ++skipped;
-                ++skip_reasons["operation not re-judgeable (" + std::string(audit::op_name(rec.op)) + ")"];
-                continue;
-            }
-            Pair& p = bundles_for(rec.task_id);
-            if (!p.candidate) {
-                ++skipped;
-                ++skip_reasons[p.why_not];
-                continue;
-            }
-            ++evaluated;
-            auto now = policy::evaluate(*p.candidate, *op);
-            // What was decided: the kernel's verdict for enforcing layers; for
-            // observed operations (monitor) the rules in force today.
-            std::string recorded(audit::decision_name(rec.decision));
-            std::string before = recorded;
-            if (rec.decision == BW_DECISION_OBSERVE)
-                before = std::string(policy::to_string(policy::evaluate(*p.current, *op).verdict));
-            std::string after(policy::to_string(now.verdict));
-            if (before == after) {
-                ++unchanged;
-                continue;
-            }
-            changed.push_back({{"seq", rec.seq},
-                               {"ts_ns", rec.ts_ns},
-                               {"task_id", rec.task_id},
-                               {"run_id", rec.run_id},
-                               {"op", audit::op_name(rec.op)},
-                               {"object", rec.object},
-                               {"recorded", recorded},
-                               {"before", before},
-                               {"candidate", after},
-                               {"candidate_rule", now.rule_id == BW_NO_RULE
-                                                      ? json(nullptr)
-                                                      : json(policy::describe_rule(*p.candidate, now.rule_id))},
-                               {"explanation", op->kind == policy::OpKind::Syscall
-                                                   ? now.explanation + std::string(kSyscallJudgedByName)
-                                                   : now.explanation}});
-            if (changed.size() >= 1000) break;
+            if (++seen > range.max_records || !fn(rec)) return std::nullopt;
         }
-        more = res->next_after_seq.has_value() && changed.size() < 1000;
-        if (more) q.after_seq = *res->next_after_seq;
+        more = res->next_after_seq.has_value();
+        if (more) range.q.after_seq = *res->next_after_seq;
     }
+    return std::nullopt;
+}
+
+std::string explanation_of(const policy::Operation& op, const policy::Decision& d) {
+    return op.kind == policy::OpKind::Syscall ? d.explanation + std::string(kSyscallJudgedByName) : d.explanation;
+}
+
+// Replay: the recorded operations of a time range judged again under a
+// candidate rule file.
+ApiResponse replay(const TaskRoutes& ctx, const ApiRequest& req) {
+    ApiResponse bad;
+    auto body = parse_body(req, bad);
+    if (!body) return bad;
+    if (!body->is_object()) return error_response(400, "bad_request", "the body must be a JSON object");
+    auto range = parse_record_range(*body, {"rules"});
+    if (!range) return range.error();
+    if (!body->contains("rules") || !(*body)["rules"].is_string())
+        return error_response(400, "bad_request", "rules: the candidate rule file's text is required");
+    const std::string tool = *range->q.tool;
+    const ToolEntry* current = ctx.catalog->find(tool);
+    if (!current) return error_response(404, "unknown_tool", "tool: no tool named '" + tool + "'");
+    auto cand = compile_for_tool(ctx, (*body)["rules"].get<std::string>(), "candidate:" + tool + ".yaml", tool);
+    if (!cand) return cand.error();
+    TaskBundles bundles{ctx, current->bundle, *cand->bundle, {}};
+
+    uint64_t evaluated = 0, unchanged = 0, skipped = 0;
+    json changed = json::array();
+    std::map<std::string, uint64_t> skip_reasons;
+    auto failed = each_record(ctx, *range, [&](const audit::AuditRecord& rec) {
+        auto op = operation_of(rec);
+        if (!op) {
+            ++skipped;
+            ++skip_reasons["operation not re-judgeable (" + std::string(audit::op_name(rec.op)) + ")"];
+            return true;
+        }
+        auto& p = bundles.of(rec.task_id);
+        if (!p.candidate) {
+            ++skipped;
+            ++skip_reasons[p.why_not];
+            return true;
+        }
+        ++evaluated;
+        auto now = policy::evaluate(*p.candidate, *op);
+        // What was decided: the kernel's verdict for enforcing layers; for
+        // observed operations (monitor) the rules in force today.
+        std::string recorded(audit::decision_name(rec.decision));
+        std::string before = recorded;
+        if (rec.decision == BW_DECISION_OBSERVE)
+            before = std::string(policy::to_string(policy::evaluate(*p.current, *op).verdict));
+        std::string after(policy::to_string(now.verdict));
+        if (before == after) {
+            ++unchanged;
+            return true;
+        }
+        changed.push_back({{"seq", rec.seq},
+                           {"ts_ns", rec.ts_ns},
+                           {"task_id", rec.task_id},
+                           {"run_id", rec.run_id},
+                           {"op", audit::op_name(rec.op)},
+                           {"object", rec.object},
+                           {"recorded", recorded},
+                           {"before", before},
+                           {"candidate", after},
+                           {"candidate_rule", now.rule_id == BW_NO_RULE
+                                                  ? json(nullptr)
+                                                  : json(policy::describe_rule(*p.candidate, now.rule_id))},
+                           {"explanation", explanation_of(*op, now)}});
+        return changed.size() < 1000;
+    });
+    if (failed) return *failed;
     json reasons = json::object();
     for (const auto& [k, v] : skip_reasons) reasons[k] = v;
     return json_response(200, {{"tool", tool},
@@ -321,7 +373,127 @@ ApiResponse replay(const TaskRoutes& ctx, const ApiRequest& req) {
                                {"skip_reasons", reasons},
                                {"changed", changed},
                                {"changed_truncated", changed.size() >= 1000},
-                               {"candidate_hash", cand.bundle->hash}});
+                               {"candidate_hash", cand->bundle->hash}});
+}
+
+// Learning: the narrowest additions to a tool's rules that would have allowed
+// what its recorded runs were denied (or, in audit mode, would have been),
+// written as a rule file that extends the tool's own, compiled, and checked
+// by judging every one of those operations again under it.
+ApiResponse propose(const TaskRoutes& ctx, const ApiRequest& req) {
+    ApiResponse bad;
+    auto body = parse_body(req, bad);
+    if (!body) return bad;
+    if (!body->is_object()) return error_response(400, "bad_request", "the body must be a JSON object");
+    auto range = parse_record_range(*body, {});
+    if (!range) return range.error();
+    const std::string tool = *range->q.tool;
+    const ToolEntry* current = ctx.catalog->find(tool);
+    if (!current) return error_response(404, "unknown_tool", "tool: no tool named '" + tool + "'");
+
+    struct Seen {
+        audit::AuditRecord rec;
+        policy::Operation op;
+    };
+    std::vector<Seen> ops;
+    std::map<std::string, uint64_t> skip_reasons;
+    uint64_t refused = 0;
+    // section -> entries (YAML flow text), in first-seen order, no repeats
+    std::vector<std::pair<std::string, std::vector<std::string>>> sections;
+    auto add = [&](const std::string& section, const std::string& entry) {
+        auto it = std::find_if(sections.begin(), sections.end(), [&](const auto& s) { return s.first == section; });
+        if (it == sections.end()) it = sections.insert(sections.end(), {section, {}});
+        if (std::find(it->second.begin(), it->second.end(), entry) == it->second.end()) it->second.push_back(entry);
+    };
+    auto failed = each_record(ctx, *range, [&](const audit::AuditRecord& rec) {
+        if (rec.decision != BW_DECISION_DENY && rec.decision != BW_DECISION_AUDIT) return true;
+        ++refused;
+        auto op = operation_of(rec);
+        if (!op) {
+            ++skip_reasons["operation not re-judgeable (" + std::string(audit::op_name(rec.op)) + ")"];
+            return true;
+        }
+        // paths below the task's work directory are proposed as ${workdir}/...
+        auto vars = recorded_task_vars(ctx, rec.task_id);
+        auto path = [&](std::string p) {
+            if (vars)
+                if (auto w = vars->find("workdir"); w != vars->end() && (p == w->second || p.starts_with(w->second + "/")))
+                    p = "${workdir}" + p.substr(w->second.size());
+            return json(p).dump();
+        };
+        auto net = [&](const char* section) {
+            std::string a = policy::format_addr(op->addr);  // IPv4 as a.b.c.d
+            add(section, "{ cidr: \"" + a + (a.find(':') == std::string::npos ? "/32" : "/128") + "\", ports: [" +
+                             std::to_string(op->port) + "], proto: " + (op->proto == BW_PROTO_TCP ? "tcp" : "udp") + " }");
+        };
+        switch (op->kind) {
+        case policy::OpKind::Open:
+            add(op->access == policy::FileAccess::Write ? "files.write" : "files.read", path(op->path));
+            break;
+        case policy::OpKind::Create: {
+            auto slash = op->path.find_last_of('/');
+            add("files.create", path(slash == 0 ? "/" : op->path.substr(0, slash)));
+            break;
+        }
+        case policy::OpKind::Remove: add("files.remove", path(op->path)); break;
+        case policy::OpKind::Exec: add("exec.allow", path(op->path)); break;
+        case policy::OpKind::Connect: net("network.connect"); break;
+        case policy::OpKind::Bind: net("network.bind"); break;
+        case policy::OpKind::Send: net("network.send"); break;
+        case policy::OpKind::Syscall: add("syscalls.allow", op->syscall); break;
+        case policy::OpKind::Socket: return true;  // not produced by operation_of
+        }
+        ops.push_back({rec, *op});
+        return true;
+    });
+    if (failed) return *failed;
+
+    std::string text = "# Proposed by agentd: rules for " + std::to_string(ops.size()) + " recorded operation(s) of " +
+                       tool + " that its rules refused.\ntool: " + tool + "\nextends: " + tool + "\n";
+    std::string open_section;
+    for (const auto& [section, entries] : sections) {
+        auto dot = section.find('.');
+        std::string top = section.substr(0, dot), key = section.substr(dot + 1);
+        if (top != open_section) text += top + ":\n";
+        open_section = top;
+        text += "  " + key + ":\n";
+        for (const auto& e : entries) text += "    - " + e + "\n";
+    }
+    json reasons = json::object();
+    for (const auto& [k, v] : skip_reasons) reasons[k] = v;
+    json out{{"tool", tool}, {"refused", refused}, {"operations", ops.size()}, {"skip_reasons", reasons}, {"rules", text}};
+    if (ops.empty()) {
+        out["allowed_by_proposal"] = 0;
+        out["still_refused"] = json::array();
+        return json_response(200, out);
+    }
+    auto cand = compile_for_tool(ctx, text, "proposal:" + tool + ".yaml", tool);
+    if (!cand) return cand.error();
+    json warnings = json::array();
+    for (const auto& d : cand->diagnostics) warnings.push_back(d.loc.file + ":" + std::to_string(d.loc.line) + ": " + d.message);
+    TaskBundles bundles{ctx, current->bundle, *cand->bundle, {}};
+    uint64_t allowed = 0;
+    json still = json::array();
+    for (const auto& s : ops) {
+        auto& p = bundles.of(s.rec.task_id);
+        if (!p.candidate) {
+            still.push_back({{"seq", s.rec.seq}, {"op", audit::op_name(s.rec.op)}, {"object", s.rec.object},
+                             {"explanation", p.why_not}});
+            continue;
+        }
+        auto d = policy::evaluate(*p.candidate, s.op);
+        if (d.verdict == policy::Verdict::Allow) {
+            ++allowed;
+            continue;
+        }
+        still.push_back({{"seq", s.rec.seq}, {"op", audit::op_name(s.rec.op)}, {"object", s.rec.object},
+                         {"explanation", explanation_of(s.op, d)}});
+    }
+    out["allowed_by_proposal"] = allowed;
+    out["still_refused"] = still;
+    out["warnings"] = warnings;
+    out["proposal_hash"] = cand->bundle->hash;
+    return json_response(200, out);
 }
 
 }  // namespace
@@ -445,6 +617,7 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
               return resp;
           }));
     r.add("POST", "/v1/replay", [ctx](const ApiRequest& req) { return replay(ctx, req); }, {.offload = true});
+    r.add("POST", "/v1/propose", [ctx](const ApiRequest& req) { return propose(ctx, req); }, {.offload = true});
 }
 
 }  // namespace bulwark::http

@@ -20,7 +20,7 @@ struct TaskRoutes {
 
 // GET /v1/tools, GET /v1/tools/{name}, GET|POST /v1/tools/{name}/explain,
 // POST|GET /v1/tasks, GET|DELETE /v1/tasks/{id}, PUT /v1/tasks/{id}/grant,
-// POST /v1/tasks/{id}/exec, POST /v1/tasks/{id}/exec/stream, POST /v1/replay
+// POST /v1/tasks/{id}/exec, POST /v1/tasks/{id}/exec/stream, POST /v1/replay, POST /v1/propose
 void register_task_routes(Router& r, const TaskRoutes& ctx);
 
 }  // namespace bulwark::http

@@ -85,19 +85,31 @@ TEST_CASE("agentd serve: exec decisions include the run's Landlock denial", "[ka
     for (auto& r : ok.body["decisions"]) CHECK(r["layer"] != "seccomp");
 }
 
-TEST_CASE("agentd serve: a seccomp denial is explained with its rule and errno; the same run unfiltered has none",
-          "[kaudit][serve]") {
-    TempDir rules;
-    REQUIRE(::symlink((std::string(BULWARK_RULES_DIR) + "/base").c_str(), (rules.path / "base").c_str()) == 0);
-    auto write_rules = [&](const std::string& tool, const std::string& syscalls) {
-        std::ofstream(rules.path / (tool + ".yaml"))
-            << "tool: " << tool << "\ndescription: kernel audit probe\nextends: base/minimal\n"
+namespace {
+
+// A rules directory (the shipped bases) with probe tools: each reads only its
+// work directory and runs kaudit_probe; `syscalls` ends its syscalls section.
+struct ProbeRules {
+    TempDir dir;
+    ProbeRules() {
+        REQUIRE(::symlink((std::string(BULWARK_RULES_DIR) + "/base").c_str(), (dir.path / "base").c_str()) == 0);
+    }
+    void tool(const std::string& name, const std::string& syscalls) const {
+        std::ofstream(dir.path / (name + ".yaml"))
+            << "tool: " << name << "\ndescription: kernel audit probe\nextends: base/minimal\n"
             << "binaries: [" << KAUDIT_PROBE << "]\nfiles:\n  read: [\"${workdir}\"]\n"
             << "exec:\n  allow: [" << KAUDIT_PROBE << "]\nsyscalls:\n  baseline: default\n" << syscalls;
-    };
-    write_rules("denies", "  deny:\n    - name: getppid\n      errno: EACCES\n");
-    write_rules("allows", "");
-    Daemon d({}, rules.path.string());
+    }
+};
+
+}  // namespace
+
+TEST_CASE("agentd serve: a seccomp denial is explained with its rule and errno; the same run unfiltered has none",
+          "[kaudit][serve]") {
+    ProbeRules rules;
+    rules.tool("denies", "  deny:\n    - name: getppid\n      errno: EACCES\n");
+    rules.tool("allows", "");
+    Daemon d({}, rules.dir.path.string());
     uint64_t id = create_task(d, {{"tools", {"denies", "allows"}}});
 
     auto denied = d.exec(id, {{"tool", "denies"}, {"argv", {KAUDIT_PROBE, "getppid", "2"}}});
@@ -124,4 +136,51 @@ TEST_CASE("agentd serve: a seccomp denial is explained with its rule and errno; 
     REQUIRE(allowed.status == 200);
     CHECK(allowed.body["stdout"] == "failed 0\n");
     for (auto& r : allowed.body["decisions"]) CHECK(r["layer"] != "seccomp");
+}
+
+TEST_CASE("agentd serve: a proposal adds the narrowest rules for what runs were refused, checked under them",
+          "[kaudit][serve][propose]") {
+    ProbeRules rules;
+    rules.tool("prober", "  deny:\n    - name: getppid\n      errno: EACCES\n");
+    Daemon d({}, rules.dir.path.string());
+    uint64_t id = create_task(d, {{"tools", {"prober"}}});
+
+    // Control: nothing refused yet, nothing proposed.
+    auto none = d.call("POST", "/v1/propose", json{{"tool", "prober"}, {"task", id}});
+    INFO(none.raw);
+    REQUIRE(none.status == 200);
+    CHECK(none.body["operations"] == 0);
+    CHECK(none.body["rules"].get<std::string>().find("files:") == std::string::npos);
+
+    // Unconfined the file is readable; the tool's rules refuse it (Landlock)
+    // and deny getppid by an explicit rule (seccomp).
+    REQUIRE(::access("/etc/passwd", R_OK) == 0);
+    auto read = d.exec(id, {{"tool", "prober"}, {"argv", {KAUDIT_PROBE, "read", "/etc/passwd"}}});
+    REQUIRE(read.status == 200);
+    CHECK(read.body["exit_status"] == 1);
+    auto sys = d.exec(id, {{"tool", "prober"}, {"argv", {KAUDIT_PROBE, "getppid", "1"}}});
+    REQUIRE(sys.status == 200);
+    CHECK(sys.body["stdout"] == "failed 1\n");
+
+    auto p = d.call("POST", "/v1/propose", json{{"tool", "prober"}, {"task", id}});
+    INFO(p.raw);
+    REQUIRE(p.status == 200);
+    std::string text = p.body["rules"];
+    CHECK(text.find("tool: prober\nextends: prober\n") != std::string::npos);
+    CHECK(text.find("files:\n  read:\n    - \"/etc/passwd\"\n") != std::string::npos);
+    CHECK(text.find("syscalls:\n  allow:\n    - getppid\n") != std::string::npos);
+    CHECK(p.body["operations"] == 2);
+    // Under the proposal the read is allowed; getppid stays refused, since
+    // the tool's deny rule wins over any allow (and the compiler says so).
+    CHECK(p.body["allowed_by_proposal"] == 1);
+    REQUIRE(p.body["still_refused"].size() == 1);
+    CHECK(p.body["still_refused"][0]["object"] == "getppid");
+    CHECK(p.body["still_refused"][0]["explanation"].get<std::string>().find("is denied by") != std::string::npos);
+    bool warned = false;
+    for (auto& w : p.body["warnings"]) warned = warned || w.get<std::string>().find("no effect") != std::string::npos;
+    CHECK(warned);
+
+    // The same request for another tool name, and a bad field, are refused.
+    CHECK(d.call("POST", "/v1/propose", json{{"tool", "nope"}}).status == 404);
+    CHECK(d.call("POST", "/v1/propose", json{{"tool", "prober"}, {"since_ns", -1}}).status == 400);
 }
