@@ -382,6 +382,14 @@ class Client:
         body.update(kw)
         return self.request("POST", "/v1/replay", body)
 
+    def propose(self, tool: str, **kw: Any) -> Dict[str, Any]:
+        """Learning mode: the narrowest rules that would allow what the tool's
+        recorded runs were refused (task=, since_ns=, until_ns=, max_records=),
+        as a rule file extending the tool's, with its check."""
+        body: Dict[str, Any] = {"tool": tool}
+        body.update(kw)
+        return self.request("POST", "/v1/propose", body)
+
 
 class Task:
     """A task of the daemon: its id, work directory and the calls that take it."""

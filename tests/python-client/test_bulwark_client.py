@@ -127,6 +127,12 @@ class ClientTest(unittest.TestCase):
         self.assertIsNone(opens[0]["grant_would_allow"])
         judged = self.api.judge("cat", {"op": "open", "path": "/etc/shadow", "access": "read"})
         self.assertEqual(judged["verdict"], "deny")
+        # Learning mode: the proposal names exactly that file, and under it the
+        # recorded open is allowed.
+        p = self.api.propose("cat", task=t.id)
+        self.assertIn('files:\n  read:\n    - "/etc/passwd"\n', p["rules"])
+        self.assertGreaterEqual(p["allowed_by_proposal"], 1)
+        self.assertEqual(p["still_refused"], [])
 
     def test_typed_errors_carry_the_error_body(self):
         with self.assertRaises(bc.NotFound) as nf:
