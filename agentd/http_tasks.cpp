@@ -397,6 +397,7 @@ ApiResponse propose(const TaskRoutes& ctx, const ApiRequest& req) {
     };
     std::vector<Seen> ops;
     std::map<std::string, uint64_t> skip_reasons;
+    std::map<uint64_t, std::optional<policy::TaskVars>> task_vars;
     uint64_t refused = 0;
     // section -> entries (YAML flow text), in first-seen order, no repeats
     std::vector<std::pair<std::string, std::vector<std::string>>> sections;
@@ -414,7 +415,9 @@ ApiResponse propose(const TaskRoutes& ctx, const ApiRequest& req) {
             return true;
         }
         // paths below the task's work directory are proposed as ${workdir}/...
-        auto vars = recorded_task_vars(ctx, rec.task_id);
+        auto known = task_vars.find(rec.task_id);
+        if (known == task_vars.end()) known = task_vars.emplace(rec.task_id, recorded_task_vars(ctx, rec.task_id)).first;
+        const auto& vars = known->second;
         auto path = [&](std::string p) {
             if (vars)
                 if (auto w = vars->find("workdir"); w != vars->end() && (p == w->second || p.starts_with(w->second + "/")))

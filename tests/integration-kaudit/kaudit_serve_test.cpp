@@ -87,17 +87,18 @@ TEST_CASE("agentd serve: exec decisions include the run's Landlock denial", "[ka
 
 namespace {
 
-// A rules directory (the shipped bases) with probe tools: each reads only its
-// work directory and runs kaudit_probe; `syscalls` ends its syscalls section.
+// A rules directory (the shipped bases) with probe tools: each reads only
+// `read` (its work directory unless told) and runs kaudit_probe; `syscalls`
+// ends its syscalls section.
 struct ProbeRules {
     TempDir dir;
     ProbeRules() {
         REQUIRE(::symlink((std::string(BULWARK_RULES_DIR) + "/base").c_str(), (dir.path / "base").c_str()) == 0);
     }
-    void tool(const std::string& name, const std::string& syscalls) const {
+    void tool(const std::string& name, const std::string& syscalls, const std::string& read = "${workdir}") const {
         std::ofstream(dir.path / (name + ".yaml"))
             << "tool: " << name << "\ndescription: kernel audit probe\nextends: base/minimal\n"
-            << "binaries: [" << KAUDIT_PROBE << "]\nfiles:\n  read: [\"${workdir}\"]\n"
+            << "binaries: [" << KAUDIT_PROBE << "]\nfiles:\n  read: [\"" << read << "\"]\n"
             << "exec:\n  allow: [" << KAUDIT_PROBE << "]\nsyscalls:\n  baseline: default\n" << syscalls;
     }
 };
@@ -179,6 +180,23 @@ TEST_CASE("agentd serve: a proposal adds the narrowest rules for what runs were 
     bool warned = false;
     for (auto& w : p.body["warnings"]) warned = warned || w.get<std::string>().find("no effect") != std::string::npos;
     CHECK(warned);
+
+    // A file in the task's work directory is proposed as ${workdir}/..., so
+    // the rule serves every task.
+    rules.tool("outsider", "", "/nonexistent-bulwark");
+    Daemon d2({}, rules.dir.path.string());
+    uint64_t id2 = create_task(d2, {{"tools", {"outsider"}}});
+    std::string workdir = d2.call("GET", "/v1/tasks/" + std::to_string(id2)).body["workdir"];
+    write_file(workdir + "/notes.txt", "notes\n");
+    auto own = d2.exec(id2, {{"tool", "outsider"}, {"argv", {KAUDIT_PROBE, "read", workdir + "/notes.txt"}}});
+    REQUIRE(own.status == 200);
+    CHECK(own.body["exit_status"] == 1);
+    auto p2 = d2.call("POST", "/v1/propose", json{{"tool", "outsider"}, {"task", id2}});
+    INFO(p2.raw);
+    REQUIRE(p2.status == 200);
+    CHECK(p2.body["rules"].get<std::string>().find("    - \"${workdir}/notes.txt\"\n") != std::string::npos);
+    CHECK(p2.body["allowed_by_proposal"].get<uint64_t>() >= 1);
+    CHECK(p2.body["still_refused"].empty());
 
     // The same request for another tool name, and a bad field, are refused.
     CHECK(d.call("POST", "/v1/propose", json{{"tool", "nope"}}).status == 404);
