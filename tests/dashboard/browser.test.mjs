@@ -262,6 +262,16 @@ try {
     (await page.textContent("#replay-result"))?.slice(0, 400));
   await screenshot("replay");
 
+  // --- learning mode: propose rules for what cat was refused, take them as the candidate
+  await page.click("#propose-run");
+  await page.waitForSelector("#propose-summary, #propose-error", { timeout: 15000 });
+  const proposal = (await page.textContent("#propose-rules").catch(() => "")) ?? "";
+  check(proposal.includes("extends: cat") && proposal.includes('"/etc/passwd"'), "the proposal extends cat's rules with the refused /etc/passwd",
+    (await page.textContent("#replay-result"))?.slice(0, 400));
+  await page.click("#propose-use");
+  check((await page.inputValue("#r-rules")) === proposal, "the proposal becomes the replay candidate");
+  await screenshot("propose");
+
   check(cspViolations.length === 0, "no Content-Security-Policy violation in the page", cspViolations.join("\n"));
   check(pageErrors.length === 0, "no uncaught error in the page", pageErrors.join("\n"));
 } catch (e) {

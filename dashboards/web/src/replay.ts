@@ -1,7 +1,9 @@
 // Replay of a candidate rule file: POST /v1/replay judges the recorded
 // operations of a tool again under the candidate and lists what it would have
 // decided differently. The candidate's text differences to the rule file in
-// force are shown next to it (a line diff).
+// force are shown next to it (a line diff). "Propose" (POST /v1/propose)
+// writes the narrowest rules that would allow what the tool's runs were
+// refused, checked under them, and can be taken as the candidate.
 import { getJson, postJson } from "./api";
 import { clear, el, errorText, fmtDate, table } from "./dom";
 
@@ -34,15 +36,17 @@ export class ReplayView {
 
   constructor() {
     const run = el("button", { type: "button", id: "replay-run" }, "Replay");
+    const propose = el("button", { type: "button", id: "propose-run" }, "Propose rules for what was refused");
     const reset = el("button", { type: "button", id: "replay-reset" }, "Reset to the rules in force");
     run.addEventListener("click", () => void this.replay());
+    propose.addEventListener("click", () => void this.propose());
     reset.addEventListener("click", () => (this.text.value = this.current));
     this.tool.addEventListener("change", () => void this.loadTool());
     this.root = el(
       "section",
       { id: "view-replay", class: "view" },
       el("h2", {}, "Replay a candidate rule file"),
-      el("div", { class: "filters" }, el("label", {}, "tool ", this.tool), el("label", {}, "only task ", this.task), run, reset),
+      el("div", { class: "filters" }, el("label", {}, "tool ", this.tool), el("label", {}, "only task ", this.task), run, propose, reset),
       this.text,
       this.out,
     );
@@ -65,6 +69,38 @@ export class ReplayView {
     const t = await getJson<{ rules_text?: string }>(`/v1/tools/${encodeURIComponent(this.tool.value)}`);
     this.current = t.rules_text ?? "";
     this.text.value = this.current;
+  }
+
+  private async propose(): Promise<void> {
+    clear(this.out);
+    const body: Record<string, unknown> = { tool: this.tool.value };
+    if (this.task.value.trim()) body.task = Number(this.task.value.trim());
+    let r: any;
+    try {
+      r = await postJson("/v1/propose", body);
+    } catch (e) {
+      this.out.appendChild(el("pre", { class: "error", id: "propose-error" }, errorText(e)));
+      return;
+    }
+    const rows = el("tbody", { id: "propose-still" });
+    for (const s of r.still_refused ?? [])
+      rows.appendChild(el("tr", { "data-seq": s.seq }, el("td", { class: "num" }, s.seq), el("td", {}, s.op), el("td", { class: "object" }, s.object), el("td", { class: "small" }, s.explanation ?? "")));
+    if (!rows.firstChild) rows.appendChild(el("tr", {}, el("td", { colspan: 4, class: "muted" }, "the proposal allows every one of them")));
+    const use = el("button", { type: "button", id: "propose-use" }, "Use as the candidate");
+    use.addEventListener("click", () => (this.text.value = r.rules));
+    const reasons = Object.entries<number>(r.skip_reasons ?? {}).map(([k, v]) => `${v} × ${k}`).join("; ");
+    this.out.appendChild(
+      el(
+        "div",
+        {},
+        el("p", { id: "propose-summary" }, `${r.refused} refused records, ${r.operations} a rule can name${reasons ? " (" + reasons + ")" : ""}: the proposal allows ${r.allowed_by_proposal ?? 0}.`),
+        el("pre", { class: "diff", id: "propose-rules" }, r.rules),
+        use,
+        ...(r.warnings ?? []).map((w: string) => el("p", { class: "small warning" }, w)),
+        el("h3", {}, "Still refused under the proposal"),
+        table(["seq", "op", "object", "why"], rows, "propose"),
+      ),
+    );
   }
 
   private async replay(): Promise<void> {
