@@ -71,17 +71,23 @@ export class ReplayView {
     this.text.value = this.current;
   }
 
-  private async propose(): Promise<void> {
+  // Posts {tool, task?, ...extra} to path; on an error shows it (element id
+  // errorId) and returns null.
+  private async post(path: string, extra: Record<string, unknown>, errorId: string): Promise<any | null> {
     clear(this.out);
-    const body: Record<string, unknown> = { tool: this.tool.value };
+    const body: Record<string, unknown> = { tool: this.tool.value, ...extra };
     if (this.task.value.trim()) body.task = Number(this.task.value.trim());
-    let r: any;
     try {
-      r = await postJson("/v1/propose", body);
+      return await postJson(path, body);
     } catch (e) {
-      this.out.appendChild(el("pre", { class: "error", id: "propose-error" }, errorText(e)));
-      return;
+      this.out.appendChild(el("pre", { class: "error", id: errorId }, errorText(e)));
+      return null;
     }
+  }
+
+  private async propose(): Promise<void> {
+    const r = await this.post("/v1/propose", {}, "propose-error");
+    if (!r) return;
     const rows = el("tbody", { id: "propose-still" });
     for (const s of r.still_refused ?? [])
       rows.appendChild(el("tr", { "data-seq": s.seq }, el("td", { class: "num" }, s.seq), el("td", {}, s.op), el("td", { class: "object" }, s.object), el("td", { class: "small" }, s.explanation ?? "")));
@@ -104,16 +110,8 @@ export class ReplayView {
   }
 
   private async replay(): Promise<void> {
-    clear(this.out);
-    const body: Record<string, unknown> = { tool: this.tool.value, rules: this.text.value };
-    if (this.task.value.trim()) body.task = Number(this.task.value.trim());
-    let r: any;
-    try {
-      r = await postJson("/v1/replay", body);
-    } catch (e) {
-      this.out.appendChild(el("pre", { class: "error", id: "replay-error" }, errorText(e)));
-      return;
-    }
+    const r = await this.post("/v1/replay", { rules: this.text.value }, "replay-error");
+    if (!r) return;
     const diff = el("pre", { class: "diff", id: "replay-diff" });
     for (const d of lineDiff(this.current.split("\n"), this.text.value.split("\n")))
       if (d.op !== " ") diff.appendChild(el("div", { class: d.op === "+" ? "add" : "del" }, `${d.op} ${d.line}`));
