@@ -179,9 +179,10 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
     if (auto r = update_many(file_rules_.get(), fkeys, fvals, "bw_file_rules", &report.files_batched); !r) return fail(r.error());
     // every key's two bits: a walk skips the lookup of an inode whose bits are not both set
     auto bloom = std::make_unique<bw_file_bloom>();
-    for (const auto& k : fkeys)
-        for (uint32_t bit : {bw_bloom_bit1(bw_bloom_hash(k.dev, k.ino)), bw_bloom_bit2(bw_bloom_hash(k.dev, k.ino))})
-            bloom->words[bit / 64] |= 1ull << (bit % 64);
+    for (const auto& k : fkeys) {
+        const uint64_t h = bw_bloom_hash(k.dev, k.ino);
+        for (uint32_t bit : {bw_bloom_bit1(h), bw_bloom_bit2(h)}) bloom->words[bit / 64] |= 1ull << (bit % 64);
+    }
     if (int rc = bpf_map_update_elem(file_bloom_.get(), &slot, bloom.get(), BPF_ANY); rc)
         return fail(SysError{"bpf_map_update_elem(bw_file_bloom)", -rc});
 

@@ -248,9 +248,20 @@ std::optional<policy::TaskVars> recorded_task_vars(const TaskRoutes& ctx, uint64
     return vars;
 }
 
+// Each task's variables, read once (recorded_task_vars).
+struct TaskVarsCache {
+    const TaskRoutes& ctx;
+    std::map<uint64_t, std::optional<policy::TaskVars>> known;
+    const std::optional<policy::TaskVars>& of(uint64_t task_id) {
+        auto it = known.find(task_id);
+        if (it == known.end()) it = known.emplace(task_id, recorded_task_vars(ctx, task_id)).first;
+        return it->second;
+    }
+};
+
 // The tool's rules and a candidate's, instantiated per task (cached).
 struct TaskBundles {
-    const TaskRoutes& ctx;
+    TaskVarsCache& vars;
     const policy::Bundle& current;
     const policy::Bundle& candidate;
     struct Pair {
@@ -262,13 +273,13 @@ struct TaskBundles {
         auto it = per_task.find(task_id);
         if (it != per_task.end()) return it->second;
         Pair& p = per_task[task_id];
-        auto vars = recorded_task_vars(ctx, task_id);
-        if (!vars) {
+        const auto& v = vars.of(task_id);
+        if (!v) {
             p.why_not = "no task context (work directory) is known for task " + std::to_string(task_id);
             return p;
         }
-        auto c = instantiate_tool(current, *vars);
-        auto n = instantiate_tool(candidate, *vars);
+        auto c = instantiate_tool(current, *v);
+        auto n = instantiate_tool(candidate, *v);
         if (!c || !n) {
             p.why_not = !c ? c.error() : n.error();
             return p;
@@ -297,10 +308,6 @@ std::optional<ApiResponse> each_record(const TaskRoutes& ctx, RecordRange range,
     return std::nullopt;
 }
 
-std::string explanation_of(const policy::Operation& op, const policy::Decision& d) {
-    return op.kind == policy::OpKind::Syscall ? d.explanation + std::string(kSyscallJudgedByName) : d.explanation;
-}
-
 // Replay: the recorded operations of a time range judged again under a
 // candidate rule file.
 ApiResponse replay(const TaskRoutes& ctx, const ApiRequest& req) {
@@ -317,7 +324,8 @@ ApiResponse replay(const TaskRoutes& ctx, const ApiRequest& req) {
     if (!current) return error_response(404, "unknown_tool", "tool: no tool named '" + tool + "'");
     auto cand = compile_for_tool(ctx, (*body)["rules"].get<std::string>(), "candidate:" + tool + ".yaml", tool);
     if (!cand) return cand.error();
-    TaskBundles bundles{ctx, current->bundle, *cand->bundle, {}};
+    TaskVarsCache vars{ctx, {}};
+    TaskBundles bundles{vars, current->bundle, *cand->bundle, {}};
 
     uint64_t evaluated = 0, unchanged = 0, skipped = 0;
     json changed = json::array();
@@ -397,7 +405,7 @@ ApiResponse propose(const TaskRoutes& ctx, const ApiRequest& req) {
     };
     std::vector<Seen> ops;
     std::map<std::string, uint64_t> skip_reasons;
-    std::map<uint64_t, std::optional<policy::TaskVars>> task_vars;
+    TaskVarsCache task_vars{ctx, {}};
     uint64_t refused = 0;
     // section -> entries (YAML flow text), in first-seen order, no repeats
     std::vector<std::pair<std::string, std::vector<std::string>>> sections;
@@ -415,9 +423,7 @@ ApiResponse propose(const TaskRoutes& ctx, const ApiRequest& req) {
             return true;
         }
         // paths below the task's work directory are proposed as ${workdir}/...
-        auto known = task_vars.find(rec.task_id);
-        if (known == task_vars.end()) known = task_vars.emplace(rec.task_id, recorded_task_vars(ctx, rec.task_id)).first;
-        const auto& vars = known->second;
+        const auto& vars = task_vars.of(rec.task_id);
         auto path = [&](std::string p) {
             if (vars)
                 if (auto w = vars->find("workdir"); w != vars->end() && (p == w->second || p.starts_with(w->second + "/")))
@@ -474,23 +480,24 @@ ApiResponse propose(const TaskRoutes& ctx, const ApiRequest& req) {
     if (!cand) return cand.error();
     json warnings = json::array();
     for (const auto& d : cand->diagnostics) warnings.push_back(d.loc.file + ":" + std::to_string(d.loc.line) + ": " + d.message);
-    TaskBundles bundles{ctx, current->bundle, *cand->bundle, {}};
+    TaskBundles bundles{task_vars, current->bundle, *cand->bundle, {}};
     uint64_t allowed = 0;
     json still = json::array();
     for (const auto& s : ops) {
+        auto refused_because = [&](const std::string& why) {
+            still.push_back({{"seq", s.rec.seq}, {"op", audit::op_name(s.rec.op)}, {"object", s.rec.object},
+                             {"explanation", why}});
+        };
         auto& p = bundles.of(s.rec.task_id);
         if (!p.candidate) {
-            still.push_back({{"seq", s.rec.seq}, {"op", audit::op_name(s.rec.op)}, {"object", s.rec.object},
-                             {"explanation", p.why_not}});
+            refused_because(p.why_not);
             continue;
         }
         auto d = policy::evaluate(*p.candidate, s.op);
-        if (d.verdict == policy::Verdict::Allow) {
+        if (d.verdict == policy::Verdict::Allow)
             ++allowed;
-            continue;
-        }
-        still.push_back({{"seq", s.rec.seq}, {"op", audit::op_name(s.rec.op)}, {"object", s.rec.object},
-                         {"explanation", explanation_of(s.op, d)}});
+        else
+            refused_because(explanation_of(s.op, d));
     }
     out["allowed_by_proposal"] = allowed;
     out["still_refused"] = still;

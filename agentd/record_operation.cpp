@@ -46,6 +46,11 @@ uint32_t detail_rights(const audit::AuditRecord& r) {
 
 }  // namespace
 
+std::string explanation_of(const policy::Operation& op, const policy::Decision& d) {
+    if (op.kind != policy::OpKind::Syscall) return d.explanation;
+    return d.explanation + " (judged by name: the kernel's record of a seccomp denial carries no arguments)";
+}
+
 std::optional<policy::Operation> operation_of(const audit::AuditRecord& r) {
     if (r.kind != audit::RecordKind::Decision) return std::nullopt;
     policy::Operation op;

@@ -5,7 +5,7 @@
 // object cannot be judged by path or address (inode-only file events,
 // signals, mounts, bpf(), run lifecycle) have none.
 #include <optional>
-#include <string_view>
+#include <string>
 
 #include "audit_record.h"
 #include "bulwark/policy/evaluator.h"
@@ -14,9 +14,9 @@ namespace bulwark {
 
 std::optional<policy::Operation> operation_of(const audit::AuditRecord& r);
 
-// What an explanation of a re-judged syscall adds: its arguments are unknown.
-inline constexpr std::string_view kSyscallJudgedByName =
-    " (judged by name: the kernel's record of a seccomp denial carries no arguments)";
+// The evaluator's explanation of a decision on op, saying so when op was
+// re-judged from a record that lacks part of it (a syscall's arguments).
+std::string explanation_of(const policy::Operation& op, const policy::Decision& d);
 
 }  // namespace bulwark
 

@@ -544,13 +544,11 @@ json explain_denial(const json& row, const audit::AuditRecord& rec, const policy
         return d;
     }
     auto now = policy::evaluate(narrowed, *op);
-    d["explanation"] = now.explanation;
+    d["explanation"] = explanation_of(*op, now);
     // A layer that cannot name its rule (a Landlock or seccomp denial from
     // the kernel's audit log): the rule the policy decides it with.
     if (rec.rule_file.empty() && rec.rule_id == BW_NO_RULE && now.rule_id != BW_NO_RULE)
         d["rule"] = policy::describe_rule(narrowed, now.right_rule_id);
-    if (op->kind == policy::OpKind::Syscall)
-        d["explanation"] = now.explanation + std::string(kSyscallJudgedByName);
     if (has_grant && op->kind != policy::OpKind::Syscall) {  // grants name files and network, not syscalls
         auto base = policy::evaluate(tool, *op);
         if (base.verdict == policy::Verdict::Allow) {

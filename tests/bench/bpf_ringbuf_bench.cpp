@@ -50,7 +50,10 @@ int sustained(Bench& b, bulwark::bpf::RingbufReader& reader, uint64_t& got, uint
     }
     const int prog = bpf_program__fd(skel->progs.bw_bench_produce);
     constexpr uint64_t kPerRound = 4'000'000;
-    pin_to_cpu(0);  // the consumer: this thread, alone on CPU 0
+    cpu_set_t before;
+    CPU_ZERO(&before);
+    (void)sched_getaffinity(0, sizeof before, &before);
+    pin_to_cpu(0);  // the consumer: this thread, alone on CPU 0; `before` restored after
     std::vector<double> rates, busy;
     uint64_t lost_total = 0, calls_total = 0;
     bool failed = false;
@@ -86,10 +89,7 @@ int sustained(Bench& b, bulwark::bpf::RingbufReader& reader, uint64_t& got, uint
         rates.push_back(double(got) / (double(t1 - t0) / 1e9));
     }
     ringbuf_producer__destroy(skel);
-    cpu_set_t all;
-    CPU_ZERO(&all);
-    for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &all);
-    (void)sched_setaffinity(0, sizeof all, &all);
+    (void)sched_setaffinity(0, sizeof before, &before);
     if (failed) return std::printf("ringbuf_producer: BPF_PROG_RUN failed: %s\n", std::strerror(errno)), 6;
     std::printf("ring buffer sustained (BPF producer on CPU 1, paced at half the ring unread; the reader on CPU 0 "
                 "consumes concurrently; 5 rounds x %llu records, %llu producer runs): median %.2f M events/s, min "

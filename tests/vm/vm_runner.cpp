@@ -14,13 +14,11 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -33,6 +31,7 @@
 #include "bpf_maps.h"
 #include "empty_lsm.skel.h"
 #include "lsm.skel.h"
+#include "bpf_bench_util.h"
 #include "ringbuf_reader.h"
 
 using namespace bulwark::bpf;
@@ -494,29 +493,17 @@ void run_diff_group(BpfLoader& L, Events& ev, const char* corpus_path) {
 constexpr int kBenchRounds = 21, kBenchOps = 1000;
 constexpr const char* kBenchFile = "/data/bench/a/b/c/f";
 
-uint64_t mono_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
-double median_of(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 // ns per open+close, measured in a child placed in cgroup cg; -1 on error.
 double open_close_round(const std::string& cg) {
     auto* out = shared<double>();
     int rc = in(cg, [&] {
-        uint64_t t0 = mono_ns();
+        uint64_t t0 = bwbench::now_ns();
         for (int i = 0; i < kBenchOps; ++i) {
             int fd = open(kBenchFile, O_RDONLY | O_CLOEXEC);
             if (fd < 0) return errno;
             close(fd);
         }
-        *out = double(mono_ns() - t0) / kBenchOps;
+        *out = double(bwbench::now_ns() - t0) / kBenchOps;
         return 0;
     });
     double v = rc == 0 ? *out : -1;
@@ -632,13 +619,13 @@ int run_bench() {
     auto ratio = [&](size_t num, size_t den) {
         std::vector<double> r;
         for (size_t i = 0; i < conds[num].v.size() && i < conds[den].v.size(); ++i) r.push_back(conds[num].v[i] / conds[den].v[i]);
-        return median_of(r);
+        return bwbench::pct(r, 50);
     };
     std::printf("VMBENCH open/close loop (qemu TCG), %d interleaved rounds x %d ops\n", kBenchRounds, kBenchOps);
     for (size_t i = 0; i < conds.size(); ++i) {
         const Cond& c = conds[i];
-        std::printf("VMBENCH   %-38s median %6.0f ns/op (%.3fx)%s\n", c.name, median_of(c.v), ratio(i, 0),
-                    c.prog_ns.empty() ? "" : (", the program itself " + std::to_string(long(median_of(c.prog_ns))) + " ns a call").c_str());
+        std::printf("VMBENCH   %-38s median %6.0f ns/op (%.3fx)%s\n", c.name, bwbench::pct(c.v, 50), ratio(i, 0),
+                    c.prog_ns.empty() ? "" : (", the program itself " + std::to_string(long(bwbench::pct(c.prog_ns, 50))) + " ns a call").c_str());
     }
     std::printf("VMBENCH   ratio policy / none %.3fx   target <= 1.15x (TCG inflates the programs' share)\n", ratio(3, 0));
     std::printf("VMBENCH   ratio policy / empty program %.3fx (Bulwark's own work above the floor)\n", ratio(3, 1));
