@@ -162,9 +162,16 @@ TEST_CASE("bind4/bind6 judged; wildcard connect is judged as loopback") {
                                 {l.port, l.port, BW_PROTO_TCP, BW_NET_CONNECT, BW_NET_ACTION_DENY, 2}});
     auto h = load(t);
     REQUIRE(Env::get().maps().bind(leaf.id, h));
+    // A port of the allowed range that nothing on the host holds now (the range
+    // lies among the ephemeral ports other tiers' sockets may take): the
+    // unconfined bind is also the control for the sandbox's.
+    uint16_t free_port = 0;
+    for (uint16_t p = 40000; p <= 40100 && !free_port; ++p)
+        if (bind_to(AF_INET, SOCK_STREAM, "127.0.0.1", p) == 0) free_port = p;
+    REQUIRE(free_port != 0);
     auto* res = shared<int>(4);
     run_in(leaf.path, [&] {
-        res[0] = bind_to(AF_INET, SOCK_STREAM, "127.0.0.1", 40050);
+        res[0] = bind_to(AF_INET, SOCK_STREAM, "127.0.0.1", free_port);
         res[1] = bind_to(AF_INET, SOCK_STREAM, "127.0.0.1", 40200);
         res[2] = bind_to(AF_INET6, SOCK_STREAM, "::1", 40050);
         res[3] = tcp_connect("0.0.0.0", l.port);  // reaches 127.0.0.1: the deny applies
