@@ -295,6 +295,19 @@ bool BpfRuntime::net_enforcing() const {
     return true;
 }
 
+std::map<std::string, std::string> BpfRuntime::layer_states() const {
+    std::map<std::string, std::string> out{{"sock_addr", ""}, {"bpf_lsm", ""}};
+    bool any_lsm = false;
+    for (const auto& p : loader_->programs()) {
+        std::string layer = p.object == "lsm" ? "bpf_lsm" : p.object == "sock_addr" ? "sock_addr" : "";
+        if (layer.empty()) continue;
+        any_lsm |= layer == "bpf_lsm";
+        if (p.state != ProgState::Enforcing && out[layer].empty()) out[layer] = p.section + ": " + state_text(p);
+    }
+    if (!any_lsm) out["bpf_lsm"] = "no BPF LSM program loaded";
+    return out;
+}
+
 std::expected<BpfRuntime::Epoch, std::string> BpfRuntime::load_epoch(const policy::Bundle& bundle,
                                                                     uint64_t policy_version) {
     PolicyMaps& maps = loader_->maps();

@@ -116,6 +116,10 @@ public:
     const std::string& cgroup_parent() const { return loader_->parent_cgroup(); }
     // cgroup connect/sendmsg (v4 and v6) proven by the canary: network rules can be enforced.
     bool net_enforcing() const;
+    // The BPF layers for per-rule coverage (rule_coverage.h): "sock_addr" and
+    // "bpf_lsm" -> "" when every program of the layer enforces, else the
+    // first program's state and reason.
+    std::map<std::string, std::string> layer_states() const;
     // {"state": "enforcing"|"partial"|"unavailable", "programs": {section: "enforcing" |
     //  "unavailable: <reason>" ...}, counters}
     nlohmann::json status() const;

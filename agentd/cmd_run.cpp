@@ -39,7 +39,8 @@ namespace bulwark {
 
 std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& rules_dir,
                                                            const std::string& tool,
-                                                           const std::string& workdir) {
+                                                           const std::string& workdir,
+                                                           const policy::Resolver& resolve) {
     namespace fs = std::filesystem;
     fs::path file = fs::path(rules_dir) / (tool + ".yaml");
     if (!fs::exists(file)) return std::unexpected("no rule file " + file.string() + " for tool " + tool);
@@ -57,7 +58,7 @@ std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& r
     vars["home"] = (home && home[0] == '/' && std::string_view(home) != "/") ? std::string(home) : workdir;
     vars["tmp"] = "/tmp";
     vars["task_id"] = "run-" + std::to_string(::getpid());
-    return instantiate_tool(*compiled.bundle, vars);
+    return resolve ? instantiate_tool(*compiled.bundle, vars, resolve) : instantiate_tool(*compiled.bundle, vars);
 }
 
 void register_run(CLI::App& app) {
@@ -164,6 +165,7 @@ void register_run(CLI::App& app) {
                     } else {
                         att = std::move(*a);
                         req.attach_bpf = att->hook();
+                        req.bpf_layers = rt->layer_states();
                         req.cgroup_v2_parent = rt->cgroup_parent();
                     }
                 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "bulwark/policy/bundle.h"
+#include "bulwark/policy/instantiate.h"
 
 namespace CLI {
 class App;
@@ -21,6 +22,7 @@ void register_run(CLI::App& app);
 // with the host's resolver. Errors carry the compiler's diagnostics.
 std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& rules_dir,
                                                            const std::string& tool,
-                                                           const std::string& workdir);
+                                                           const std::string& workdir,
+                                                           const policy::Resolver& resolve = {});
 
 }  // namespace bulwark

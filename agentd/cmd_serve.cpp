@@ -27,6 +27,7 @@
 #include "run_registry.h"
 #include "tasks.h"
 #include "tool_catalog.h"
+#include "tool_coverage.h"
 #include "metrics.h"
 
 namespace bulwark {
@@ -56,6 +57,38 @@ bool ensure_dir(const std::filesystem::path& p, mode_t mode) {
     }
     ::chmod(p.c_str(), mode);
     return true;
+}
+
+// Every tool's launch planned once at start-up (tool_coverage.h): per tool,
+// whether a run would be refused for a rule no layer in force here holds,
+// for /v1/health's host.tools and the log.
+nlohmann::json plan_catalog(const ToolCatalog& catalog, const std::filesystem::path& work_root,
+                            const bpf::BpfRuntime* rt, const std::string& bpf_unavailable) {
+    nlohmann::json out = nlohmann::json::object();
+    std::error_code ec;
+    auto dir = work_root / (".coverage-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+        spdlog::warn("coverage: {}: {}; per-tool coverage not reported", dir.string(), ec.message());
+        return out;
+    }
+    PlanContext ctx{dir.string(), rt ? rt->layer_states() : std::map<std::string, std::string>{},
+                    rt ? std::string() : bpf_unavailable, rt ? rt->cgroup_parent() : std::string()};
+    for (const auto& t : catalog.tools()) {
+        policy::TaskVars vars{{"workdir", ctx.workdir}, {"home", ctx.workdir}, {"tmp", "/tmp"}, {"task_id", "coverage"}};
+        auto b = instantiate_tool(t.bundle, vars, planning_resolver());
+        RunReport plan;
+        if (b) {
+            plan = plan_tool_launch(*b, ctx);
+        } else {
+            plan.error = b.error();
+        }
+        out[t.name] = plan_summary_json(plan);
+        if (plan_refused(plan)) spdlog::warn("tool {}: a run would be refused here: {}", t.name, plan.error);
+        for (const auto& u : plan.unenforced) spdlog::warn("tool {}: runs with a rule no layer holds: {}", t.name, u);
+    }
+    std::filesystem::remove_all(dir, ec);
+    return out;
 }
 
 int run_serve(const ServeArgs& a) {
@@ -200,6 +233,7 @@ int run_serve(const ServeArgs& a) {
         out.release = [at] { at->release(); };
         out.warnings = [rt = bpf_rt.get()] { return rt->reader_warnings(); };
         out.cgroup_parent = bpf_rt->cgroup_parent();
+        out.layers = bpf_rt->layer_states();
         return out;
     };
     if (!ensure_dir(topts.work_root, 0711)) return 1;
@@ -243,8 +277,11 @@ int run_serve(const ServeArgs& a) {
     // The layers are probed once (canaries); the BPF layers follow the
     // runtime's live status, the kernel audit reader's state is live too.
     auto host_status = std::make_shared<const nlohmann::json>(probe_host_layers(nullptr));
-    auto host_now = [host_status, &kaudit, &kaudit_error, bpf_status] {
+    auto tools_coverage = std::make_shared<const nlohmann::json>(plan_catalog(*catalog, topts.work_root, bpf_rt.get(),
+                                                                              bpf_unavailable));
+    auto host_now = [host_status, tools_coverage, &kaudit, &kaudit_error, bpf_status] {
         nlohmann::json j = *host_status;
+        j["tools"] = *tools_coverage;
         nlohmann::json bpf = bpf_status();
         nlohmann::json bpf_layers = bpf_layers_from_status(bpf);
         for (auto& [name, l] : bpf_layers.items()) j["layers"][name] = l;

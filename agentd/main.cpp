@@ -9,6 +9,7 @@
 namespace bulwark {
 void register_serve(CLI::App& app);  // cmd_serve.cpp
 void register_mcp(CLI::App& app);    // cmd_mcp.cpp
+void register_coverage(CLI::App& app);  // cmd_coverage.cpp
 }
 
 int main(int argc, char** argv) {
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
     bulwark::register_run(app);
     bulwark::register_serve(app);
     bulwark::register_mcp(app);
+    bulwark::register_coverage(app);
     CLI11_PARSE(app, argc, argv);
     if (show_version) {
         std::cout << bulwark::version_string() << "\n";

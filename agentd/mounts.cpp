@@ -7,7 +7,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <linux/limits.h>
+
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -62,6 +66,65 @@ int mkdirs(const char* rel, bool last_is_file) {
     return 0;
 }
 
+// The object at `rel` (relative to the staging root), reached without
+// symlinks and without leaving the staging root; -errno, or -ESTALE when it
+// is not the object the parent identified.
+int open_object(const char* rel, uint64_t dev, uint64_t ino) {
+    open_how how{};
+    how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH;
+    int fd = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, rel, &how, sizeof how));
+    if (fd < 0) return -errno;
+    struct stat st{};
+    if (::fstat(fd, &st) != 0 || st.st_dev != dev || st.st_ino != ino) {
+        ::close(fd);
+        return -ESTALE;
+    }
+    return fd;
+}
+
+// Attaches the detached mount `tree` onto the object `fd`; closes tree.
+int attach_onto(int tree, int fd, uint64_t attrs, bool recursive) {
+    int rc = 0;
+    if (attrs) {
+        mount_attr a{};
+        a.attr_set = attrs;
+        rc = ::mount_setattr(tree, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &a, sizeof a);
+    }
+    if (rc == 0) rc = ::move_mount(tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+    int saved = errno;
+    ::close(tree);
+    return rc == 0 ? 0 : -saved;
+}
+
+// An empty, mode-0, read-only tmpfs over directory `fd`, or an empty mode-0
+// read-only file (from a tmpfs of its own) over file `fd`.
+int mask_object(int fd, bool dir) {
+    constexpr uint64_t kAttrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    int fs = ::fsopen("tmpfs", FSOPEN_CLOEXEC);
+    if (fs < 0) return -errno;
+    int rc = ::fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0", 0);
+    if (rc == 0) rc = ::fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0);
+    if (rc == 0) rc = ::fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0);
+    int mnt = rc == 0 ? ::fsmount(fs, FSMOUNT_CLOEXEC, dir ? kAttrs : 0) : -1;
+    int saved = errno;
+    ::close(fs);
+    if (mnt < 0) return -saved;
+    if (dir) return attach_onto(mnt, fd, 0, false);
+    int f = ::openat(mnt, "masked", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0);
+    if (f < 0) {
+        saved = errno;
+        ::close(mnt);
+        return -saved;
+    }
+    ::close(f);
+    int tree = ::open_tree(mnt, "masked", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    saved = errno;
+    ::close(mnt);
+    if (tree < 0) return -saved;
+    return attach_onto(tree, fd, kAttrs, false);
+}
+
 int bind_from_fd(int src_fd, const char* target, uint64_t attrs, bool recursive) {
     int t = ::open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
                                         (recursive ? AT_RECURSIVE : 0));
@@ -77,7 +140,184 @@ int bind_from_fd(int src_fd, const char* target, uint64_t attrs, bool recursive)
 
 }  // namespace
 
-MountPlan plan_mounts(const policy::Bundle& bundle, const std::string& workdir) {
+namespace {
+
+bool under(const std::string& p, const std::string& dir) {
+    return p == dir || dir == "/" || (p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/');
+}
+
+// The bind that shows host object `p` in the view (longest target), or null.
+const MountEntry* view_entry(const std::vector<MountEntry>& es, const std::string& p) {
+    const MountEntry* best = nullptr;
+    for (const auto& e : es) {
+        if (e.kind != MountEntry::BindRo && e.kind != MountEntry::BindRw) continue;
+        if (under(p, e.target) && (!best || e.target.size() > best->target.size())) best = &e;
+    }
+    return best;
+}
+
+// Effective rights at `path`: the allows of every rule covering it minus
+// the denies covering it (docs/rule-language.md, Semantics).
+uint32_t rights_at(const policy::Bundle& b, const std::string& path) {
+    uint32_t allow = 0, deny = 0;
+    for (const auto& f : b.files)
+        if (under(path, f.path)) allow |= f.allow, deny |= f.deny;
+    return allow & ~deny;
+}
+
+std::string parent_of(const std::string& p) {
+    auto slash = p.rfind('/');
+    return slash == 0 ? "/" : p.substr(0, slash);
+}
+
+// mkdir of each missing component of `path` below the existing `base`,
+// never following a symlink (a tool sharing the directory could plant
+// one), owned by uid:gid. Returns "" or what failed.
+std::string make_placeholder(const std::string& base, const std::string& path, uid_t uid, gid_t gid,
+                             std::vector<std::string>& made) {
+    open_how how{};
+    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW;
+    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    int dir = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, base.c_str(), &how, sizeof how));
+    if (dir < 0) return "openat2(" + base + "): " + std::strerror(errno);
+    std::string rest = path.substr(base == "/" ? 1 : base.size() + 1);
+    std::string done = base;
+    while (!rest.empty()) {
+        auto slash = rest.find('/');
+        std::string name = rest.substr(0, slash);
+        rest = slash == std::string::npos ? "" : rest.substr(slash + 1);
+        done += (done == "/" ? "" : "/") + name;
+        if (::mkdirat(dir, name.c_str(), 0755) == 0) {
+            made.push_back(done);
+        } else if (errno != EEXIST) {
+            std::string e = "mkdir(" + done + "): " + std::strerror(errno);
+            ::close(dir);
+            return e;
+        }
+        how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH;
+        int next = static_cast<int>(::syscall(SYS_openat2, dir, name.c_str(), &how, sizeof how));
+        ::close(dir);
+        if (next < 0) return "openat2(" + done + "): " + std::strerror(errno);
+        dir = next;
+        if (::fchownat(dir, "", uid, gid, AT_EMPTY_PATH) != 0) {
+            std::string e = "chown(" + done + "): " + std::strerror(errno);
+            ::close(dir);
+            return e;
+        }
+    }
+    ::close(dir);
+    return "";
+}
+
+// Placeholders of live runs in this process: path -> (references, the
+// directories made for it, deepest last). A run that finds a placeholder
+// another run made takes a reference too, so that the first to end does not
+// remove an object the other's mask still covers.
+struct Placeholders {
+    std::mutex mu;
+    std::map<std::string, std::pair<int, std::vector<std::string>>> live;
+};
+Placeholders& placeholders() {
+    static Placeholders p;
+    return p;
+}
+
+// One deny below an allowed subtree -> Mask/Rebind (+ Pins) in the plan.
+DenyMaskResult plan_mask(MountPlan& p, const policy::Bundle& bundle, const DenyMaskRequest& d, uid_t uid, gid_t gid,
+                         std::vector<MountEntry>& masks) {
+    DenyMaskResult res{d.rule_id, false, {}, {}};
+    auto held = [&](std::string how) {
+        res.held = true;
+        res.how = std::move(how);
+        return res;
+    };
+    if (d.path.empty() || d.path[0] != '/') return res.how = "not an absolute path: " + d.path, res;
+    // Outside every bind of the view, the tool meets no host object at that
+    // path, except below the directories the sandbox builds for itself.
+    auto outside_view = [&](const std::string& p, std::string how) {
+        for (const char* own : {"/proc", "/sys", "/dev", "/tmp"})
+            if (under(p, own)) {
+                res.how = std::string("below ") + own + ", which the sandbox builds for itself: not masked";
+                return res;
+            }
+        return held(std::move(how));
+    };
+    struct stat st{};
+    std::unique_lock lk(placeholders().mu);
+    if (auto it = placeholders().live.find(d.path); it != placeholders().live.end()) {
+        ++it->second.first;
+        res.placeholder = d.path;
+    } else if (::lstat(d.path.c_str(), &st) != 0) {
+        if (errno != ENOENT && errno != ENOTDIR) return res.how = "lstat(" + d.path + "): " + std::strerror(errno), res;
+        // Absent at launch: held if the tool cannot bring anything there.
+        std::string a = parent_of(d.path);
+        while (a != "/" && ::lstat(a.c_str(), &st) != 0) a = parent_of(a);
+        char real[PATH_MAX];
+        if (!::realpath(a.c_str(), real)) return res.how = "realpath(" + a + "): " + std::strerror(errno), res;
+        const MountEntry* e = view_entry(p.entries, real);
+        if (!e) return outside_view(d.path, "absent at launch, below " + a + ", which is not in the sandbox's view");
+        if (e->kind == MountEntry::BindRo) return held("absent at launch, below " + a + ", read-only in the sandbox's view");
+        if (!(rights_at(bundle, a) & BW_FS_CREATE))
+            return held("absent at launch; the tool has no create right in " + a);
+        std::vector<std::string> made;
+        if (std::string why = make_placeholder(real, std::string(real) + d.path.substr(a.size()), uid, gid, made);
+            !why.empty()) {
+            for (auto m = made.rbegin(); m != made.rend(); ++m) ::rmdir(m->c_str());
+            return res.how = "absent at launch and could not be made: " + why, res;
+        }
+        placeholders().live[d.path] = {1, std::move(made)};
+        res.placeholder = d.path;
+        res.created = true;
+    }
+    lk.unlock();
+    char real[PATH_MAX];
+    if (!::realpath(d.path.c_str(), real) || ::stat(real, &st) != 0)
+        return res.how = "realpath(" + d.path + "): " + std::strerror(errno), res;
+    std::string r = real;
+    const MountEntry* e = view_entry(p.entries, r);
+    if (!e) return outside_view(r, "not in the sandbox's view");
+    // Every directory between the bind and the object becomes a mount point
+    // of its own: renaming or removing one would carry the mask away.
+    for (std::string dir = parent_of(r); dir.size() > e->target.size() && under(dir, e->target); dir = parent_of(dir)) {
+        struct stat ds{};
+        if (::stat(dir.c_str(), &ds) != 0) return res.how = "stat(" + dir + "): " + std::strerror(errno), res;
+        masks.push_back({MountEntry::Pin, "", dir, ds.st_dev, ds.st_ino, 0});
+    }
+    MountEntry m{MountEntry::Mask, "", r, st.st_dev, st.st_ino, 0};
+    std::string how;
+    if (d.rights & BW_FS_READ) {
+        how = S_ISDIR(st.st_mode) ? "an empty mode-0 read-only tmpfs over " + r : "an empty mode-0 read-only file over " + r;
+    } else {
+        m.kind = MountEntry::Rebind;
+        m.attrs = MOUNT_ATTR_NOSUID;
+        if (d.rights & (BW_FS_WRITE | BW_FS_CREATE | BW_FS_REMOVE)) m.attrs |= MOUNT_ATTR_RDONLY, how = "read-only";
+        if (d.rights & BW_FS_EXEC) m.attrs |= MOUNT_ATTR_NOEXEC, how += how.empty() ? "noexec" : ", noexec";
+        how = r + " bound onto itself " + how;
+    }
+    masks.push_back(std::move(m));
+    if (!res.placeholder.empty())
+        how += " (absent at launch, in a directory the tool may create in: made empty for the run)";
+    return held(std::move(how));
+}
+
+}  // namespace
+
+void release_placeholders(MountPlan& plan) {
+    std::lock_guard lk(placeholders().mu);
+    for (auto& m : plan.masks) {
+        if (m.placeholder.empty()) continue;
+        auto it = placeholders().live.find(m.placeholder);
+        m.placeholder.clear();
+        if (it == placeholders().live.end() || --it->second.first > 0) continue;
+        const auto& made = it->second.second;
+        for (auto d = made.rbegin(); d != made.rend(); ++d)
+            if (::rmdir(d->c_str()) != 0) break;  // not empty any more: kept
+        placeholders().live.erase(it);
+    }
+}
+
+MountPlan plan_mounts(const policy::Bundle& bundle, const std::string& workdir,
+                      const std::vector<DenyMaskRequest>& denies, uid_t uid, gid_t gid) {
     MountPlan p;
     auto& e = p.entries;
     struct stat st{};
@@ -123,6 +363,23 @@ MountPlan plan_mounts(const policy::Bundle& bundle, const std::string& workdir) 
         e.push_back({MountEntry::BindRw, workdir, workdir});
         p.workdir = workdir;
     }
+    // Masks last, shallow first (a deeper one lands on the shallower's
+    // mount); an object is masked or pinned once.
+    std::vector<MountEntry> masks;
+    for (const auto& d : denies) p.masks.push_back(plan_mask(p, bundle, d, uid, gid, masks));
+    std::stable_sort(masks.begin(), masks.end(), [](const MountEntry& a, const MountEntry& b) {
+        return a.target.size() != b.target.size() ? a.target.size() < b.target.size() : a.kind > b.kind;
+    });
+    for (auto& m : masks) {
+        bool dup = std::any_of(e.begin(), e.end(), [&](const MountEntry& x) {
+            return (x.kind == MountEntry::Mask || x.kind == MountEntry::Rebind || x.kind == MountEntry::Pin) &&
+                   x.target == m.target && (x.kind != MountEntry::Pin || m.kind == MountEntry::Pin);
+        });
+        bool hidden = std::any_of(e.begin(), e.end(), [&](const MountEntry& x) {
+            return x.kind == MountEntry::Mask && x.target != m.target && under(m.target, x.target);
+        });
+        if (!dup && !hidden) e.push_back(std::move(m));
+    }
     p.finalize();
     return p;
 }
@@ -151,7 +408,7 @@ void MountPlan::finalize() {
     for (const auto& en : entries) rel_targets.push_back(en.target.substr(1));
     for (size_t i = 0; i < entries.size(); ++i)
         ops.push_back({entries[i].kind, entries[i].source.c_str(), rel_targets[i].c_str(), -1, entries[i].dev,
-                       entries[i].ino});
+                       entries[i].ino, entries[i].attrs});
 }
 
 int mounts_child_apply(MountPlan& plan, const char** failed_call, const char** failed_path) {
@@ -224,6 +481,25 @@ int mounts_child_apply(MountPlan& plan, const char** failed_call, const char** f
                 if (::mount("tmpfs", op.target, "tmpfs", MS_NOSUID | MS_NODEV, op.source) != 0)
                     FAIL("mount(tmpfs)", op.target);
                 break;
+            case MountEntry::Mask:
+            case MountEntry::Rebind:
+            case MountEntry::Pin: {
+                int fd = open_object(op.target, op.dev, op.ino);
+                if (fd < 0) FAILRC(fd == -ESTALE ? "masked object changed since the parent checked it" : "openat2(O_PATH)",
+                                   op.target, fd);
+                struct stat st{};
+                if (::fstat(fd, &st) != 0) FAIL("fstat", op.target);
+                if (op.kind == MountEntry::Mask) {
+                    rc = mask_object(fd, S_ISDIR(st.st_mode));
+                } else {
+                    int tree = ::open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+                    rc = tree < 0 ? -errno : attach_onto(tree, fd, op.attrs, true);
+                }
+                ::close(fd);
+                if (rc) FAILRC(op.kind == MountEntry::Mask ? "fsmount/move_mount (mask)" : "open_tree/move_mount (rebind)",
+                               op.target, rc);
+                break;
+            }
             case MountEntry::Proc:
                 // Must happen while the host's /proc is still visible in this
                 // namespace (the kernel refuses a more revealing proc otherwise).

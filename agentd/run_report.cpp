@@ -74,7 +74,10 @@ nlohmann::json to_json(const RunReport& r) {
         {"denials", r.denials},
         {"network", r.network},
         {"error", r.error},
+        {"rules", {{"summary", r.coverage_summary}, {"coverage", r.coverage.is_null() ? nlohmann::json::array() : r.coverage},
+                   {"unenforced", r.unenforced}}},
     };
+    if (!r.refusal_code.empty()) j["refusal_code"] = r.refusal_code;
     return j;
 }
 
@@ -98,6 +101,8 @@ std::string summary(const RunReport& r) {
     }
     for (const auto& h : r.hardening) s += "  hardening: " + h + "\n";
     if (!r.network.empty()) s += "  network: " + r.network + "\n";
+    if (!r.coverage_summary.empty()) s += "  rules: " + r.coverage_summary + "\n";
+    for (const auto& u : r.unenforced) s += "  unenforced (unenforceable: run): " + u + "\n";
     for (const auto& w : r.warnings) s += "  warning: " + w + "\n";
     for (const auto& d : r.denials) s += "  denial: " + d + "\n";
     return s;

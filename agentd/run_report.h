@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 namespace bulwark {
 
@@ -54,6 +54,15 @@ struct RunReport {
     std::vector<std::string> denials;    // supervisor-observed denials (limits, posture, ...)
     std::string network;                 // network design in force for this run
     std::string error;                   // why the launch was refused / failed
+    // Why it was refused, for callers that answer with a code of their own:
+    // "rule_unenforced" (a rule no layer in force holds), else "".
+    std::string refusal_code;
+    // Per rule: the layers in force that hold it (rule_coverage.h), the
+    // one-line summary, and the rules run with no layer holding them
+    // (`unenforceable: run`), each as describe_gap() says it.
+    nlohmann::json coverage;
+    std::string coverage_summary;
+    std::vector<std::string> unenforced;
 
     // The status `agentd run` exits with.
     int exit_status() const;

@@ -33,6 +33,8 @@
 #include "hardening.h"
 #include "landlock.h"
 #include "mounts.h"
+#include "rule_coverage.h"
+#include "bulwark/policy/evaluator.h"
 #include "ns_net.h"
 #include "ns_pid.h"
 #include "ns_user.h"
@@ -435,6 +437,39 @@ std::string check_posture(pid_t pid) {
     return bad;
 }
 
+namespace {
+
+// The layers of this launch, for per-rule coverage. Namespaces, cgroups,
+// rlimits and the supervisor are in force in every run that starts: a step
+// of theirs that fails fails the launch.
+LayersInForce layers_in_force(const LandlockPrep& ll, const SeccompPrep& sc, bool own_netns,
+                              const RunRequest& req, const MountPlan& mounts) {
+    LayersInForce in;
+    auto state = [](const LayerStatus& l) { return l.state == LayerState::Enforcing ? std::string() : l.detail; };
+    in.state["landlock"] = state(ll.status);
+    in.landlock_fs = ll.handled_fs;
+    in.state["seccomp"] = state(sc.status);
+    in.state["mount"] = "";
+    in.state["netns"] = own_netns ? "" : "the tool stays in the host's network namespace (network rules)";
+    for (const char* l : {"cgroup", "rlimit", "supervisor"}) in.state[l] = "";
+    for (const char* l : {"sock_addr", "bpf_lsm"}) {
+        if (!req.attach_bpf && req.bpf_layers.empty()) {
+            in.state[l] = req.bpf_unavailable.empty() ? "no BPF policy binding in this run" : req.bpf_unavailable;
+        } else {
+            auto it = req.bpf_layers.find(l);
+            in.state[l] = it != req.bpf_layers.end() ? it->second : "the BPF binding did not report this layer";
+        }
+    }
+    in.mount = [&mounts](const policy::RuleCoverage& c) -> std::string {
+        for (const auto& m : mounts.masks)
+            if (m.rule_id == c.rule_id) return m.held ? "" : m.how;
+        return "no mask was planned for this rule";
+    };
+    return in;
+}
+
+}  // namespace
+
 // run_tool: the one function that orders the launch. Parent steps are
 // numbered (p1..p14), child steps (c1..c15) are in child_main above.
 RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
@@ -496,24 +531,9 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     //      `network:` rules: the host netns, where the BPF loader's cgroup
     //      sock_addr programs (connect/sendmsg/bind on the run's cgroup)
     //      judge every address and Landlock judges TCP ports. Without the
-    //      BPF binding such a tool is refused, never run unconfined.
+    //      BPF binding nothing holds those rules: p7b refuses the tool, it is
+    //      never run unconfined.
     bool own_netns = bundle.network.mode != policy::NetMode::Rules;
-    if (!own_netns && !req.attach_bpf)
-        return refuse("the policy has network rules, which need the BPF cgroup programs; "
-                      "no BPF binding is available to this run" +
-                      (req.bpf_unavailable.empty() ? std::string() : ": " + req.bpf_unavailable));
-    std::optional<Fd> pooled_netns;
-    if (own_netns && req.recycle_netns) {
-        std::string err;
-        pooled_netns = NetnsPool::instance().acquire(err);
-        if (!pooled_netns) return setup_failed("network namespace pool: " + err);
-    }
-    rep.network = own_netns ? std::string(bundle.network.mode == policy::NetMode::None ? "none" : "loopback") +
-                                  (pooled_netns ? ": a network namespace of its own with only lo (recycled from "
-                                                  "the pool, owned by the host's user namespace)"
-                                                : ": own network namespace with only lo")
-                            : "rules: host network namespace, judged by cgroup sock_addr programs "
-                              "and Landlock TCP port rules";
 
     // (p6) Ids and the workdir.
     std::string workdir;
@@ -534,8 +554,50 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     if (req.gid) gid = *req.gid;
     if (uid == 0 || gid == 0) return refuse("the tool may not run as uid/gid 0");
 
-    // (p7) Mount plan (flat C strings for the child).
-    MountPlan mounts = plan_mounts(bundle, workdir);
+    // (p7) Mount plan (flat C strings for the child), with a mask for each
+    //      deny below an allowed subtree.
+    std::vector<policy::RuleCoverage> claims = policy::rule_coverage(bundle);
+    MountPlan mounts = plan_mounts(bundle, workdir, deny_mask_requests(claims), uid, gid);
+    struct ReleaseOnReturn {
+        MountPlan& p;
+        ~ReleaseOnReturn() { release_placeholders(p); }
+    } release_masks{mounts};
+    for (const auto& m : mounts.masks)
+        if (!m.placeholder.empty())
+            rep.warnings.push_back("mount: " + m.placeholder + " is absent, in a directory the tool may create in: "
+                                   "an empty directory stands there for the run, masked, so that " +
+                                   policy::describe_rule(bundle, m.rule_id) + " holds; it is removed afterwards");
+
+    // (p7b) Per-rule coverage: every rule held by a layer in force here, or
+    //       nothing runs (unless the rule says `unenforceable: run`).
+    CoverageReport cov = judge_coverage(std::move(claims), layers_in_force(*ll, *sc, own_netns, req, mounts));
+    rep.coverage = coverage_json(bundle, cov);
+    rep.coverage_summary = coverage_summary(cov);
+    for (size_t i : cov.gaps) rep.unenforced.push_back(describe_gap(bundle, cov.rules[i]));
+    if (cov.launch_refused()) {
+        rep.refusal_code = "rule_unenforced";
+        return refuse(refusal_message(bundle, cov));
+    }
+    if (req.on_plan)
+        if (std::string why = req.on_plan(rep); !why.empty()) return refuse(why);
+    if (req.plan_only) {
+        rep.layers = {ll->status, sc->status};
+        return refuse("plan only: nothing was started");
+    }
+
+    // (p7c) The network namespace of a `none`/`loopback` tool (p5's design).
+    std::optional<Fd> pooled_netns;
+    if (own_netns && req.recycle_netns) {
+        std::string err;
+        pooled_netns = NetnsPool::instance().acquire(err);
+        if (!pooled_netns) return setup_failed("network namespace pool: " + err);
+    }
+    rep.network = own_netns ? std::string(bundle.network.mode == policy::NetMode::None ? "none" : "loopback") +
+                                  (pooled_netns ? ": a network namespace of its own with only lo (recycled from "
+                                                  "the pool, owned by the host's user namespace)"
+                                                : ": own network namespace with only lo")
+                            : "rules: host network namespace, judged by cgroup sock_addr programs "
+                              "and Landlock TCP port rules";
 
     // (p8) Per-run cgroups below our own: v2 leaf + v1 limit leaves. Once per
     //      process, leaves of a previous agentd that died are reaped first.

@@ -7,6 +7,7 @@
 
 #include <expected>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,9 +51,16 @@ struct RunRequest {
     // The daemon waits here for the run's start record to be durable, so the
     // fsync overlaps the sandbox setup instead of preceding it.
     std::function<std::string()> before_exec;
+    // Called once the launch is planned and every rule's coverage judged
+    // (the report's rules fields are filled), before anything is created:
+    // "" goes on, anything else refuses the run with that reason.
+    std::function<std::string(const RunReport& plan)> on_plan;
     // Why there is no attach_bpf (shown as the bpf layer's detail), e.g.
     // "BPF runtime: bpf_obj_get(...): EPERM".
     std::string bpf_unavailable;
+    // With attach_bpf: the BPF layers' states for per-rule coverage
+    // (BpfRuntime::layer_states(): "sock_addr", "bpf_lsm" -> "" or why not).
+    std::map<std::string, std::string> bpf_layers;
     // Absolute cgroup v2 directory the run's leaf is created in: the BPF
     // runtime's cgroup parent, where its cgroup programs are attached. Empty:
     // the cgroup this process runs in.
@@ -67,6 +75,10 @@ struct RunRequest {
     // process of the run is killed (cgroup.kill) and the report says so.
     int cancel_fd = -1;
     std::string hostname = "bulwark";
+    // Stop once the launch is planned and every rule's coverage judged
+    // (`agentd coverage`): the report says what would be in force; nothing
+    // is created but the mask points a deny needs (see plan_mounts).
+    bool plan_only = false;
     // `network: none|loopback`: take a recycled lo-only netns from the pool
     // (see NetnsPool) instead of creating one per run.
     bool recycle_netns = true;

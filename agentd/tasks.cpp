@@ -682,21 +682,29 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     json start = start_detail;
     start.update({{"run_id", run_id}, {"task_id", task_id}, {"tool", req->tool}, {"policy_version", version}});
     // The run's start record must be durable before the tool's first
-    // instruction. It is enqueued now and waited for at the last step before
-    // exec (RunRequest::before_exec), so its commit overlaps the sandbox setup.
+    // instruction. It is enqueued once the launch is planned (RunRequest::
+    // on_plan: it names the rules run with no layer holding them) and waited
+    // for at the last step before exec (RunRequest::before_exec), so its
+    // commit overlaps the sandbox setup. A launch refused before it was
+    // planned gets its start record after run_tool, before its exit record.
     std::optional<uint64_t> start_seq;
-    bool start_unacknowledged = false;
+    bool start_enqueued = false, start_not_taken = false, start_unacknowledged = false;
     // The run's records as the store accepts them: the reply's decisions.
     std::unique_ptr<audit::RunWatch> watch =
         store_ ? store_->watch_run(task_id, run_id, audit::Query::kMaxLimit) : nullptr;
-    if (store_) {
-        start_seq = store_->enqueue(audit::run_start_record(task_id, run_id, req->tool, version, start_detail));
-        if (!start_seq) {
-            finish_run("refused", std::nullopt);
-            return err(503, "store_unacknowledged",
-                       "the audit store did not take the run's start record; the tool was not started");
+    auto enqueue_start = [&](const RunReport* plan) {
+        if (start_enqueued) return;
+        start_enqueued = true;
+        if (plan && !plan->coverage_summary.empty()) {
+            start_detail["rules"] = plan->coverage_summary;
+            if (!plan->unenforced.empty()) start_detail["rules_unenforced"] = plan->unenforced;
+            start["rules"] = start_detail["rules"];
+            if (!plan->unenforced.empty()) start["rules_unenforced"] = plan->unenforced;
         }
-    }
+        if (!store_) return;
+        start_seq = store_->enqueue(audit::run_start_record(task_id, run_id, req->tool, version, start_detail));
+        if (!start_seq) start_not_taken = true;
+    };
 
     bool announced = false;
     auto announce_start = [&] {
@@ -704,6 +712,10 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         announced = true;
     };
     RunRequest rr;
+    rr.on_plan = [&](const RunReport& plan) -> std::string {
+        enqueue_start(&plan);
+        return start_not_taken ? "the audit store did not take the run's start record; the tool was not started" : "";
+    };
     rr.before_exec = [&]() -> std::string {
         if (start_seq && !store_->wait_committed(*start_seq, opts_.run_start_ack)) {
             start_unacknowledged = true;
@@ -724,6 +736,7 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
             rr.attach_bpf = binding->attach;
             rr.cgroup_v2_parent = binding->cgroup_parent;
             rr.bpf_unavailable = binding->unavailable;
+            rr.bpf_layers = binding->layers;
             std::lock_guard lk(mu_);
             for (auto& r : task->runs)
                 if (r.run_id == run_id) r.bpf = binding;
@@ -749,6 +762,15 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         if (auto b = run_binding(); b && b->release) b->release();
     };
     RunReport rep = run_tool(run_bundle, rr);
+    enqueue_start(&rep);  // refused before (or at) its launch's planning
+    if (start_not_taken) {
+        if (!run_cgroup.empty()) opts_.runs->remove(run_cgroup);
+        if (opts_.metrics) opts_.metrics->runs_running.fetch_sub(1, std::memory_order_relaxed);
+        release_bpf();
+        finish_run("refused", std::nullopt);
+        return err(503, "store_unacknowledged",
+                   "the audit store did not take the run's start record; the tool was not started");
+    }
     if (start_unacknowledged) {
         if (!run_cgroup.empty()) opts_.runs->remove(run_cgroup);
         if (opts_.metrics) opts_.metrics->runs_running.fetch_sub(1, std::memory_order_relaxed);
@@ -798,7 +820,8 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
              {"cpu_user_us", rep.usage.cpu_user_us}, {"cpu_system_us", rep.usage.cpu_system_us},
              {"peak_memory_bytes", rep.usage.peak_memory_bytes}, {"wall_us", rep.usage.wall_us},
              {"error", rep.error}, {"denials", rep.denials}, {"hardening", rep.hardening},
-             {"layers", to_json(rep)["layers"]}}));
+             {"layers", to_json(rep)["layers"]}, {"rules", rep.coverage_summary},
+             {"rules_unenforced", rep.unenforced}}));
         exit_seq = seq;
         // The reply is built while the exit record commits (below).
         auto taken = watch->decisions_before(seq ? *seq : UINT64_MAX);
@@ -840,6 +863,15 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     if (opts_.metrics)
         opts_.metrics->run_latency.observe(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count());
+    // A rule no layer in force holds: the request cannot be carried out on
+    // this host as written (the run's records stay in the store).
+    if (rep.refusal_code == "rule_unenforced") {
+        json unheld = json::array();
+        for (const auto& row : out["report"]["rules"]["coverage"])
+            if (!row.value("held", true) && !row.contains("unenforceable")) unheld.push_back(row);
+        return err(422, "rule_unenforced", rep.error,
+                   {{"run_id", run_id}, {"task_id", task_id}, {"tool", req->tool}, {"rules", std::move(unheld)}});
+    }
     return out;
 }
 

@@ -60,6 +60,8 @@ struct BpfRunBinding {
     std::string cgroup_parent;
     // Set (and attach empty) when this run cannot be bound: RunRequest::bpf_unavailable.
     std::string unavailable;
+    // RunRequest::bpf_layers: which BPF layers enforce (per-rule coverage).
+    std::map<std::string, std::string> layers;
     // What the run's report must add about the binding once the run ended
     // (e.g. another process reading the ring buffer took some of its events).
     std::function<std::vector<std::string>()> warnings;

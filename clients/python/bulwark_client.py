@@ -44,6 +44,7 @@ __all__ = [
     "NotFound",
     "Conflict",
     "Unprocessable",
+    "RuleUnenforced",
     "TooManyRequests",
     "ServiceUnavailable",
 ]
@@ -105,6 +106,16 @@ class Unprocessable(ApiError):
     """422: understood but refused (a working file, a candidate rule file)."""
 
 
+class RuleUnenforced(Unprocessable):
+    """422 rule_unenforced: a rule of the tool that no layer in force on the host holds; the
+    tool was not started. `rules` lists each (file, line, col, text, and why each layer that
+    could hold it is not in force). Mark the rule `unenforceable: run` to start it anyway."""
+
+    @property
+    def rules(self) -> List[Dict[str, Any]]:
+        return list(self.error.get("rules", []))
+
+
 class TooManyRequests(ApiError):
     """429: too many open tasks."""
 
@@ -123,7 +134,7 @@ _BY_STATUS = {
     429: TooManyRequests,
     503: ServiceUnavailable,
 }
-_BY_CODE = {"grant_widens": GrantWidens}
+_BY_CODE = {"grant_widens": GrantWidens, "rule_unenforced": RuleUnenforced}
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):

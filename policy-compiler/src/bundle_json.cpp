@@ -180,8 +180,11 @@ json bundle_to_json(const Bundle& b) {
                       {"rule_id", b.hardening.rule_id}};
     j["env"] = {{"pass", b.env.pass}, {"set", pairs_json(b.env.set)}, {"clear_all", b.env.clear_all}};
     json refs = json::array();
-    for (const auto& r : b.rules)
-        refs.push_back({{"id", r.id}, {"loc", loc_json(r.loc)}, {"text", r.text}, {"section", r.section}});
+    for (const auto& r : b.rules) {
+        json ref = {{"id", r.id}, {"loc", loc_json(r.loc)}, {"text", r.text}, {"section", r.section}};
+        if (r.unenforceable_run) ref["unenforceable"] = "run";
+        refs.push_back(std::move(ref));
+    }
     j["rules"] = std::move(refs);
     return j;
 }
@@ -301,6 +304,10 @@ Bundle from_json_unchecked(const json& j) {
     for (const auto& r : j.at("rules")) {
         RuleRef ref{num<uint32_t>(r, "id"), loc_from(r.at("loc")), r.at("text").get<std::string>(),
                     r.at("section").get<std::string>()};
+        if (auto u = r.find("unenforceable"); u != r.end()) {
+            if (*u != "run") fail("rules[].unenforceable must be \"run\"");
+            ref.unenforceable_run = true;
+        }
         if (ref.id != b.rules.size()) fail("rule ids must be 0, 1, 2, ... in order");
         b.rules.push_back(std::move(ref));
     }

@@ -65,12 +65,13 @@ void emit_fs(CompileContext& ctx) {
             if (!overlap) return;
             std::string gap = ctx.describe(e.value.deny_rule_id) + " denies " + rights_to_string(overlap) +
                               " below " + ctx.describe(it->second->value.allow_rule_id) +
-                              "; Landlock cannot take rights away below an allowed directory, so only the BPF LSM "
-                              "enforces this deny";
+                              "; Landlock cannot take rights away below an allowed directory, so the BPF LSM and "
+                              "agentd's mount masks enforce this deny";
             ctx.note(ctx.span_of(e.value.deny_rule_id), "landlock-gap",
                      "Landlock cannot enforce this deny: " + ctx.describe(it->second->value.allow_rule_id) +
                          " allows " + rights_to_string(overlap) + " above it",
-                     {"the BPF LSM still enforces it; make it mandatory with `mandatory: [bpf-lsm]`"});
+                     {"the BPF LSM holds it where the kernel loads it; elsewhere agentd masks the path in the "
+                      "tool's mount namespace at launch (docs/rule-language.md)"});
             ll.gaps.push_back(std::move(gap));
         });
     }

@@ -1,8 +1,10 @@
 #include "bulwark/policy/explain.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "bulwark/policy/values.h"
+#include "bulwark/policy/coverage.h"
 
 namespace bulwark::policy {
 namespace {
@@ -123,6 +125,53 @@ std::string explain_text(const Bundle& b) {
     o << "\nLandlock: " << b.landlock.paths.size() << " path rules, " << b.landlock.ports.size() << " port rules\n";
     if (b.landlock.gaps.empty()) o << "  no gaps: Landlock expresses every file and TCP rule\n";
     for (const auto& g : b.landlock.gaps) o << "  gap: " << g << "\n";
+    o << "\n" << coverage_text(b);
+    return o.str();
+}
+
+std::string coverage_text(const Bundle& b, const std::vector<std::string>* in_force) {
+    std::ostringstream o;
+    o << "rules and the layers that hold each one";
+    if (in_force) {
+        o << " (in force here:";
+        for (const auto& l : *in_force) o << " " << l;
+        o << ")";
+    }
+    o << "\n";
+    size_t unheld = 0, opted = 0;
+    for (const auto& c : rule_coverage(b)) {
+        const RuleRef* r = b.rule(c.rule_id);
+        o << "  " << (r ? r->loc.file + ":" + std::to_string(r->loc.line) + ":" + std::to_string(r->loc.col) : "-")
+          << " " << (r ? r->text : c.kind) << "\n      can be held by: ";
+        if (c.layers.empty()) o << "no layer holds a rule of kind " << c.kind;
+        std::vector<std::string> here;
+        for (size_t i = 0; i < c.layers.size(); ++i) {
+            const auto& l = c.layers[i];
+            o << (i ? " | " : "") << l.layer;
+            if (!l.how.empty()) o << " (" << l.how << ")";
+            if (in_force && std::find(in_force->begin(), in_force->end(), l.layer) != in_force->end())
+                here.push_back(l.layer);
+        }
+        if (in_force) {
+            if (here.empty()) {
+                ++unheld;
+                opted += c.unenforceable_run;
+                o << "\n      NOT HELD HERE" << (c.unenforceable_run ? " (unenforceable: run: the tool starts anyway)"
+                                                                     : ": agentd refuses to start the tool");
+            } else {
+                o << "\n      held here by:";
+                for (const auto& h : here) o << " " << h;
+            }
+        } else if (c.unenforceable_run) {
+            o << "\n      unenforceable: run";
+        }
+        o << "\n";
+    }
+    if (in_force) {
+        o << "  " << unheld << " rule(s) held by no layer in force here";
+        if (opted) o << " (" << opted << " marked unenforceable: run)";
+        o << "\n";
+    }
     return o.str();
 }
 

@@ -15,14 +15,14 @@ namespace bulwark::policy {
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& accepted_keys() {
     static const std::vector<std::pair<std::string, std::vector<std::string>>> keys = {
-        {"", {"tool", "description", "extends", "binaries", "mode", "mandatory", "files", "exec", "network",
-              "syscalls", "limits", "hardening", "environment"}},
+        {"", {"tool", "description", "extends", "binaries", "mode", "mandatory", "unenforceable", "files", "exec",
+              "network", "syscalls", "limits", "hardening", "environment"}},
         {"binaries", {"path", "sha256"}},
         {"files", {"read", "write", "create", "remove", "exec", "deny"}},
-        {"files.deny", {"path", "rights"}},
+        {"files.deny", {"path", "rights", "unenforceable"}},
         {"exec", {"allow"}},
         {"network", {"families", "connect", "bind", "send", "deny", "dns"}},
-        {"network.rule", {"host", "cidr", "ports", "proto"}},
+        {"network.rule", {"host", "cidr", "ports", "proto", "unenforceable"}},
         {"syscalls", {"baseline", "allow", "deny", "on_violation"}},
         {"syscalls.baseline", {"import"}},
         {"syscalls.allow", {"name", "args"}},
@@ -223,6 +223,21 @@ private:
         return id;
     }
 
+    // `unenforceable: run | refuse`: true for run.
+    std::optional<bool> unenforceable(const YAML::Node& v, const std::string& what) {
+        auto s = scalar(v, what);
+        if (!s) return std::nullopt;
+        if (s->value == "run") return true;
+        if (s->value == "refuse") return false;
+        error(s->span, "bad-value", "\"" + what + "\" must be run or refuse, not \"" + s->value + "\"",
+              {"refuse (the default): a launch where no layer in force holds the rule is refused",
+               "run: the tool starts anyway and the gap is recorded in its start record"});
+        return std::nullopt;
+    }
+    void mark_unenforceable(uint32_t rule_id) {
+        if (rule_id < rules_.size()) rules_[rule_id].unenforceable_run = true;
+    }
+
     // ---- shape checks ----
 
     // Iterates a mapping, checking keys; calls f(key, value) for each known key.
@@ -385,7 +400,11 @@ bool Parser::run(ast::RuleFile& out) {
         error(span(root), "wrong-type", "a rule file must be a mapping of sections, not " + std::string(type_name(root)));
         return false;
     }
+    size_t first_rule = rules_.size();
     parse_top(root, out);
+    // A file's own `unenforceable: run` covers every rule written in it.
+    if (out.unenforceable)
+        for (size_t i = first_rule; i < rules_.size(); ++i) rules_[i].unenforceable_run = true;
     return errors_ == errors_before;
 }
 
@@ -405,6 +424,8 @@ void Parser::parse_top(const YAML::Node& root, ast::RuleFile& f) {
             }
         } else if (key == "mandatory") {
             scalar_list(v, "mandatory", key, "layer names", f.mandatory);
+        } else if (key == "unenforceable") {
+            if (auto u = unenforceable(v, key); u && *u) f.unenforceable = scalar(v, key);
         } else if (key == "binaries") {
             parse_binaries(v, f);
         } else if (key == "files") {
@@ -502,6 +523,12 @@ void Parser::parse_files(const YAML::Node& n, ast::Files& f) {
                 bool has_path = false, ok = true;
                 item.rights = BW_FS_ALL;
                 each_key(e, "files.deny", what, [&](const std::string& dk, const YAML::Node& dv) {
+                    if (dk == "unenforceable") {
+                        auto u = unenforceable(dv, what + ".unenforceable");
+                        if (!u) return ok = false;
+                        if (*u) mark_unenforceable(id);
+                        return true;
+                    }
                     if (dk == "path") {
                         auto s = scalar(dv, what + ".path", id);
                         if (!s) return ok = false;
@@ -589,6 +616,11 @@ void Parser::parse_net_rules(const YAML::Node& n, const std::string& what, std::
         item.span = span(e);
         bool ok = each_key(e, "network.rule", what, [&](const std::string& k, const YAML::Node& v) {
             std::string w = what + "." + k;
+            if (k == "unenforceable") {
+                auto u = unenforceable(v, w);
+                if (u && *u) mark_unenforceable(item.rule_id);
+                return u.has_value();
+            }
             if (k == "ports") {
                 if (!expect_seq(v, w, "ports")) return false;
                 if (v.size() == 0) {

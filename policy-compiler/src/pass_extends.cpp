@@ -192,6 +192,10 @@ void run(CompileContext& ctx) {
     merge_into(merged, ctx.ast);
     merged.tool = ctx.ast.tool;   // a base's tool name never names the child
     merged.extends = ctx.ast.extends;
+    // The tool's own file decides for the rules it extends too.
+    merged.unenforceable = ctx.ast.unenforceable;
+    if (merged.unenforceable)
+        for (auto& rule : ctx.bundle.rules) rule.unenforceable_run = true;
     ctx.ast = std::move(merged);
     ctx.bundle.extends = std::move(r.chain);
 }

@@ -415,3 +415,46 @@ TEST_CASE("exec files: working files land in the workdir; a planted symlink, `..
     auto t = d.call("GET", "/v1/tasks/" + std::to_string(id)).body;
     CHECK(t["runs"].size() == 2);
 }
+
+TEST_CASE("exec refuses a tool with a rule no layer in force holds: 422 rule_unenforced, on record",
+          "[tasks][coverage]") {
+    // Without the BPF layer nothing holds curl-proxy's network rules here.
+    Daemon d({"--no-bpf"});
+    auto health = d.call("GET", "/v1/health");
+    REQUIRE(health.status == 200);
+    const auto& tools = health.body["host"]["tools"];
+    INFO(tools.dump(2));
+    CHECK(tools["curl-proxy"]["refused"] == true);
+    CHECK_THAT(tools["curl-proxy"]["error"].get<std::string>(), Catch::Contains("sock_addr"));
+    CHECK(tools["cat"]["refused"] == false);
+    CHECK_THAT(tools["sh"]["summary"].get<std::string>(), Catch::Contains("0 held by no layer here"));
+
+    uint64_t id = create_task(d, {{"tools", {"curl-proxy", "cat"}}});
+    auto r = d.exec(id, {{"tool", "curl-proxy"}, {"argv", {"curl", "--version"}}});
+    INFO(r.raw);
+    REQUIRE(r.status == 422);
+    CHECK(r.body["error"]["code"] == "rule_unenforced");
+    std::string msg = r.body["error"]["message"];
+    CHECK_THAT(msg, Catch::Contains("curl-proxy.yaml:") && Catch::Contains("network.connect") &&
+                        Catch::Contains("no layer in force here holds it: sock_addr: BPF layer switched off"));
+    REQUIRE(r.body["error"]["rules"].size() >= 1);
+    for (const auto& row : r.body["error"]["rules"]) CHECK(row["held"] == false);
+    // The refused run is on record: a start and an exit saying refused.
+    uint64_t run = r.body["error"]["run_id"];
+    auto rows = d.call("GET", "/v1/audit?run=" + std::to_string(run));
+    REQUIRE(rows.status == 200);
+    std::set<std::string> kinds;
+    for (const auto& row : rows.body["rows"]) {
+        kinds.insert(row["kind"].get<std::string>());
+        if (row["kind"] == "run_exit") CHECK(row["detail"]["outcome"] == "refused");
+    }
+    CHECK(kinds.count("run_start"));
+    CHECK(kinds.count("run_exit"));
+
+    // Control: a tool whose every rule is held runs in the same task.
+    auto ok = d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "/dev/null"}}});
+    INFO(ok.raw);
+    REQUIRE(ok.status == 200);
+    CHECK(ok.body["exit_status"] == 0);
+    CHECK_THAT(ok.body["report"]["rules"]["summary"].get<std::string>(), Catch::Contains("0 held by no layer here"));
+}

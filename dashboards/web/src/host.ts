@@ -48,6 +48,8 @@ export class HostView {
         host.kernel_audit
           ? el("p", { class: "small", id: "host-kaudit" }, `kernel audit log (Landlock and seccomp denials): ${kauditLine(host.kernel_audit)}`)
           : null,
+        el("h3", {}, "Tools: their rules and the layers in force here"),
+        table(["tool", "rules held", "unenforced (unenforceable: run)", "launch"], toolRows(host.tools), "tools"),
         el("h3", {}, "Hardening"),
         el("p", { class: "small" }, host.hardening?.detail ?? ""),
       ),
@@ -65,7 +67,7 @@ export class HostView {
             el("td", { class: "num" }, x.task_id ?? ""),
             el("td", { class: "num" }, x.run_id ?? ""),
             el("td", {}, x.tool ?? ""),
-            el("td", { class: "small" }, (Array.isArray(d.layers) ? d.layers : []).map((l: any) => `${l.name}: ${l.state}`).join("; ")),
+            el("td", { class: "small" }, layersText(d)),
             el("td", { class: "small" }, (Array.isArray(d.hardening) ? d.hardening : []).join("; ")),
           ),
         );
@@ -75,6 +77,32 @@ export class HostView {
     }
     this.body.appendChild(el("div", {}, el("h3", {}, "Recent runs: layers and hardening in force"), table(["ended", "task", "run", "tool", "layers", "hardening"], runs, "runs")));
   }
+}
+
+// A run's layers, then its rules' summary and any rule it ran without a
+// layer holding it (run_exit detail).
+export function layersText(d: any): string {
+  let s = (Array.isArray(d?.layers) ? d.layers : []).map((l: any) => `${l.name}: ${l.state}`).join("; ");
+  if (d?.rules) s += `; rules: ${d.rules}`;
+  for (const u of Array.isArray(d?.rules_unenforced) ? d.rules_unenforced : []) s += `; UNENFORCED: ${u}`;
+  return s;
+}
+
+// /v1/health host.tools: per tool, what a launch here would hold.
+function toolRows(tools: any): HTMLTableSectionElement {
+  const body = el("tbody", { id: "host-tools" });
+  for (const [name, t] of Object.entries<any>(tools ?? {}))
+    body.appendChild(
+      el(
+        "tr",
+        { class: t.refused ? "state-unavailable" : "state-enforcing", "data-tool": name },
+        el("td", {}, name),
+        el("td", { class: "small" }, t.summary ?? ""),
+        el("td", { class: "small" }, (Array.isArray(t.unenforced) ? t.unenforced : []).join("\n")),
+        el("td", { class: "small" }, t.refused ? `refused: ${t.error ?? ""}` : "starts"),
+      ),
+    );
+  return body;
 }
 
 // /v1/health answers 503 with the same document when the store refuses.

@@ -3,6 +3,7 @@
 // deciding rule's file:line and text and the grant that would allow it.
 import { AuditRow, getJson, latest, ruleWhere } from "./api";
 import { clear, el, errorText, fmtDate, fmtDuration, fmtTime, table } from "./dom";
+import { layersText } from "./host";
 
 interface Epoch {
   epoch: number;
@@ -142,7 +143,6 @@ export class TasksView {
     for (const r of [...t.runs].reverse()) {
       const x = exitBy.get(r.run_id)?.detail;
       const hard: string[] = Array.isArray(x?.hardening) ? x.hardening : [];
-      const layers: any[] = Array.isArray(x?.layers) ? x.layers : [];
       runs.appendChild(
         el(
           "tr",
@@ -155,7 +155,7 @@ export class TasksView {
           el("td", {}, r.ended_ns ? fmtDuration(r.ended_ns - r.started_ns) : "running"),
           el("td", {}, r.outcome),
           el("td", { class: "num" }, r.exit_status ?? ""),
-          el("td", { class: "small" }, layers.map((l) => `${l.name}: ${l.state}`).join("; ")),
+          el("td", { class: "small" }, layersText(x)),
           el("td", { class: "small" }, hard.join("; ")),
         ),
       );

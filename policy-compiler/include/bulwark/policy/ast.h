@@ -115,6 +115,8 @@ struct RuleFile {
     std::optional<Scalar> tool, description, mode;
     std::vector<Scalar> extends;
     std::vector<Scalar> mandatory;
+    // `unenforceable: run` at the top of this file (see coverage.h)
+    std::optional<Scalar> unenforceable;
     std::vector<BinaryItem> binaries;
     Files files;
     Exec exec;

@@ -33,6 +33,10 @@ struct RuleRef {
     SourceLoc loc;
     std::string text;     // the rule as written, e.g. "files.write: ${workdir}"
     std::string section;  // "files", "network", "syscalls", "exec", "limits", ...
+    // `unenforceable: run` on the rule or its file: the tool may start where
+    // no layer in force holds this rule (the gap is recorded); by default
+    // such a launch is refused (coverage.h).
+    bool unenforceable_run = false;
 };
 
 enum class Mode : uint8_t { Enforce, Audit };

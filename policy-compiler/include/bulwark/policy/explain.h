@@ -3,6 +3,7 @@
 // daemon's GET /v1/tools/{name}/explain, and the small formatters it uses.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bulwark/policy/bundle.h"
 #include "bulwark/policy/seccomp.h"
@@ -12,6 +13,12 @@ namespace bulwark::policy {
 // Section by section: what the policy allows, which layers enforce each
 // section, and what Landlock cannot express.
 std::string explain_text(const Bundle& b);
+
+// Every rule with the layers that can hold it on their own (coverage.h).
+// With `in_force` (layer names in force on a host), each rule also says
+// which of them hold it there, or that none does. The mount layer's hold on
+// a deny is decided at launch (it needs the path); it is counted here.
+std::string coverage_text(const Bundle& b, const std::vector<std::string>* in_force = nullptr);
 
 std::string format_size(uint64_t bytes);       // "64MiB"
 std::string format_duration(uint64_t ms);      // "30s"

@@ -1,0 +1,154 @@
+// Which layers can hold each rule on their own (see coverage.h).
+#include "bulwark/policy/coverage.h"
+
+#include <map>
+#include <unordered_map>
+#include <string_view>
+
+#include "passes.h"
+
+namespace bulwark::policy {
+namespace {
+
+// How the mount namespace holds a deny below an allow (agentd/mounts.cpp
+// applies exactly this): an inaccessible mount when read is denied, else a
+// read-only and/or noexec bind of the path onto itself.
+std::string mount_how(uint32_t deny) {
+    if (deny & BW_FS_READ) {
+        std::string s = "an inaccessible mount over it at launch";
+        if ((deny & BW_FS_ALL) != BW_FS_ALL) s += " (refuses every right, not only " + rights_to_string(deny) + ")";
+        return s;
+    }
+    std::string s;
+    constexpr uint32_t kModify = BW_FS_WRITE | BW_FS_CREATE | BW_FS_REMOVE;
+    if (deny & kModify) {
+        s = "a read-only bind of it at launch";
+        if ((deny & kModify) != kModify) s += " (refuses write, create and remove alike)";
+    }
+    if (deny & BW_FS_EXEC) s += std::string(s.empty() ? "a" : ", and") + " noexec bind of it at launch";
+    return s;
+}
+
+std::string kind_of(const RuleRef& r) {
+    // A task grant's rules read "grant files.write: /path", "grant network.connect ...".
+    std::string_view t = r.text;
+    if (t.starts_with("grant ")) t.remove_prefix(6);
+    auto end = t.find_first_of(": ");
+    std::string k(end == std::string_view::npos ? t : t.substr(0, end));
+    if (k.starts_with("environment.")) return "environment";
+    return k;
+}
+
+std::vector<LayerClaim> claims_for(const std::string& kind) {
+    auto one = [](std::string layer, std::string how = {}) { return std::vector<LayerClaim>{{layer, how}}; };
+    if (kind == "binaries") return one("supervisor", "started only as a listed binary");
+    if (kind == "mode" || kind.starts_with("mandatory") || kind.starts_with("hardening") || kind == "environment")
+        return one("supervisor");
+    if (kind == "exec.allow")
+        return {{"bpf_lsm", "exec check by object"}, {"landlock", "execute right on the path"}};
+    if (kind == "network") return one("netns", "a network namespace of its own with only lo");
+    if (kind.starts_with("network.")) return one("sock_addr", "cgroup connect/sendmsg/bind programs");
+    if (kind.starts_with("syscalls.")) return one("seccomp");
+    if (kind == "limits.memory" || kind == "limits.cpu") return one("cgroup");
+    if (kind == "limits.pids") return {{"cgroup", "pids controller"}, {"rlimit", "RLIMIT_NPROC"}};
+    if (kind == "limits.timeout" || kind == "limits.output") return one("supervisor");
+    if (kind == "limits.file_size") return one("rlimit", "RLIMIT_FSIZE");
+    if (kind == "limits.open_files") return one("rlimit", "RLIMIT_NOFILE");
+    return {};  // a kind no layer is known to hold: never enforced by assumption
+}
+
+}  // namespace
+
+const std::vector<std::string>& coverage_layers() {
+    static const std::vector<std::string> names = {"bpf_lsm", "landlock", "mount",  "seccomp",   "sock_addr",
+                                                   "netns",   "cgroup",   "rlimit", "supervisor"};
+    return names;
+}
+
+namespace {
+
+// A files rule's claims: a deny below an allow is the mount layer's (and the
+// LSM's); every other files rule is Landlock's too.
+void file_claims(RuleCoverage& c, const FileRule& fr,
+                 const std::unordered_map<std::string_view, uint32_t>& allow_at) {
+    c.path = fr.path;
+    c.layers.clear();
+    if (!fr.deny) {
+        c.rights = fr.allow;
+        c.layers = {{"bpf_lsm", "object walk at every access"},
+                    {"landlock", c.kind == "exec.allow" ? "execute right on the path" : "path rule"}};
+        return;
+    }
+    c.rights = fr.deny;
+    for_each_ancestor(fr.path, [&](std::string_view a) {
+        if (a == fr.path) return;
+        if (auto it = allow_at.find(a); it != allow_at.end()) c.deny_below_allow |= it->second & fr.deny;
+    });
+    c.layers.push_back({"bpf_lsm", "object walk at every access"});
+    if (c.deny_below_allow) {
+        c.layers.push_back({"mount", mount_how(fr.deny)});
+        if (uint32_t rest = fr.deny & ~c.deny_below_allow)
+            c.layers.back().how += "; Landlock also refuses " + rights_to_string(rest);
+    } else {
+        c.layers.push_back({"landlock", "no allow above it grants these rights"});
+    }
+}
+
+}  // namespace
+
+std::vector<RuleCoverage> rule_coverage(const Bundle& b) {
+    std::unordered_map<std::string_view, uint32_t> allow_at;  // path -> rights allowed there
+    for (const auto& f : b.files)
+        if (f.allow) allow_at[f.path] |= f.allow;
+    std::vector<RuleCoverage> out;
+    std::map<uint32_t, size_t> row_of;  // rule id -> row, for rules the bundle names
+    for (const auto& r : b.rules) {
+        RuleCoverage c;
+        c.rule_id = r.id;
+        c.kind = kind_of(r);
+        c.unenforceable_run = r.unenforceable_run;
+        // The tool's name, and rule 0: the policy's defaults (default deny,
+        // limits no rule set), which the rows of the rules themselves cover.
+        if (c.kind == "tool" || c.kind == "description" || c.kind == "extends" || r.loc.line == 0) continue;
+        // `network: none|loopback` of a base that a later `network:` mapping
+        // replaced no longer applies (the mapping's rules have rows of their own).
+        if (c.kind == "network" && b.network.mode == NetMode::Rules) continue;
+        c.layers = claims_for(c.kind);
+        row_of[r.id] = out.size();
+        out.push_back(std::move(c));
+    }
+    // Entries are what the layers enforce: each one's rule gets its claims;
+    // an entry whose rule the bundle does not name (a bundle built in code)
+    // gets a row of its own, never a pass.
+    for (const auto& f : b.files) {
+        auto it = b.rule(f.rule_id) ? row_of.find(f.rule_id) : row_of.end();
+        if (it == row_of.end()) {
+            RuleCoverage c;
+            c.rule_id = f.rule_id;
+            c.kind = f.deny ? "files.deny" : f.allow == BW_FS_EXEC ? "exec.allow" : "files." + rights_to_string(f.allow);
+            file_claims(c, f, allow_at);
+            out.push_back(std::move(c));
+        } else {
+            RuleCoverage& c = out[it->second];
+            if (!c.kind.starts_with("files.") && c.kind != "exec.allow")
+                c.kind = f.deny ? "files.deny" : "files." + rights_to_string(f.allow);
+            file_claims(c, f, allow_at);
+        }
+    }
+    for (const auto& n : b.network.rules) {
+        std::string kind = n.action == BW_NET_ACTION_DENY ? "network.deny" : "network.connect";
+        auto it = b.rule(n.rule_id) ? row_of.find(n.rule_id) : row_of.end();
+        if (it == row_of.end()) {
+            RuleCoverage c;
+            c.rule_id = n.rule_id;
+            c.kind = kind;
+            c.layers = claims_for(c.kind);
+            out.push_back(std::move(c));
+        } else if (out[it->second].layers.empty()) {
+            out[it->second].layers = claims_for(kind);
+        }
+    }
+    return out;
+}
+
+}  // namespace bulwark::policy

@@ -1,0 +1,263 @@
+// Denies below an allowed subtree, on a host without the BPF LSM: the mount
+// layer holds them (docs/rule-language.md, "Denies below an allowed
+// directory"). Each attempt runs unconfined in a fresh tree (the control:
+// it must work) and sandboxed under a compiled rule file whose files.read,
+// write, create and remove grant the work directory, with denies below it
+// (it must fail with one of the errnos listed). A second control runs the
+// first attempt sandboxed without the denies: it works, so it is the deny
+// that stops it. Then: a rule no layer in force holds refuses the launch,
+// naming file:line:col, unless it says `unenforceable: run`.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "bulwark/policy/compiler.h"
+#include "bulwark/policy/instantiate.h"
+#include "fixture.h"
+#include "spawner.h"
+
+using namespace bulwark;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string deep(const std::string& root, int levels, const std::string& leaf) {
+    std::string p = root;
+    for (int i = 0; i < levels; ++i) p += "/d";
+    return p + "/" + leaf;
+}
+
+void write_file(const std::string& p) {
+    fs::create_directories(fs::path(p).parent_path());
+    std::ofstream(p) << "secret\n";
+}
+
+// The tree every attempt starts from (owned by 65534, the tool's uid).
+void lay_tree(const std::string& w) {
+    for (const auto& e : fs::directory_iterator(w)) fs::remove_all(e.path());
+    write_file(w + "/secret/x");
+    write_file(deep(w + "/secret", 300, "x"));
+    write_file(w + "/sub/deep/x");
+    write_file(w + "/ro/f");
+    write_file(w + "/a");
+    fs::create_directories(w + "/other");
+    for (const auto& e : fs::recursive_directory_iterator(w)) (void)::lchown(e.path().c_str(), 65534, 65534);
+}
+
+std::string rules(bool denies, const std::string& extra = "") {
+    std::string r = "tool: denyprobe\nextends: base/minimal\nbinaries: [" DENY_PROBE "]\n"
+                    "files:\n  read: [\"${workdir}\", " DENY_PROBE "]\n  write: [\"${workdir}\"]\n"
+                    "  create: [\"${workdir}\"]\n  remove: [\"${workdir}\"]\n";
+    if (denies)
+        r += "  deny:\n    - \"${workdir}/secret\"\n    - \"${workdir}/sub/deep\"\n"
+             "    - { path: \"${workdir}/ro\", rights: [write, create, remove] }\n    - \"${workdir}/later\"\n";
+    r += "exec: { allow: [" DENY_PROBE "] }\n" + extra;
+    return r;
+}
+
+policy::Bundle bundle_for(const std::string& text, const std::string& workdir) {
+    policy::CompileOptions o;
+    o.rules_dirs = {BULWARK_RULES_DIR};
+    auto c = policy::compile_string(text, "denyprobe.yaml", o);
+    INFO(policy::render_diagnostics(c));
+    REQUIRE(c.ok());
+    policy::TaskVars vars{{"workdir", workdir}, {"home", "/nonexistent-home"}, {"tmp", "/tmp"}, {"task_id", "t"}};
+    auto b = policy::instantiate(*c.bundle, vars, [](std::string_view h) -> std::expected<std::vector<std::string>, std::string> {
+        return std::unexpected("no host names in this test: " + std::string(h));
+    });
+    REQUIRE(b);
+    return *b;
+}
+
+std::string verdict(const std::string& out) {
+    auto nl = out.find('\n');
+    return out.substr(0, nl);
+}
+
+std::string unconfined(const std::vector<std::string>& args, const std::string& cwd) {
+    int p[2];
+    REQUIRE(pipe2(p, O_CLOEXEC) == 0);
+    pid_t c = fork();
+    if (c == 0) {
+        dup2(p[1], 1);
+        if (chdir(cwd.c_str()) != 0) _exit(99);
+        std::vector<char*> av{const_cast<char*>(DENY_PROBE)};
+        for (const auto& a : args) av.push_back(const_cast<char*>(a.c_str()));
+        av.push_back(nullptr);
+        execv(DENY_PROBE, av.data());
+        _exit(98);
+    }
+    close(p[1]);
+    std::string out;
+    char buf[512];
+    ssize_t n;
+    while ((n = read(p[0], buf, sizeof buf)) > 0) out.append(buf, n);
+    close(p[0]);
+    waitpid(c, nullptr, 0);
+    return verdict(out);
+}
+
+RunReport sandboxed(const policy::Bundle& b, const std::vector<std::string>& args, const std::string& w) {
+    RunRequest req;
+    req.argv = {DENY_PROBE};
+    req.argv.insert(req.argv.end(), args.begin(), args.end());
+    req.workdir = w;
+    // The BPF layers are not part of this tier: no binding, no program.
+    req.bpf_unavailable = "not bound in this test";
+    return run_tool(b, req);
+}
+
+struct Attempt {
+    const char* name;
+    std::vector<std::string> args;       // relative to the work directory unless absolute
+    std::set<std::string> contained;     // accepted sandboxed verdicts
+    std::function<void(const std::string& w)> after_launch;  // changes the host tree while the tool waits
+};
+
+}  // namespace
+
+TEST_CASE("denies below an allowed subtree hold without the BPF LSM, at any depth, for what exists and what comes later") {
+    std::string w = test::make_workdir("deny");
+    const std::string d300 = deep("secret", 300, "x");
+    const std::set<std::string> acc{"DENIED EACCES"}, moved{"DENIED EACCES", "DENIED EXDEV"},
+        busy{"DENIED EBUSY"}, rofs{"DENIED EROFS"},
+        rofs_or_perm{"DENIED EROFS", "DENIED EPERM"};
+    std::vector<Attempt> battery = {
+        {"read", {"read", "secret/x"}, acc, {}},
+        {"read at depth 300", {"read", d300}, acc, {}},
+        {"read through //, /./ and the absolute path", {"read", w + "//secret/./x"}, acc, {}},
+        {"read through /proc/self/cwd", {"read", "/proc/self/cwd/secret/x"}, acc, {}},
+        {"write", {"write", "secret/x"}, acc, {}},
+        {"write at depth 300", {"write", d300}, acc, {}},
+        {"create", {"create", "secret/new"}, acc, {}},
+        {"mkdir", {"mkdir", "secret/newdir"}, acc, {}},
+        {"create at depth 300", {"create", deep("secret", 300, "new")}, acc, {}},
+        {"unlink", {"unlink", "secret/x"}, acc, {}},
+        {"rename into", {"rename", "a", "secret/a"}, moved, {}},
+        {"rename out", {"rename", "secret/x", "x2"}, moved, {}},
+        {"hard link into", {"link", "a", "secret/a"}, moved, {}},
+        {"hard link out", {"link", "secret/x", "x2"}, moved, {}},
+        {"symlink through it", {"symlink_read", "secret", "lnk", "x"}, acc, {}},
+        {"move the denied directory away", {"rename", "secret", "moved"}, busy, {}},
+        {"exchange it with another directory", {"exchange", "secret", "other"}, busy, {}},
+        {"chmod it", {"chmod", "secret"}, rofs_or_perm, {}},
+        {"move its parent away and rebuild the path", {"rebuild", "sub", "sub2", "sub/deep"}, busy, {}},
+        {"subtree made after launch, read at depth 300",
+         {"wait", "go", "read", deep("secret/later", 300, "y")},
+         acc,
+         [](const std::string& wd) {
+             write_file(deep(wd + "/secret/later", 300, "y"));
+             std::ofstream(wd + "/go") << "";
+         }},
+        {"write to a read-only deny", {"write", "ro/f"}, rofs, {}},
+        {"create in a read-only deny", {"create", "ro/n"}, rofs, {}},
+        {"unlink in a read-only deny", {"unlink", "ro/f"}, rofs, {}},
+        {"absent at launch: make it and write in it", {"mkdirs_create", "later"}, acc, {}},
+        {"absent at launch: create it as a file", {"create", "later"}, {"DENIED EEXIST", "DENIED EACCES"}, {}},
+    };
+    auto with = rules(true);
+    SECTION("each attempt: the control works, the sandboxed one is refused") for (const auto& a : battery) {
+        INFO(a.name);
+        lay_tree(w);
+        if (a.after_launch) a.after_launch(w);
+        CHECK(unconfined(a.args, w) == "OK");
+        lay_tree(w);
+        auto b = bundle_for(with, w);
+        RunReport r;
+        std::thread t;
+        if (a.after_launch) t = std::thread([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            a.after_launch(w);
+        });
+        r = sandboxed(b, a.args, w);
+        if (t.joinable()) t.join();
+        INFO("error: " << r.error << "\nstderr: " << r.stderr_data);
+        REQUIRE(r.outcome == RunOutcome::Exited);
+        std::string v = verdict(r.stdout_data);
+        INFO("sandboxed: " << v);
+        CHECK(a.contained.contains(v));
+        // Nothing of the placeholder stays behind.
+        CHECK_FALSE(fs::exists(w + "/later"));
+    }
+
+    SECTION("what the denies leave alone still works") {
+        lay_tree(w);
+        auto b = bundle_for(with, w);
+        for (const std::vector<std::string>& args :
+             std::vector<std::vector<std::string>>{{"read", "ro/f"}, {"read", "sub/x2"}, {"create", "other/n"},
+                                                   {"rename", "a", "other/a"}}) {
+            if (args[1] == "sub/x2") write_file(w + "/sub/x2"), (void)::lchown((w + "/sub/x2").c_str(), 65534, 65534);
+            auto r = sandboxed(b, args, w);
+            INFO(args[0] << " " << args[1] << ": " << r.error << r.stderr_data);
+            CHECK(verdict(r.stdout_data) == "OK");
+        }
+    }
+
+    SECTION("the same attempts work sandboxed without the denies") {
+        lay_tree(w);
+        auto b = bundle_for(rules(false), w);
+        for (const auto& args : std::vector<std::vector<std::string>>{{"read", "secret/x"}, {"read", d300}}) {
+            auto r = sandboxed(b, args, w);
+            INFO(r.error << r.stderr_data);
+            CHECK(verdict(r.stdout_data) == "OK");
+        }
+    }
+
+    SECTION("the run report names the mount layer for each deny") {
+        lay_tree(w);
+        auto r = sandboxed(bundle_for(with, w), {"read", "a"}, w);
+        REQUIRE(r.outcome == RunOutcome::Exited);
+        int masked = 0;
+        for (const auto& row : r.coverage) {
+            std::string text = row["rule"]["text"];
+            if (!text.starts_with("files.deny") || text.find("${workdir}") == std::string::npos) continue;
+            INFO(row.dump());
+            CHECK(row["held"] == true);
+            CHECK(row["enforced_by"] == nlohmann::json::array({"mount"}));
+            CHECK(row["not_in_force"].contains("bpf_lsm"));
+            ++masked;
+        }
+        CHECK(masked == 4);
+        CHECK(r.unenforced.empty());
+        CHECK(r.coverage_summary.find("0 held by no layer here") != std::string::npos);
+    }
+    test::remove_tree(w);
+}
+
+TEST_CASE("a rule no layer in force holds refuses the launch, naming it; unenforceable: run lets it start") {
+    std::string w = test::make_workdir("unheld");
+    write_file(w + "/a");
+    // Network rules need the cgroup socket programs, which this run lacks.
+    const std::string net = "network:\n  connect:\n    - { cidr: 127.0.0.1/32, ports: [9] }\n";
+    auto r = sandboxed(bundle_for(rules(false, net), w), {"read", "a"}, w);
+    INFO(r.error);
+    CHECK(r.outcome == RunOutcome::Refused);
+    CHECK(r.exit_status() == kExitRefused);
+    CHECK(r.refusal_code == "rule_unenforced");
+    CHECK(r.error.find("denyprobe.yaml:12:7: network.connect: {cidr: 127.0.0.1/32, ports: [9]}: no layer in force "
+                       "here holds it: sock_addr: not bound in this test") != std::string::npos);
+    CHECK(r.error.find("unenforceable: run") != std::string::npos);
+    CHECK(r.stdout_data.empty());
+
+    const std::string optout = "network:\n  connect:\n    - { cidr: 127.0.0.1/32, ports: [9], unenforceable: run }\n";
+    auto ok = sandboxed(bundle_for(rules(false, optout), w), {"read", "a"}, w);
+    INFO(ok.error);
+    CHECK(ok.outcome == RunOutcome::Exited);
+    CHECK(verdict(ok.stdout_data) == "OK");
+    REQUIRE(ok.unenforced.size() == 1);
+    CHECK(ok.unenforced[0].find("denyprobe.yaml:12:7") != std::string::npos);
+    CHECK(to_json(ok)["rules"]["unenforced"].size() == 1);
+
+    auto whole = sandboxed(bundle_for("unenforceable: run\n" + rules(false, net), w), {"read", "a"}, w);
+    CHECK(whole.outcome == RunOutcome::Exited);
+    CHECK(whole.unenforced.size() == 1);
+    test::remove_tree(w);
+}

@@ -1,0 +1,141 @@
+// Per-rule coverage: which layers can hold each rule, and the
+// `unenforceable: run` opt-out (rule, file, extends, bundle JSON).
+#include "compiler_support.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "bulwark/policy/coverage.h"
+
+using namespace bulwark::test;
+
+namespace {
+
+const RuleCoverage* find_rule(const std::vector<RuleCoverage>& cov, const Bundle& b, std::string_view text) {
+    for (const auto& c : cov)
+        if (b.rule(c.rule_id) && b.rule(c.rule_id)->text == text) return &c;
+    return nullptr;
+}
+
+std::vector<std::string> layer_names(const RuleCoverage& c) {
+    std::vector<std::string> out;
+    for (const auto& l : c.layers) out.push_back(l.layer);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("a deny below an allowed subtree is held by the BPF LSM and the mount layer, not Landlock",
+          "[compiler][coverage]") {
+    auto b = require_ok(
+        "tool: t\nfiles:\n  read: [\"${workdir}\"]\n  write: [\"${workdir}\"]\n"
+        "  deny:\n    - \"${workdir}/secret\"\n    - { path: \"${workdir}/.git\", rights: [write] }\n"
+        "    - { path: /etc/shadow, rights: [read] }\n");
+    auto cov = rule_coverage(b);
+    const auto* secret = find_rule(cov, b, "files.deny: ${workdir}/secret");
+    REQUIRE(secret);
+    CHECK(layer_names(*secret) == std::vector<std::string>{"bpf_lsm", "mount"});
+    CHECK(secret->deny_below_allow == (BW_FS_READ | BW_FS_WRITE));
+    CHECK(secret->layers[1].how.find("inaccessible") != std::string::npos);
+    // Landlock still takes away what no allow above grants.
+    CHECK(secret->layers[1].how.find("Landlock also refuses create,remove,exec") != std::string::npos);
+    const auto* git = find_rule(cov, b, "files.deny: {path: ${workdir}/.git, rights: [write]}");
+    REQUIRE(git);
+    CHECK(layer_names(*git) == std::vector<std::string>{"bpf_lsm", "mount"});
+    CHECK(git->layers[1].how.find("read-only") != std::string::npos);
+    // Nothing above /etc/shadow is allowed: Landlock simply grants nothing there.
+    const auto* shadow = find_rule(cov, b, "files.deny: {path: /etc/shadow, rights: [read]}");
+    REQUIRE(shadow);
+    CHECK(layer_names(*shadow) == std::vector<std::string>{"bpf_lsm", "landlock"});
+    CHECK(shadow->deny_below_allow == 0);
+    const auto* read = find_rule(cov, b, "files.read: ${workdir}");
+    REQUIRE(read);
+    CHECK(layer_names(*read) == std::vector<std::string>{"bpf_lsm", "landlock"});
+    CHECK(read->rights == BW_FS_READ);
+}
+
+TEST_CASE("every rule kind names the layers that hold it", "[compiler][coverage]") {
+    auto b = require_ok(
+        "tool: t\nbinaries: [/usr/bin/curl]\nexec: { allow: [/usr/bin/curl] }\n"
+        "network:\n  connect: [{ cidr: 10.0.0.0/8, ports: [443] }]\n  deny: [{ cidr: 10.1.0.0/16 }]\n"
+        "syscalls: { deny: [ptrace] }\nlimits: { memory: 64MiB, pids: 4, timeout: 5s, open_files: 64 }\n"
+        "environment: { set: { A: b } }\n");
+    auto cov = rule_coverage(b);
+    auto layers_of = [&](std::string_view text) {
+        const auto* c = find_rule(cov, b, text);
+        INFO(text);
+        REQUIRE(c);
+        return layer_names(*c);
+    };
+    using V = std::vector<std::string>;
+    CHECK(layers_of("binaries: /usr/bin/curl") == V{"supervisor"});
+    CHECK(layers_of("exec.allow: /usr/bin/curl") == V{"bpf_lsm", "landlock"});
+    CHECK(layers_of("network.connect: {cidr: 10.0.0.0/8, ports: [443]}") == V{"sock_addr"});
+    CHECK(layers_of("network.deny: {cidr: 10.1.0.0/16}") == V{"sock_addr"});
+    CHECK(layers_of("syscalls.deny: ptrace") == V{"seccomp"});
+    CHECK(layers_of("limits.memory: 64MiB") == V{"cgroup"});
+    CHECK(layers_of("limits.pids: 4") == V{"cgroup", "rlimit"});
+    CHECK(layers_of("limits.timeout: 5s") == V{"supervisor"});
+    CHECK(layers_of("limits.open_files: 64") == V{"rlimit"});
+    CHECK(layers_of("environment.set.A: b") == V{"supervisor"});
+    // The tool's name needs no enforcement and is not listed.
+    CHECK_FALSE(find_rule(cov, b, "tool: t"));
+    auto none = require_ok("tool: t\nnetwork: none\n");
+    auto nc = rule_coverage(none);
+    REQUIRE(find_rule(nc, none, "network: none"));
+    CHECK(layer_names(*find_rule(nc, none, "network: none")) == V{"netns"});
+}
+
+TEST_CASE("unenforceable: run marks a rule, a file, or a tool with what it extends", "[compiler][coverage]") {
+    auto b = require_ok(
+        "tool: t\nfiles:\n  read: [/data]\n  deny:\n    - { path: /data/a, unenforceable: run }\n    - /data/b\n"
+        "network:\n  connect: [{ cidr: 10.0.0.0/8, unenforceable: refuse }]\n");
+    auto cov = rule_coverage(b);
+    CHECK(find_rule(cov, b, "files.deny: {path: /data/a, unenforceable: run}")->unenforceable_run);
+    CHECK_FALSE(find_rule(cov, b, "files.deny: /data/b")->unenforceable_run);
+    CHECK_FALSE(find_rule(cov, b, "network.connect: {cidr: 10.0.0.0/8, unenforceable: refuse}")->unenforceable_run);
+    // The flag travels with the bundle and is part of its hash.
+    auto j = bundle_to_json(b);
+    auto back = bundle_from_json(j);
+    REQUIRE(back);
+    CHECK(back->rules[find_rule(cov, b, "files.deny: {path: /data/a, unenforceable: run}")->rule_id].unenforceable_run);
+    auto plain = require_ok("tool: t\nfiles:\n  read: [/data]\n  deny:\n    - { path: /data/a }\n    - /data/b\n"
+                            "network:\n  connect: [{ cidr: 10.0.0.0/8 }]\n");
+    CHECK(plain.hash != b.hash);
+
+    auto whole = require_ok("tool: t\nunenforceable: run\nfiles:\n  read: [/data]\n  deny: [/data/a]\n");
+    for (const auto& c : rule_coverage(whole)) CHECK(c.unenforceable_run);
+
+    namespace fs = std::filesystem;
+    fs::path dir = fs::temp_directory_path() / ("bw-cov-" + std::to_string(::getpid()));
+    fs::create_directories(dir / "base");
+    std::ofstream(dir / "base" / "b.yaml") << "tool: b\nfiles:\n  read: [/data]\n  deny: [/data/a]\n";
+    auto child = compile("tool: t\nextends: base/b\nunenforceable: run\n", {dir.string()});
+    REQUIRE(child.ok());
+    for (const auto& c : rule_coverage(*child.bundle)) CHECK(c.unenforceable_run);
+    // A base's own opt-out covers the base's rules only.
+    std::ofstream(dir / "base" / "o.yaml") << "tool: o\nunenforceable: run\nfiles:\n  deny: [/data/x]\n";
+    auto mixed = compile("tool: t\nextends: base/o\nfiles:\n  read: [/data]\n  deny: [/data/y]\n", {dir.string()});
+    REQUIRE(mixed.ok());
+    auto mc = rule_coverage(*mixed.bundle);
+    CHECK(find_rule(mc, *mixed.bundle, "files.deny: /data/x")->unenforceable_run);
+    CHECK_FALSE(find_rule(mc, *mixed.bundle, "files.deny: /data/y")->unenforceable_run);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("unenforceable takes run or refuse, with the place of the mistake", "[compiler][coverage]") {
+    for (const char* text : {"tool: t\nunenforceable: yes\n",
+                             "tool: t\nfiles:\n  read: [/d]\n  deny: [{ path: /d/x, unenforceable: always }]\n",
+                             "tool: t\nnetwork:\n  connect: [{ cidr: 10.0.0.0/8, unenforceable: [run] }]\n"}) {
+        auto r = compile(text);
+        INFO(text << render_diagnostics(r));
+        CHECK_FALSE(r.ok());
+        bool found = false;
+        for (const auto& d : r.diagnostics)
+            if (d.severity == Severity::Error && d.loc.line > 1 && d.loc.col > 1) found = true;
+        CHECK(found);
+    }
+    auto r = compile("tool: t\nunenforceable: yes\n");
+    CHECK(render_diagnostics(r).find("test.yaml:2:16: error: \"unenforceable\" must be run or refuse") !=
+          std::string::npos);
+}
