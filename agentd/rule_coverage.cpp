@@ -50,7 +50,9 @@ std::string describe_gap(const policy::Bundle& bundle, const RuleVerdict& v) {
     const policy::RuleRef* ref = bundle.rule(v.rule.rule_id);
     std::string s = ref ? ref->loc.file + ":" + std::to_string(ref->loc.line) + ":" + std::to_string(ref->loc.col) +
                               ": " + ref->text
-                        : "rule #" + std::to_string(v.rule.rule_id);
+                        : v.rule.kind == "network.default_deny"
+                              ? std::string("network: everything the network rules do not allow is denied")
+                              : "rule #" + std::to_string(v.rule.rule_id);
     s += ": no layer in force here holds it";
     if (v.not_in_force.empty()) s += " (no layer can hold a rule of kind " + v.rule.kind + ")";
     for (size_t i = 0; i < v.not_in_force.size(); ++i)

@@ -46,6 +46,9 @@ std::vector<LayerClaim> claims_for(const std::string& kind) {
         return one("supervisor");
     if (kind == "exec.allow")
         return {{"bpf_lsm", "exec check by object"}, {"landlock", "execute right on the path"}};
+    // A files rule whose entry a task's grant narrowed away grants nothing:
+    // what holds the default deny holds it.
+    if (kind.starts_with("files.")) return {{"bpf_lsm", "object walk at every access"}, {"landlock", "path rule"}};
     if (kind == "network") return one("netns", "a network namespace of its own with only lo");
     if (kind.starts_with("network.")) return one("sock_addr", "cgroup connect/sendmsg/bind programs");
     if (kind.starts_with("syscalls.")) return one("seccomp");
@@ -147,6 +150,20 @@ std::vector<RuleCoverage> rule_coverage(const Bundle& b) {
         } else if (out[it->second].layers.empty()) {
             out[it->second].layers = claims_for(kind);
         }
+    }
+    // With `network:` rules, everything they do not allow is denied: that
+    // default is a rule of its own, held where the rules are. It may run
+    // unheld only where every network rule may.
+    if (b.network.mode == NetMode::Rules) {
+        RuleCoverage c;
+        c.rule_id = BW_NO_RULE;
+        c.kind = "network.default_deny";
+        c.layers = {{"sock_addr", "cgroup connect/sendmsg/bind programs deny what no rule allows"}};
+        bool any = false, all_run = true;
+        for (const auto& row : out)
+            if (row.kind.starts_with("network.")) any = true, all_run &= row.unenforceable_run;
+        c.unenforceable_run = any && all_run;
+        out.push_back(std::move(c));
     }
     return out;
 }

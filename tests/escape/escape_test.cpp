@@ -504,6 +504,7 @@ TEST_CASE("escape battery, network rules: attempts outside the rules are stopped
         req.argv = {ESCAPE_NETPROBE, "tcp", "127.0.0.1", port};
         req.workdir = wd;
         req.attach_bpf = (*att)->hook();
+        req.bpf_layers = (*rt)->layer_states();
         req.cgroup_v2_parent = (*rt)->cgroup_parent();
         RunReport r = run_tool(*bundle, req);
         (*att)->release();
@@ -520,6 +521,7 @@ TEST_CASE("escape battery, network rules: attempts outside the rules are stopped
         for (const auto& x : at.args) req.argv.push_back(x);
         req.workdir = wd;
         req.attach_bpf = (*att)->hook();
+        req.bpf_layers = (*rt)->layer_states();
         req.cgroup_v2_parent = (*rt)->cgroup_parent();
         RunReport r = run_tool(*bundle, req);
         (*att)->release();

@@ -139,3 +139,14 @@ TEST_CASE("unenforceable takes run or refuse, with the place of the mistake", "[
     CHECK(render_diagnostics(r).find("test.yaml:2:16: error: \"unenforceable\" must be run or refuse") !=
           std::string::npos);
 }
+
+TEST_CASE("a grant that narrows a files rule away leaves it held by what holds the default deny",
+          "[compiler][coverage]") {
+    auto b = require_ok("tool: t\nfiles:\n  read: [/data]\n  write: [/data]\n");
+    // As a grant scoping writes does: the rule stays, its entry goes.
+    std::erase_if(b.files, [](const FileRule& f) { return f.allow == BW_FS_WRITE; });
+    auto cov = rule_coverage(b);
+    const auto* w = find_rule(cov, b, "files.write: /data");
+    REQUIRE(w);
+    CHECK(layer_names(*w) == std::vector<std::string>{"bpf_lsm", "landlock"});
+}
