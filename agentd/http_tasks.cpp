@@ -3,6 +3,7 @@
 // (synchronous, or streamed as server-sent events), replay and proposals.
 #include "http_tasks.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <sstream>
@@ -18,6 +19,7 @@
 #include "bulwark/policy/evaluator.h"
 #include "bulwark/policy/explain.h"
 #include "bulwark/policy/match.h"
+#include "bulwark/policy/seccomp.h"
 #include "record_operation.h"
 #include "tasks.h"
 #include "tool_catalog.h"
@@ -449,7 +451,17 @@ ApiResponse propose(const TaskRoutes& ctx, const ApiRequest& req) {
         case policy::OpKind::Connect: net("network.connect"); break;
         case policy::OpKind::Bind: net("network.bind"); break;
         case policy::OpKind::Send: net("network.send"); break;
-        case policy::OpKind::Syscall: add("syscalls.allow", op->syscall); break;
+        case policy::OpKind::Syscall:
+            // A call refused because its ABI is not accepted (i386 through
+            // int $0x80) needs the ABI, not the name.
+            if (auto abi = policy::arch_name(op->arch); !abi.empty() && abi != "native" &&
+                std::ranges::find(current->bundle.seccomp.arches, op->arch) == current->bundle.seccomp.arches.end()) {
+                add("syscalls.architectures", "native");
+                add("syscalls.architectures", std::string(abi));
+            } else {
+                add("syscalls.allow", op->syscall);
+            }
+            break;
         case policy::OpKind::Socket: return true;  // not produced by operation_of
         }
         ops.push_back({rec, *op});

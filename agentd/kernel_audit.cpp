@@ -19,6 +19,7 @@
 #include "bulwark/policy/bundle.h"
 #include "bulwark/policy/cbpf.h"
 #include "bulwark/policy/evaluator.h"
+#include "bulwark/policy/seccomp.h"
 
 namespace bulwark {
 namespace {
@@ -139,6 +140,19 @@ audit::AuditRecord kernel_decision_record(const kaudit::KernelDenial& d, const R
         if (d.signal) detail["signal"] = d.signal;
         detail["arch"] = d.arch;
         r.rule_text = "seccomp filter of the run: " + std::string(action);
+        // A call through a compat ABI (i386 via int $0x80): say so, and
+        // whether the run's rules accept that ABI at all.
+        if (auto abi = policy::arch_name(d.arch); !abi.empty() && abi != "native") {
+            detail["abi"] = abi;
+            if (ctx.bundle && !ctx.bundle->seccomp.arches.empty() &&
+                std::ranges::find(ctx.bundle->seccomp.arches, d.arch) == ctx.bundle->seccomp.arches.end()) {
+                const std::string why = "the rules do not accept the " + std::string(abi) +
+                                        " ABI (syscalls.architectures): each of its calls answers the violation "
+                                        "action, a deny rule its own";
+                detail["abi_refused"] = why;
+                r.rule_text += " (" + why + ")";
+            }
+        }
         name_seccomp_rule(r, detail, d, sc, ctx);
     } else {
         r.layer = BW_LAYER_LANDLOCK;

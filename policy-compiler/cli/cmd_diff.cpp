@@ -32,6 +32,12 @@ std::map<std::string, std::string> facts(const Bundle& b) {
     const auto& s = b.syscalls;
     f["syscalls baseline"] = s.baseline;
     f["syscalls on_violation"] = action_name(s.violation, s.violation_errno);
+    // What the filter accepts, not how it was written: no list and
+    // [native] are the same policy.
+    std::string arches = "native";
+    for (const auto& [name, _] : s.architectures)
+        if (name != "native") arches += ", " + name;
+    f["syscalls architectures"] = arches;
     for (const auto& [name, _] : s.allow) f["syscalls allow " + name] = "present";
     for (const auto& [name, _] : s.deny) f["syscalls deny " + name] = "present";
     const auto& L = b.limits;

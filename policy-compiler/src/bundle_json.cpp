@@ -142,7 +142,8 @@ json bundle_to_json(const Bundle& b) {
                     {"syscall_rules", pairs_json(b.seccomp.syscall_rules)}};
     j["syscalls"] = {{"baseline", b.syscalls.baseline}, {"allow", pairs_json(b.syscalls.allow)},
                      {"deny", pairs_json(b.syscalls.deny)}, {"violation", enum_name(b.syscalls.violation, kActions)},
-                     {"violation_errno", b.syscalls.violation_errno}};
+                     {"violation_errno", b.syscalls.violation_errno},
+                     {"architectures", pairs_json(b.syscalls.architectures)}};
     json llp = json::array(), llports = json::array();
     for (const auto& p : b.landlock.paths) llp.push_back({{"path", p.path}, {"access", p.access}, {"rule_id", p.rule_id}});
     for (const auto& p : b.landlock.ports) llports.push_back({{"port", p.port}, {"access", p.access}, {"rule_id", p.rule_id}});
@@ -242,6 +243,7 @@ Bundle from_json_unchecked(const json& j) {
     b.syscalls.deny = pairs_from<uint32_t>(sc.at("deny"));
     b.syscalls.violation = enum_value<SeccompAction>(sc.at("violation"), kActions, "seccomp action");
     b.syscalls.violation_errno = num<uint16_t>(sc, "violation_errno");
+    b.syscalls.architectures = pairs_from<uint32_t>(sc.at("architectures"));
     const auto& ll = j.at("landlock");
     b.landlock.handled_fs = num<uint64_t>(ll, "handled_fs");
     b.landlock.handled_net = num<uint64_t>(ll, "handled_net");

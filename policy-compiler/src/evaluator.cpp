@@ -9,6 +9,7 @@
 
 #include "bulwark/policy/bpf_tables.h"
 #include "bulwark/policy/cbpf.h"
+#include "bulwark/policy/seccomp.h"
 
 namespace bulwark::policy {
 
@@ -440,6 +441,27 @@ Decision eval_syscall_program(const Bundle& b, const Operation& op) {
     uint32_t ret = run_seccomp_filter(b.seccomp.program, d);
     uint32_t action = seccomp_ret_action(ret);
     uint32_t id = syscall_rule(b, op.syscall);
+    // A compat ABI the rules do not accept (i386 through int $0x80): the
+    // filter answers the violation action there, deny rules their own.
+    const std::string_view abi = arch_name(arch);
+    if (!abi.empty() && abi != "native" && !b.seccomp.arches.empty() &&
+        std::ranges::find(b.seccomp.arches, arch) == b.seccomp.arches.end()) {
+        const std::string what = "syscall " + op.syscall + " through the " + std::string(abi) + " ABI";
+        if (action == SECCOMP_RET_ALLOW || action == SECCOMP_RET_LOG)
+            return make(Verdict::Allow, L, BW_NO_RULE,
+                        "allowed: " + what + ", which syscalls.architectures does not accept, by the violation "
+                        "action (" + seccomp_action_text(ret) + ")");
+        if (is_deny_rule(b, id))
+            return apply_mode(audit, make(Verdict::Deny, L, id,
+                                          "denied: " + what + " is denied by " + describe_rule(b, id) +
+                                              ", the filter answers " + seccomp_action_text(ret) +
+                                              "; deny rules hold on every ABI"));
+        return apply_mode(audit, make(Verdict::Deny, L, BW_NO_RULE,
+                                      "denied: " + what + ": syscalls.architectures does not accept " +
+                                          std::string(abi) + ", so the filter answers every call of it " +
+                                          seccomp_action_text(ret) + "; to judge such calls by the rules: "
+                                          "syscalls: { architectures: [native, " + std::string(abi) + "] }"));
+    }
     if (action == SECCOMP_RET_ALLOW || action == SECCOMP_RET_LOG) {
         if (is_deny_rule(b, id)) id = BW_NO_RULE;
         return make(Verdict::Allow, L, id,

@@ -5,6 +5,7 @@
 
 #include "bulwark/policy/values.h"
 #include "bulwark/policy/coverage.h"
+#include "seccomp_internal.h"
 
 namespace bulwark::policy {
 namespace {
@@ -22,6 +23,33 @@ std::string rights(uint32_t bits) {
 }
 
 }  // namespace
+
+std::string architectures_text(const Bundle& b) {
+    std::string accepted = "native", where, no_effect;
+    for (const auto& [name, id] : b.syscalls.architectures) {
+        if (name == "native") continue;
+        const auto& host = host_compat_arch_names();
+        if (std::ranges::find(host, name) == host.end()) {
+            no_effect += (no_effect.empty() ? "" : ", ") + name;
+            continue;
+        }
+        accepted += ", " + name;
+        where += (where.empty() ? "" : ", ") + rule_where(b, id);
+    }
+    std::string refused;
+    for (const auto& a : detail::filter_arches()) {
+        if (a.role == detail::ArchRole::Native) continue;
+        if (std::ranges::find(b.seccomp.arches, a.audit_arch) != b.seccomp.arches.end() &&
+            a.role == detail::ArchRole::Compat)
+            continue;
+        refused += (refused.empty() ? "" : ", ") + std::string(a.name);
+    }
+    std::string out = "architectures: " + accepted + (where.empty() ? "" : " (" + where + ")");
+    if (!refused.empty())
+        out += "; calls through " + refused + " are refused (the violation action; deny rules keep theirs)";
+    if (!no_effect.empty()) out += "; listed, not an ABI of this host: " + no_effect;
+    return out;
+}
 
 std::string explain_text(const Bundle& b) {
     std::ostringstream o;
@@ -74,6 +102,7 @@ std::string explain_text(const Bundle& b) {
     const auto& s = b.syscalls;
     o << "\nsyscalls (seccomp)\n  baseline: " << s.baseline << "; on violation: " << action_name(s.violation, s.violation_errno)
       << "\n";
+    o << "  " << architectures_text(b) << "\n";
     if (!s.allow.empty()) {
         o << "  allow:";
         for (const auto& [name, _] : s.allow) o << " " << name;

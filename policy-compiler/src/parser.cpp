@@ -23,7 +23,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& accepted_ke
         {"exec", {"allow"}},
         {"network", {"families", "connect", "bind", "send", "deny", "dns"}},
         {"network.rule", {"host", "cidr", "ports", "proto", "unenforceable"}},
-        {"syscalls", {"baseline", "allow", "deny", "on_violation"}},
+        {"syscalls", {"baseline", "allow", "deny", "on_violation", "architectures"}},
         {"syscalls.baseline", {"import"}},
         {"syscalls.allow", {"name", "args"}},
         {"syscalls.args", {"index", "op", "value", "mask"}},
@@ -741,6 +741,12 @@ void Parser::parse_syscalls(const YAML::Node& n, ast::Syscalls& s) {
             parse_syscall_list(v, "syscalls.allow", true, s.allow);
         } else if (k == "deny") {
             parse_syscall_list(v, "syscalls.deny", false, s.deny);
+        } else if (k == "architectures") {
+            if (v.IsSequence()) {
+                s.architectures_span = span(v);
+                s.has_architectures = true;
+            }
+            scalar_list(v, "syscalls", "syscalls.architectures", "ABI names", s.architectures);
         } else if (k == "on_violation") {
             ast::Violation viol;
             viol.rule_id = add_rule("syscalls", "syscalls.on_violation", v);

@@ -87,6 +87,13 @@ void merge_into(ast::RuleFile& dst, ast::RuleFile& src) {
         append(ds.allow, ss.allow);
         append(ds.deny, ss.deny);
         if (ss.on_violation) ds.on_violation = ss.on_violation;
+        if (ss.has_architectures) {
+            // A union, like every list: a child may accept one more ABI, and
+            // what a base accepts stays accepted.
+            if (!ds.has_architectures) ds.architectures_span = ss.architectures_span;
+            ds.has_architectures = true;
+            append(ds.architectures, ss.architectures);
+        }
     }
     for (auto& [name, value] : src.limits) {
         std::erase_if(dst.limits, [&](const auto& kv) { return kv.first == name; });

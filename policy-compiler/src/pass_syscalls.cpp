@@ -1,6 +1,7 @@
 // syscalls: -> SeccompSpec (names checked against known_syscalls(), argument
 // conditions, actions and errno values), plus the bundle's summary.
 #include <cerrno>
+#include <algorithm>
 #include <filesystem>
 
 #include "passes.h"
@@ -71,6 +72,62 @@ bool check_name(CompileContext& ctx, const ast::Scalar& name) {
     return false;
 }
 
+// syscalls.architectures: "native" plus the compat ABIs whose calls the
+// rules also judge. Entries are deduplicated (a base and its child may both
+// write native); a repeat within one file is a warning.
+void architectures(CompileContext& ctx, const ast::Syscalls& s, SeccompSpec& spec, SyscallSummary& sum) {
+    if (!s.has_architectures) return;
+    if (s.architectures.empty()) {
+        ctx.error(s.architectures_span, "empty-list", "\"syscalls.architectures\" is empty: no system call could run",
+                  {"write architectures: [native] (the default), or [native, i386] to accept i386 calls too"});
+        return;
+    }
+    bool native = false, ok = true;
+    std::vector<std::string> known{"native"};
+    for (const auto& c : compat_arch_names()) known.push_back(c);
+    for (const auto& a : s.architectures) {
+        const std::string& v = a.value;
+        if (auto dup = std::ranges::find(sum.architectures, v, &std::pair<std::string, uint32_t>::first);
+            dup != sum.architectures.end()) {
+            const RuleRef* first = ctx.bundle.rule(dup->second);
+            if (first && first->loc.file == a.span.loc.file)
+                ctx.warning(a.span, "duplicate-rule", "\"" + v + "\" is already listed by " + ctx.describe(dup->second));
+            continue;
+        }
+        if (v == "native") {
+            native = true;
+        } else if (v == "x32") {
+            ctx.error(a.span, "bad-architecture", "x32 system calls are always refused",
+                      {"the filter has no x32 rules: each x32 call is answered with the violation action"});
+            ok = false;
+            continue;
+        } else if (std::ranges::find(compat_arch_names(), v) == compat_arch_names().end()) {
+            std::vector<std::string> hints;
+            if (v == "x86" || v == "ia32" || v == "i486" || v == "i586" || v == "i686" || v == "x86_32")
+                hints.push_back("did you mean \"i386\"?");
+            else if (v == "x86_64" || v == "x86-64" || v == "amd64" || v == "aarch64" || v == "arm64")
+                hints.push_back("the host's own ABI is written \"native\"");
+            else if (auto m = closest_match(v, known); !m.empty())
+                hints.push_back("did you mean \"" + m + "\"?");
+            hints.push_back("architectures: native, i386 (x86_64 hosts), arm (arm64 hosts)");
+            ctx.error(a.span, "bad-architecture", "unknown architecture \"" + v + "\"", std::move(hints));
+            ok = false;
+            continue;
+        } else if (std::ranges::find(host_compat_arch_names(), v) == host_compat_arch_names().end()) {
+            ctx.warning(a.span, "no-effect",
+                        "\"" + v + "\" is not an ABI this host's kernel runs: the entry has no effect here");
+        } else {
+            spec.compat_arches.push_back(v);
+        }
+        sum.architectures.emplace_back(v, a.rule_id);
+    }
+    if (ok && !native)
+        ctx.error(s.architectures_span, "missing-native",
+                  "\"syscalls.architectures\" does not list native: the tool's own system calls would all be refused",
+                  {"list every ABI the filter accepts, the host's own first: architectures: [native, " +
+                   s.architectures.front().value + "]"});
+}
+
 void run(CompileContext& ctx) {
     auto& s = ctx.ast.syscalls;
     SeccompSpec& spec = ctx.seccomp;
@@ -90,6 +147,7 @@ void run(CompileContext& ctx) {
     }
     sum.violation = spec.violation;
     sum.violation_errno = spec.violation_errno;
+    architectures(ctx, s, spec, sum);
 
     if (s.import) {
         std::vector<std::string> dirs;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "bulwark/policy/match.h"
+#include "bulwark/policy/seccomp.h"
 
 namespace bulwark::policy {
 
@@ -108,7 +109,7 @@ struct Parser {
                 keys(c, {"op", "family", "type", "expect"}, a_case);
                 break;
             case OpKind::Syscall:
-                keys(c, {"op", "name", "args", "expect"}, a_case);
+                keys(c, {"op", "name", "args", "arch", "expect"}, a_case);
                 break;
         }
         auto need = [&](const char* key) -> YAML::Node {
@@ -199,6 +200,18 @@ struct Parser {
                         for (size_t i = 0; i < a.size(); ++i)
                             if (auto v = integer(a[i], "args[" + std::to_string(i) + "]", UINT64_MAX))
                                 t.op.args[i] = *v;
+                    }
+                }
+                if (auto a = c["arch"]) {
+                    if (auto s = scalar(a, "arch")) {
+                        if (auto v = audit_arch_of(*s)) {
+                            t.op.arch = *v;
+                            if (*s != "native") text += " (" + *s + ")";
+                        } else {
+                            std::string host;
+                            for (const auto& n : host_compat_arch_names()) host += ", " + n;
+                            error(a, "arch '" + *s + "' is not an ABI of this host (native" + host + ")");
+                        }
                     }
                 }
                 break;

@@ -9,16 +9,16 @@ namespace bulwark::policy::detail {
 
 std::span<const FilterArch> filter_arches() {
     static constexpr std::array<FilterArch, 3> kX86{{
-        {SCMP_ARCH_X86_64, AUDIT_ARCH_X86_64, "x86_64", true},
-        {SCMP_ARCH_X86, AUDIT_ARCH_I386, "i386", true},
-        {SCMP_ARCH_X32, AUDIT_ARCH_X86_64, "x32", false},
+        {SCMP_ARCH_X86_64, AUDIT_ARCH_X86_64, "x86_64", ArchRole::Native},
+        {SCMP_ARCH_X86, AUDIT_ARCH_I386, "i386", ArchRole::Compat},
+        {SCMP_ARCH_X32, AUDIT_ARCH_X86_64, "x32", ArchRole::Refused},
     }};
     static constexpr std::array<FilterArch, 2> kArm{{
-        {SCMP_ARCH_AARCH64, AUDIT_ARCH_AARCH64, "aarch64", true},
-        {SCMP_ARCH_ARM, AUDIT_ARCH_ARM, "arm", true},
+        {SCMP_ARCH_AARCH64, AUDIT_ARCH_AARCH64, "aarch64", ArchRole::Native},
+        {SCMP_ARCH_ARM, AUDIT_ARCH_ARM, "arm", ArchRole::Compat},
     }};
     static const std::array<FilterArch, 1> kOther{{
-        {seccomp_arch_native(), seccomp_arch_native(), "native", true},
+        {seccomp_arch_native(), seccomp_arch_native(), "native", ArchRole::Native},
     }};
     switch (seccomp_arch_native()) {
         case SCMP_ARCH_X86_64: return kX86;
@@ -99,3 +99,39 @@ std::optional<Multiplexed> i386_multiplexed(std::string_view name) {
 }
 
 }  // namespace bulwark::policy::detail
+
+namespace bulwark::policy {
+
+const std::vector<std::string>& compat_arch_names() {
+    static const std::vector<std::string> names = {"arm", "i386"};
+    return names;
+}
+
+const std::vector<std::string>& host_compat_arch_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const auto& a : detail::filter_arches())
+            if (a.role == detail::ArchRole::Compat) out.emplace_back(a.name);
+        return out;
+    }();
+    return names;
+}
+
+std::string_view arch_name(uint32_t audit_arch) {
+    for (const auto& a : detail::filter_arches()) {
+        if (a.audit_arch != audit_arch) continue;
+        if (a.role == detail::ArchRole::Native) return "native";
+        if (a.role == detail::ArchRole::Compat) return a.name;
+    }
+    return "";
+}
+
+std::optional<uint32_t> audit_arch_of(std::string_view name) {
+    for (const auto& a : detail::filter_arches()) {
+        if (a.role == detail::ArchRole::Native && name == "native") return a.audit_arch;
+        if (a.role == detail::ArchRole::Compat && name == a.name) return a.audit_arch;
+    }
+    return std::nullopt;
+}
+
+}  // namespace bulwark::policy

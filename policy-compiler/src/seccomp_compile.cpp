@@ -600,18 +600,40 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
         decided_by[r.name] = r.rule_id;
     }
 
+    for (const auto& name : spec.compat_arches) {
+        const auto host = detail::filter_arches();
+        if (std::ranges::none_of(host, [&](const detail::FilterArch& a) {
+                return a.role == detail::ArchRole::Compat && a.name == name;
+            }))
+            return error(0, detail::format("architecture '{}' is not a compat ABI of this host", name));
+    }
+    // Only explicit denies (and their i386 multiplexed forms) hold on a
+    // refused ABI: the violation action answers everything else there.
+    auto deny_only = [](const std::map<std::string, std::vector<Entry>>& entries) {
+        std::map<std::string, std::vector<Entry>> out;
+        for (const auto& [name, list] : entries)
+            for (const Entry& e : list)
+                if (e.rank >= int64_t{kDenyTier} * kTierRank) out[name].push_back(e);
+        return out;
+    };
+
     // One context per arch (rules added only where the syscall exists), merged.
     Ctx merged;
     std::vector<Check> checks;
     for (const auto& arch : detail::filter_arches()) {
         auto ctx = new_ctx(default_action, arch.token);
         if (!ctx) return std::unexpected(ctx.error());
-        if (arch.takes_rules) plan.arches.push_back(arch.audit_arch);  // x32: refused
-        if (arch.takes_rules) {
+        const bool accepted =
+            arch.role == detail::ArchRole::Native ||
+            (arch.role == detail::ArchRole::Compat &&
+             std::ranges::find(spec.compat_arches, arch.name) != spec.compat_arches.end());
+        if (accepted) plan.arches.push_back(arch.audit_arch);
+        // x32 takes no rule at all: every call answers the violation action.
+        if (arch.role != detail::ArchRole::Refused) {
             // On i386 a deny of a socket or IPC call also denies that call
             // through its multiplexer (whatever its other arguments: they sit
             // behind a pointer seccomp cannot follow).
-            auto arch_entries = by_name;
+            auto arch_entries = accepted ? by_name : deny_only(by_name);
             if (arch.token == SCMP_ARCH_X86) {
                 for (const auto& r : spec.deny) {
                     auto mux = detail::i386_multiplexed(r.name);

@@ -14,15 +14,23 @@
 
 namespace bulwark::policy::detail {
 
+// How the filter treats one system call ABI of the host.
+enum class ArchRole : uint8_t {
+    Native,   // the host's own ABI: the rules apply
+    Compat,   // a 32-bit ABI the kernel also runs (i386, arm): refused unless
+              // `syscalls.architectures` lists it, then the rules apply
+    Refused,  // always refused, every call answered with the violation action (x32)
+};
+
 struct FilterArch {
     uint32_t token;       // SCMP_ARCH_*
     uint32_t audit_arch;  // AUDIT_ARCH_* the kernel reports in seccomp_data.arch
-    std::string_view name;
-    bool takes_rules;     // false: present only so every syscall of it is refused (x32)
+    std::string_view name;  // as written in `syscalls.architectures` (compat ABIs)
+    ArchRole role;
 };
 
-// x86_64 hosts: x86_64, i386, x32 (no rules); aarch64 hosts: aarch64, arm;
-// anything else: the native arch alone.
+// x86_64 hosts: x86_64, i386 (compat), x32 (refused); aarch64 hosts:
+// aarch64, arm (compat); anything else: the native arch alone.
 std::span<const FilterArch> filter_arches();
 
 // Go's name for the host arch ("amd64", "arm64", ...): what Docker profiles'

@@ -399,3 +399,58 @@ TEST_CASE("agentd run: a syscall denied by a compiled rule file is a seccomp dec
     CHECK(allowed["stdout"]["data"] == "failed 0\n");
     CHECK(allowed["decisions"].empty());
 }
+
+TEST_CASE("agentd run: an i386 call through int $0x80 refused by default is one explained seccomp decision") {
+    Dirs d;
+    // Control: the kernel runs i386 calls from a 64-bit process.
+    {
+        std::string cmd = std::string(KAUDIT_ABIPROBE) + " i386_getpid > /dev/null";
+        int rc = std::system(cmd.c_str());
+        if (WEXITSTATUS(rc) == 3) {
+            WARN("no IA32 emulation on this kernel: int $0x80 cannot be tried");
+            return;
+        }
+        REQUIRE(WEXITSTATUS(rc) == 0);
+    }
+    std::string rules = d.work + "/rules";
+    REQUIRE(::mkdir(rules.c_str(), 0755) == 0);
+    REQUIRE(::symlink((std::string(BULWARK_RULES_DIR) + "/base").c_str(), (rules + "/base").c_str()) == 0);
+    auto write_rules = [&](const std::string& tool, const std::string& syscalls) {
+        std::ofstream(rules + "/" + tool + ".yaml")
+            << "tool: " << tool << "\ndescription: foreign ABI probe\nextends: base/minimal\n"
+            << "binaries: [" << KAUDIT_ABIPROBE << "]\nfiles:\n  read: [\"${workdir}\"]\n"
+            << "exec:\n  allow: [" << KAUDIT_ABIPROBE << "]\n" << syscalls;
+    };
+    write_rules("native", "");
+    write_rules("compat", "syscalls:\n  architectures: [native, i386]\n");
+    auto run = [&](const std::string& tool, int want_rc) {
+        std::string out = d.work + "/" + tool + ".json";
+        std::string cmd = std::string("cd ") + d.work + " && " + AGENTD_BIN + " run --rules " + rules + " --tool " +
+                          tool + " --json -- " + KAUDIT_ABIPROBE + " i386_getpid > " + out + " 2>/dev/null";
+        int rc = std::system(cmd.c_str());
+        CHECK(WEXITSTATUS(rc) == want_rc);
+        std::ifstream in(out);
+        return nlohmann::json::parse(in);
+    };
+    auto refused = run("native", 1);
+    INFO(refused.dump(2));
+    CHECK(refused["stdout"]["data"].get<std::string>().starts_with("DENIED EPERM"));
+    REQUIRE(refused["decisions"].size() == 1);
+    const auto& r = refused["decisions"][0];
+    CHECK(r["layer"] == "seccomp");
+    CHECK(r["decision"] == "deny");
+    CHECK(r["op"] == "syscall");
+    CHECK(r["object"] == "getpid");  // named through the i386 table
+    CHECK(r["errno"] == EPERM);      // base/minimal's violation errno, from the run's filter
+    CHECK(r["detail"]["arch"] == AUDIT_ARCH_I386);
+    CHECK(r["detail"]["abi"] == "i386");
+    CHECK(r["detail"]["action"] == "errno");
+    CHECK(r["detail"]["abi_refused"].get<std::string>().find("syscalls.architectures") != std::string::npos);
+    CHECK_FALSE(r["detail"].contains("judged"));
+
+    // Accepted: the same call works and nothing is recorded.
+    auto accepted = run("compat", 0);
+    INFO(accepted.dump(2));
+    CHECK(accepted["stdout"]["data"].get<std::string>().starts_with("OK"));
+    CHECK(accepted["decisions"].empty());
+}

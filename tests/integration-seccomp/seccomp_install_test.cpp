@@ -163,20 +163,38 @@ TEST_CASE("x32 and unknown syscall numbers get the violation action", "[seccomp]
     CHECK(o.code == 0);
 }
 
-TEST_CASE("i386 syscalls via int 0x80 are filtered by the i386 rules", "[seccomp][install]") {
+TEST_CASE("i386 syscalls via int 0x80 are refused unless i386 is accepted, then judged by the rules",
+          "[seccomp][install]") {
     // Control: is IA32 emulation available here?
     auto ctl = in_child(nullptr, [] { return int80(20 /* i386 getpid */) == getpid() ? 0 : 1; });
     if (!ctl.exited || ctl.code != 0) {
         WARN("no IA32 emulation on this kernel: int 0x80 not checked");
         return;
     }
-    const auto plan = compiled(tool_spec());
-    auto o = in_child(&plan.program, [] {
+    // Default (native only): getpid, allowed natively, answers the violation
+    // errno through int 0x80; the getcwd deny rule keeps its own errno.
+    const auto refused = compiled(tool_spec());
+    auto o = in_child(&refused.program, [] {
+        if (syscall(__NR_getpid) != getpid()) return 1;  // native: allowed
+        if (int80(20) != -kViolationErrno) return 2;
+        char buf[64];
+        if (int80(183 /* i386 getcwd */, reinterpret_cast<long>(buf), sizeof buf) != -kDenyErrno) return 3;
+        return 0;
+    });
+    CHECK(o.exited);
+    CHECK(o.code == 0);
+
+    // Accepted: the i386 table mirrors the rules.
+    SeccompSpec spec = tool_spec();
+    spec.compat_arches = {"i386"};
+    const auto plan = compiled(spec);
+    o = in_child(&plan.program, [] {
         if (int80(20) != getpid()) return 1;  // getpid allowed
         char buf[64];
         long r = int80(183 /* i386 getcwd */, reinterpret_cast<long>(buf), sizeof buf);
         return r == -kDenyErrno ? 0 : 2;
     });
+    CHECK(o.exited);
     CHECK(o.code == 0);
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <linux/audit.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -355,6 +356,62 @@ TEST_CASE("seccomp rows: the run's filter names the deny rule and the errno the 
     auto verdict = bulwark::policy::evaluate(*ctx.bundle, *op);
     CHECK(verdict.verdict == bulwark::policy::Verdict::Deny);
     CHECK(verdict.rule_id == named.rule_id);
+}
+
+TEST_CASE("seccomp rows of an i386 call: named through the i386 table, the refused ABI said, the errno the filter's",
+          "[seccomp]") {
+    auto lines = load_fixture("host-6.18.txt");
+    EventAssembler a;
+    auto out = feed_all(a, lines);
+    REQUIRE(out.size() == 7);
+    KernelDenial i386 = out[4];  // the fixture's errno record, as int $0x80 getpid would give it
+    REQUIRE(i386.layer == KernelDenial::Layer::Seccomp);
+    i386.arch = AUDIT_ARCH_I386;
+    i386.syscall = 20;
+    auto compiled = [](const std::string& text) {
+        auto r = bulwark::policy::compile_string(text, "probe.yaml", {});
+        INFO(bulwark::policy::render_diagnostics(r));
+        REQUIRE(r.ok());
+        return std::make_shared<const bulwark::policy::Bundle>(*r.bundle);
+    };
+    const std::string base = "tool: probe\nsyscalls:\n  baseline: default\n  on_violation: { action: errno, errno: EPERM }\n";
+
+    bulwark::RunContext refused{7, 42, "probe", 3, compiled(base)};
+    auto row = bulwark::kernel_decision_record(i386, refused);
+    CHECK(row.object == "getpid");
+    CHECK(row.err == EPERM);
+    CHECK(row.rule_id == BW_NO_RULE);
+    auto detail = nlohmann::json::parse(row.detail);
+    CHECK(detail["abi"] == "i386");
+    CHECK(detail["arch"] == AUDIT_ARCH_I386);
+    CHECK(detail["abi_refused"].get<std::string>().find("syscalls.architectures") != std::string::npos);
+    CHECK_FALSE(detail.contains("judged"));
+    auto op = bulwark::operation_of(row);
+    REQUIRE(op);
+    CHECK(op->arch == AUDIT_ARCH_I386);
+    auto verdict = bulwark::policy::evaluate(*refused.bundle, *op);
+    CHECK(verdict.verdict == bulwark::policy::Verdict::Deny);
+    CHECK_THAT(verdict.explanation, Catch::Contains("architectures: [native, i386]"));
+    // Control: the same name on the native ABI is allowed by the baseline.
+    op->arch = 0;
+    CHECK(bulwark::policy::evaluate(*refused.bundle, *op).verdict == bulwark::policy::Verdict::Allow);
+
+    // A deny rule holds on the refused ABI with its own errno, and is named.
+    bulwark::RunContext denied{7, 42, "probe", 3, compiled(base + "  deny: [{ name: getpid, errno: EACCES }]\n")};
+    auto named = bulwark::kernel_decision_record(i386, denied);
+    CHECK(named.err == EACCES);
+    REQUIRE(named.rule_id != BW_NO_RULE);
+    CHECK(named.rule_text.find("getpid") != std::string::npos);
+
+    // Accepted: the filter allows i386 getpid, so the kernel's errno came
+    // from arguments the record lacks: nothing is claimed, no ABI refusal.
+    bulwark::RunContext accepted{7, 42, "probe", 3, compiled(base + "  architectures: [native, i386]\n")};
+    auto other = bulwark::kernel_decision_record(i386, accepted);
+    CHECK(other.err == 0);
+    auto od = nlohmann::json::parse(other.detail);
+    CHECK(od["abi"] == "i386");
+    CHECK_FALSE(od.contains("abi_refused"));
+    CHECK(od.contains("judged"));
 }
 
 TEST_CASE("run registry: a live pid by its cgroup, a gone one by the run's first pid, a domain by its creator") {

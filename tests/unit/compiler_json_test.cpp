@@ -11,7 +11,7 @@ const char* kFull =
     "exec: { allow: [/usr/bin/curl] }\n"
     "network:\n  connect:\n    - { host: api.github.com, ports: [443] }\n    - { cidr: 10.0.0.0/8, ports: [\"80-90\"] }\n"
     "  deny: [{ cidr: 10.1.0.0/16 }]\n  dns: [\"::1\"]\n"
-    "syscalls: { allow: [personality], deny: [ptrace] }\n"
+    "syscalls: { allow: [personality], deny: [ptrace], architectures: [native, i386] }\n"
     "limits: { memory: 256MiB, timeout: 30s }\n"
     "hardening: { mte: async, require: [pie], speculation: { store_bypass: disable } }\n"
     "environment: { pass: [PATH], set: { HOME: \"${workdir}\" }, clear: true }\n";
@@ -33,6 +33,10 @@ TEST_CASE("bundle JSON round-trips exactly", "[compiler][json]") {
     CHECK(reparsed->bpf.net.size() == b.bpf.net.size());
     CHECK(reparsed->seccomp.program.size() == 1);
     CHECK(reparsed->seccomp.program[0].k == 0x7fff0000u);
+    REQUIRE(reparsed->syscalls.architectures.size() == 2);
+    CHECK(reparsed->syscalls.architectures[0].first == "native");
+    CHECK(reparsed->syscalls.architectures[1].first == "i386");
+    CHECK(reparsed->syscalls.architectures[1].second == b.syscalls.architectures[1].second);
 }
 
 TEST_CASE("the hash is stable and content-addressed", "[compiler][json]") {
@@ -66,6 +70,16 @@ TEST_CASE("bundle_from_json rejects tampered and malformed bundles", "[compiler]
     auto missing = j;
     missing.erase("landlock");
     CHECK_FALSE(bundle_from_json(missing).has_value());
+    // Format 1 filters accepted i386 calls under the native rules: such a
+    // bundle is refused, never read as native-only.
+    auto v1 = j;
+    v1["format"] = 1;
+    v1["syscalls"].erase("architectures");
+    CHECK(bundle_from_json(v1).error().find("bundle format 1") != std::string::npos);
+    auto no_arches = j;
+    no_arches["hash"] = "";
+    no_arches["syscalls"].erase("architectures");
+    CHECK_FALSE(bundle_from_json(no_arches).has_value());
     auto ranges = j;
     ranges["hash"] = "";
     auto& net = ranges["bpf"]["net"][0]["ranges"];

@@ -116,8 +116,96 @@ std::set<std::string> profile_unconditional_allows() {
 }  // namespace
 
 TEST_CASE("Docker-default filter matches the model for every number and arch", "[seccomp]") {
-    SeccompSpec spec;  // baseline default, violation ENOSYS
+    SeccompSpec spec;  // baseline default, violation ENOSYS, native only
     check_against_model(spec, docker_default_rules());
+    SECTION("with i386 accepted: the i386 table mirrors the rules") {
+        spec.compat_arches = {"i386"};
+        check_against_model(spec, docker_default_rules());
+    }
+}
+
+TEST_CASE("i386 is refused unless the spec accepts it; x32 always", "[seccomp]") {
+    // Every i386 number (the socketcall/ipc multiplexers with every call
+    // number) answers the violation action, whatever that action is.
+    const uint64_t zeros[6] = {};
+    auto every_i386 = [&](const SeccompPlan& plan, uint32_t want) {
+        size_t wrong = 0, checked = 0;
+        for (int nr = 0; nr < kMaxNr; ++nr) {
+            std::vector<uint64_t> a0s{0, 1, ~0ull};
+            if (nr == 102 || nr == 117)
+                for (uint64_t c = 0; c < 40; ++c) a0s.push_back(c), a0s.push_back(c | 0x10000);
+            for (uint64_t a0 : a0s) {
+                const uint64_t args[6] = {a0, 0, 0, 0, 0, 0};
+                ++checked;
+                if (run(plan, AUDIT_ARCH_I386, nr, args) != want && ++wrong <= 5)
+                    FAIL_CHECK("i386 nr " << nr << " a0 " << a0 << ": "
+                                          << std::hex << run(plan, AUDIT_ARCH_I386, nr, args));
+            }
+        }
+        CHECK(wrong == 0);
+        CHECK(checked > kMaxNr);
+    };
+    auto x32_refused = [&](const SeccompPlan& plan, uint32_t want) {
+        for (int nr : {__NR_read, __NR_getpid, __NR_openat, __NR_exit_group})
+            CHECK(run(plan, AUDIT_ARCH_X86_64, nr | 0x40000000) == want);
+    };
+    for (auto [action, err] : {std::pair{SeccompAction::Errno, uint16_t{EPERM}},
+                               std::pair{SeccompAction::Errno, uint16_t{ENOSYS}},
+                               std::pair{SeccompAction::Kill, uint16_t{0}},
+                               std::pair{SeccompAction::Trap, uint16_t{0}},
+                               std::pair{SeccompAction::Log, uint16_t{0}}}) {
+        SeccompSpec spec;
+        spec.violation = action;
+        spec.violation_errno = err;
+        auto plan = compile_seccomp(spec);
+        REQUIRE(plan);
+        const uint32_t violation = bulwark::test::ret_of(action, err);
+        INFO("violation " << std::hex << violation);
+        CHECK(plan->arches == std::vector<uint32_t>{AUDIT_ARCH_X86_64});
+        every_i386(*plan, violation);
+        x32_refused(*plan, violation);
+        // The native table is the rules' (control: getpid really is allowed).
+        CHECK(run(*plan, AUDIT_ARCH_X86_64, __NR_getpid, zeros) == SECCOMP_RET_ALLOW);
+    }
+
+    // Deny rules hold on a refused ABI with their own action (a kill stays a
+    // kill even where the violation action only logs); nothing else does.
+    SeccompSpec spec;
+    spec.violation = SeccompAction::Log;
+    spec.deny = {rule("bpf", 1, {}, SeccompAction::Kill), rule("bind", 2, {}, SeccompAction::Errno, EACCES)};
+    auto plan = compile_seccomp(spec);
+    REQUIRE(plan);
+    const int i386_bpf = seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86, "bpf");
+    const int i386_bind = 361;  // libseccomp names it by a socketcall pseudo number
+    REQUIRE(i386_bpf == 357);
+    CHECK(run(*plan, AUDIT_ARCH_I386, i386_bpf) == SECCOMP_RET_KILL_PROCESS);
+    CHECK(run(*plan, AUDIT_ARCH_I386, i386_bind) == (SECCOMP_RET_ERRNO | EACCES));
+    const uint64_t bind_call[6] = {2, 0, 0, 0, 0, 0}, socket_call[6] = {1, 0, 0, 0, 0, 0};
+    CHECK(run(*plan, AUDIT_ARCH_I386, 102, bind_call) == (SECCOMP_RET_ERRNO | EACCES));
+    CHECK(run(*plan, AUDIT_ARCH_I386, 102, socket_call) == SECCOMP_RET_LOG);
+    CHECK(run(*plan, AUDIT_ARCH_I386, 20 /* getpid */) == SECCOMP_RET_LOG);
+    CHECK(run(*plan, AUDIT_ARCH_X86_64, __NR_bpf) == SECCOMP_RET_KILL_PROCESS);
+    check_against_model(spec, docker_default_rules());
+
+    // Accepted: the i386 table mirrors the rules, x32 stays refused.
+    SeccompSpec accepted;
+    accepted.violation_errno = EPERM;
+    accepted.compat_arches = {"i386"};
+    plan = compile_seccomp(accepted);
+    REQUIRE(plan);
+    CHECK(plan->arches == std::vector<uint32_t>{AUDIT_ARCH_X86_64, AUDIT_ARCH_I386});
+    CHECK(run(*plan, AUDIT_ARCH_I386, 20 /* getpid */) == SECCOMP_RET_ALLOW);
+    CHECK(run(*plan, AUDIT_ARCH_I386, 5 /* open */) == SECCOMP_RET_ALLOW);
+    CHECK(run(*plan, AUDIT_ARCH_I386, 21 /* mount */) == (SECCOMP_RET_ERRNO | EPERM));
+    x32_refused(*plan, SECCOMP_RET_ERRNO | EPERM);
+
+    // Only a compat ABI of this host can be accepted.
+    for (const char* bad : {"arm", "x32", "x86_64", "native", ""}) {
+        SeccompSpec s2;
+        s2.compat_arches = {bad};
+        INFO(bad);
+        CHECK_FALSE(compile_seccomp(s2));
+    }
 }
 
 TEST_CASE("Docker-default filter allows exactly the profile's unconditional set on x86_64",
@@ -200,7 +288,7 @@ TEST_CASE("the arch check comes first and the program fits the kernel", "[seccom
     CHECK(BPF_CLASS(plan->program[1].code) == BPF_JMP);
     // No instruction reads the syscall number before the arch is loaded.
     CHECK(plan->program[1].k != offsetof(seccomp_data, nr));
-    CHECK(plan->arches == std::vector<uint32_t>{AUDIT_ARCH_X86_64, AUDIT_ARCH_I386});
+    CHECK(plan->arches == std::vector<uint32_t>{AUDIT_ARCH_X86_64});
     CHECK(plan->baseline == "default");
     CHECK(plan->default_action == SeccompAction::Errno);
     CHECK(plan->default_errno == ENOSYS);
@@ -241,6 +329,8 @@ TEST_CASE("allow, deny and argument conditions combine as the rule language says
         rule("kill", 30, {cond(0, Op::Eq, 5)}, SeccompAction::Errno, EPERM),
         rule("kill", 31, {cond(0, Op::Eq, 5)}, SeccompAction::Kill),
     };
+    check_against_model(spec, {});
+    spec.compat_arches = {"i386"};
     check_against_model(spec, {});
 
     auto plan = compile_seccomp(spec);
@@ -300,6 +390,8 @@ TEST_CASE("deny rules on top of the Docker baseline", "[seccomp]") {
         rule("io_uring_setup", 7, {}, SeccompAction::Errno, ENOSYS),
         rule("socket", 8, {}, SeccompAction::Log),
     };
+    check_against_model(spec, docker_default_rules());
+    spec.compat_arches = {"i386"};
     check_against_model(spec, docker_default_rules());
 }
 
@@ -384,6 +476,7 @@ TEST_CASE("a program over the kernel's 4096 instructions is refused", "[seccomp]
     using Op = SyscallArgCond::Op;
     SeccompSpec spec;
     spec.baseline = SeccompSpec::Baseline::None;
+    spec.compat_arches = {"i386"};  // native alone fits (about 3400 instructions)
     uint32_t id = 1;
     for (const auto& name : known_syscalls()) {
         if (name == "clone3") continue;

@@ -1,8 +1,10 @@
 #pragma once
 // An independent model of what a compiled seccomp filter must decide, written
 // from the rule language's semantics (deny > clone3 ENOSYS > allow >
-// baseline > violation; x32 and unknown numbers get the violation action, a
-// foreign arch kills the process), used to check compiled programs through
+// baseline > violation; x32 and unknown numbers get the violation action;
+// i386 only when the spec accepts it, otherwise deny rules and then the
+// violation action; an arch value of no host ABI kills the process), used to
+// check compiled programs through
 // the cBPF interpreter. Names come from libseccomp's syscall tables (data);
 // no decision is taken from the compiler.
 #include <linux/audit.h>
@@ -132,6 +134,7 @@ struct Model {
     uint32_t expect(uint32_t audit_arch, int nr, const uint64_t (&args)[6]) const {
         uint32_t scmp_arch;
         bool wide;
+        bool refused = false;  // a compat ABI the spec does not accept
         if (audit_arch == AUDIT_ARCH_X86_64) {
             if (static_cast<uint32_t>(nr) & 0x40000000u) return violation();  // x32
             scmp_arch = SCMP_ARCH_X86_64;
@@ -139,6 +142,7 @@ struct Model {
         } else if (audit_arch == AUDIT_ARCH_I386) {
             scmp_arch = SCMP_ARCH_X86;
             wide = false;
+            refused = std::ranges::find(spec.compat_arches, "i386") == spec.compat_arches.end();
         } else {
             return SECCOMP_RET_KILL_PROCESS;
         }
@@ -162,6 +166,7 @@ struct Model {
         if (!wide && (nr == 102 || nr == 117)) {
             if (auto d = deny(*name, args, wide, nr)) return *d;
         }
+        if (refused) return violation();  // deny rules hold on every ABI, nothing else
         if (*name == "clone3") return SECCOMP_RET_ERRNO | ENOSYS;
         for (const auto& r : spec.allow)
             if (r.name == *name && rule_holds(r, args, wide)) return SECCOMP_RET_ALLOW;

@@ -3,16 +3,21 @@
 # and vm_runner, and maps vm_runner's "VMTEST <case> PASS|FAIL" lines to an
 # exit code: 0 all passed, 1 a case failed or the guest gave no summary,
 # 77 (skip) only when qemu or the kernel package cannot be obtained.
-#   usage: run_vm.sh <vm_runner> <cache_dir> [<diff_vm_corpus>]
+#   usage: run_vm.sh <vm_runner> <cache_dir> [<diff_vm_corpus> [<policyc>]]
 # With diff_vm_corpus, the differential corpus (BULWARK_DIFF_SEED,
 # BULWARK_DIFF_VM_POLICIES, BULWARK_DIFF_VM_OPS) is written on the host and
 # shipped in the initramfs as /diff.corpus.
+# With policyc, the seccomp filters of a native-only rule file and of one with
+# `syscalls.architectures: [native, i386]` are compiled on the host and shipped
+# as /seccomp-native.bpf and /seccomp-i386.bpf (raw sock_filter arrays): the
+# guest's stock kernel runs i386 calls through int $0x80.
 # With BULWARK_VM_BENCH=1 the guest runs vm_runner --bench instead of the cases
 # (the open/close benchmark) and the "VMBENCH" lines are the output.
 set -uo pipefail
 runner=$(realpath -m "$1")
 cache=$(realpath -m "$2")
 corpus_gen=${3:+$(realpath -m "$3")}
+policyc=${4:+$(realpath -m "$4")}
 mkdir -p "$cache"
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
@@ -51,6 +56,19 @@ bench=${BULWARK_VM_BENCH:-0}
 if [ -n "$corpus_gen" ] && [ "$bench" != 1 ]; then
   "$corpus_gen" "$root/diff.corpus" "${BULWARK_DIFF_VM_POLICIES:-40}" "${BULWARK_DIFF_VM_OPS:-30}" ||
     fail "diff_vm_corpus could not write the corpus"
+fi
+if [ -n "$policyc" ] && [ "$bench" != 1 ]; then
+  for abi in native i386; do
+    rules="tool: abi-$abi\nsyscalls:\n  on_violation: { action: errno, errno: EPERM }\n"
+    [ "$abi" = i386 ] && rules="$rules  architectures: [native, i386]\n"
+    printf "$rules" >"$cache/abi-$abi.yaml"
+    "$policyc" compile "$cache/abi-$abi.yaml" -o "$cache/abi-$abi.json" >/dev/null ||
+      fail "policyc compile $cache/abi-$abi.yaml"
+    python3 -c 'import json,struct,sys
+prog=json.load(open(sys.argv[1]))["seccomp"]["program"]
+open(sys.argv[2],"wb").write(b"".join(struct.pack("<HBBI",*i) for i in prog))' \
+      "$cache/abi-$abi.json" "$root/seccomp-$abi.bpf" || fail "seccomp program of abi-$abi"
+  done
 fi
 cat >"$root/init" <<'INIT'
 #!/bin/busybox sh

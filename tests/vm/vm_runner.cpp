@@ -8,7 +8,10 @@
 #include <linux/bpf.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -634,12 +637,84 @@ int run_bench() {
     return 0;
 }
 
+// ---- foreign system call ABIs (seccomp): the compiled filters of a
+// native-only policy and of one with `architectures: [native, i386]`,
+// written by run_vm.sh with the host's policyc as raw sock_filter arrays.
+// This stock kernel runs i386 calls from a 64-bit process (IA32 emulation).
+long int80(long nr, long a = 0, long b = 0, long c = 0) {
+    long ret;
+    asm volatile("int $0x80" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c) : "memory", "r8", "r9", "r10", "r11");
+    return ret;
+}
+
+std::optional<std::vector<sock_filter>> read_program(const char* path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    std::vector<sock_filter> prog(BPF_MAXINSNS + 1);
+    ssize_t n = read(fd, prog.data(), prog.size() * sizeof(sock_filter));
+    close(fd);
+    if (n <= 0 || size_t(n) % sizeof(sock_filter) != 0 || size_t(n) > BPF_MAXINSNS * sizeof(sock_filter)) return std::nullopt;
+    prog.resize(size_t(n) / sizeof(sock_filter));
+    return prog;
+}
+
+// In a child: the filter installed (no_new_privs first), then fn; its exit
+// status is fn's result (0: as expected).
+int under_filter(const std::vector<sock_filter>* prog, const std::function<int()>& fn) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (prog) {
+            sock_fprog fp{static_cast<unsigned short>(prog->size()), const_cast<sock_filter*>(prog->data())};
+            if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) _exit(120);
+            if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp) != 0) _exit(121);
+        }
+        _exit(fn());
+    }
+    return wait_exit(pid);
+}
+
+void run_abi_group() {
+    auto native = read_program("/seccomp-native.bpf");
+    auto i386 = read_program("/seccomp-i386.bpf");
+    if (!native || !i386) {
+        result("abi_programs", false, "no /seccomp-native.bpf or /seccomp-i386.bpf in the initramfs");
+        return;
+    }
+    char* low = static_cast<char*>(
+        mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_32BIT, -1, 0));
+    if (low == MAP_FAILED) {
+        result("abi_low_buffer", false, "mmap(MAP_32BIT): " + ename(errno));
+        return;
+    }
+    std::strcpy(low, "/data/ro/f");  // int $0x80 passes 32-bit pointers
+    auto getpid32 = [] { return int80(20) == getpid() ? 0 : int(-int80(20)) & 0xff; };
+    auto open32 = [low] {
+        long fd = int80(5, reinterpret_cast<long>(low), O_RDONLY);
+        if (fd < 0) return int(-fd) & 0xff;
+        close(int(fd));
+        return 0;
+    };
+    // Controls: unconfined, both i386 calls work.
+    expect("abi_i386_getpid_control", under_filter(nullptr, getpid32), 0);
+    expect("abi_i386_open_control", under_filter(nullptr, open32), 0);
+    // Native only (the default): the violation errno (EPERM), while the
+    // native getpid the rules allow works.
+    expect("abi_i386_getpid_refused", under_filter(&*native, getpid32), EPERM);
+    expect("abi_i386_open_refused", under_filter(&*native, open32), EPERM);
+    expect("abi_native_getpid_allowed", under_filter(&*native, [] { return syscall(SYS_getpid) == getpid() ? 0 : 1; }), 0);
+    // i386 accepted: judged by the same rules, allowed.
+    expect("abi_i386_getpid_accepted", under_filter(&*i386, getpid32), 0);
+    expect("abi_i386_open_accepted", under_filter(&*i386, open32), 0);
+    munmap(low, 4096);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     spdlog::set_level(spdlog::level::warn);
     if (argc > 1 && std::string(argv[1]) == "--bench") return run_bench();
     setup_files();
+    run_abi_group();  // before the LSM programs load: seccomp alone decides
     std::printf("VMTEST-INFO kernel facts: lsm=%s\n", probe_host().lsm_list.c_str());
     LoaderOptions o;
     o.cgroup_parent = "/sys/fs/cgroup/bulwark";

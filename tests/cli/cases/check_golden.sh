@@ -1,6 +1,6 @@
 # Unknown keys and syscalls: exact diagnostic text, exit 1.
 . "$CLI_LIB"
-for name in typo syscall-typo; do
+for name in typo syscall-typo arch-typo; do
     run check "$FIXTURES/$name.yaml"
     expect_rc 1
     sed "s|FIXTURES|$FIXTURES|" "$FIXTURES/$name.expected" > "$WORK/expected"

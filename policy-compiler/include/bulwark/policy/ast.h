@@ -93,6 +93,11 @@ struct Syscalls {
     std::optional<Scalar> import;     // baseline: { import: file.json }
     std::vector<SyscallItem> allow, deny;
     std::optional<Violation> on_violation;
+    // ABIs whose system calls the rules judge: "native" and compat ABIs
+    // ("i386", "arm"); absent means native only.
+    bool has_architectures = false;
+    Span architectures_span;
+    std::vector<Scalar> architectures;
 };
 
 struct Hardening {

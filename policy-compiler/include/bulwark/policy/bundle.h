@@ -19,7 +19,9 @@
 
 namespace bulwark::policy {
 
-inline constexpr uint32_t kBundleFormat = 1;
+// 2: syscalls.architectures; a compat ABI (i386) is refused unless listed
+// (format 1 filters accepted i386 calls under the native rules).
+inline constexpr uint32_t kBundleFormat = 2;
 
 struct SourceLoc {
     std::string file;  // as given on the command line / rules dir relative
@@ -99,6 +101,10 @@ struct SyscallSummary {
     std::vector<std::pair<std::string, uint32_t>> deny;
     SeccompAction violation = SeccompAction::Errno;
     uint16_t violation_errno = 0;
+    // `architectures` as written (deduplicated): "native" and the compat
+    // ABIs accepted ("i386", "arm"), each with its rule; empty: not written,
+    // the native ABI alone.
+    std::vector<std::pair<std::string, uint32_t>> architectures;
 };
 
 struct LandlockPathRule {

@@ -26,5 +26,7 @@ std::string format_net_rule(const NetRule& r); // "allow connect tcp 10.0.0.0/8 
 std::string family_names(uint64_t af_allow);   // "inet, inet6, unix"
 std::string action_name(SeccompAction a, uint16_t errno_value);
 std::string rule_where(const Bundle& b, uint32_t id);  // "rules/curl.yaml:12" or "-"
+// "architectures: native; calls through i386, x32 are refused (...)"
+std::string architectures_text(const Bundle& b);
 
 }  // namespace bulwark::policy

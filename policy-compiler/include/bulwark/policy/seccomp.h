@@ -1,11 +1,13 @@
 #pragma once
 // The seccomp layer: a rule file's `syscalls:` section as a spec, compiled
 // with libseccomp into one filter (arch check first, binary-tree optimised,
-// x32 syscalls answered with the violation action, a foreign arch kills the
-// process, clone3 answered ENOSYS).
+// calls of a compat ABI the spec does not accept (i386 through `int $0x80`)
+// and of x32 answered with the violation action, an arch value of no ABI of
+// the host kills the process, clone3 answered ENOSYS).
 #include <cerrno>
 #include <cstdint>
 #include <expected>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +44,11 @@ struct SeccompSpec {
     SeccompAction violation = SeccompAction::Errno;
     uint16_t violation_errno = ENOSYS;
     uint32_t violation_rule_id = 0;
+    // Compat ABIs accepted besides the native one, by name ("i386" on x86_64
+    // hosts, "arm" on arm64 hosts): their calls are judged by the same rules.
+    // A compat ABI not named here is refused: each of its calls answers the
+    // violation action, or the action of a deny rule naming the call.
+    std::vector<std::string> compat_arches;
     // What an import changed or left out of the profile (capability-gated
     // rules, names this libseccomp does not know, ...), one sentence each.
     std::vector<std::string> notes;
@@ -53,7 +60,9 @@ struct SeccompError {
 };
 
 // Compiles the spec into a classic-BPF program covering x86_64, i386 and x32
-// (on x86_64 hosts) or aarch64 and arm (on arm64 hosts).
+// (on x86_64 hosts) or aarch64 and arm (on arm64 hosts). The rules apply to
+// the native ABI and to the compat ABIs of spec.compat_arches; every other
+// ABI of the host is refused (see SeccompSpec::compat_arches).
 // Precedence: deny (strongest action first) > clone3 ENOSYS > allow >
 // baseline > violation. Conditional denies are subtracted from the allows
 // before libseccomp sees them; a syscall whose rules would need more than 32
@@ -64,6 +73,16 @@ struct SeccompError {
 // Install with no_new_privs; add SECCOMP_FILTER_FLAG_LOG to have the kernel
 // log non-allow decisions.
 std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec);
+
+// The compat ABIs `syscalls.architectures` may name, on any host Bulwark
+// supports ("arm", "i386"), and those of this host (a subset).
+const std::vector<std::string>& compat_arch_names();
+const std::vector<std::string>& host_compat_arch_names();
+// Name of the ABI of an AUDIT_ARCH_* value as the rule language writes it:
+// "native" for the host's own, "i386"/"arm" for a compat ABI, "" otherwise.
+std::string_view arch_name(uint32_t audit_arch);
+// The reverse, for this host: "native" or one of host_compat_arch_names().
+std::optional<uint32_t> audit_arch_of(std::string_view name);
 
 // Syscall names libseccomp knows for any supported arch, sorted.
 const std::vector<std::string>& known_syscalls();
