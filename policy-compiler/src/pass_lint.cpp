@@ -19,6 +19,18 @@ bool any_address(const NetRule& r) {
 }
 
 void run(CompileContext& ctx) {
+// A duplicate is the mistake of the file holding the later entry when that
+// file is the one being checked, or repeats itself. Two bases that each need
+// an entry (a tool extending both) are not wrong, and a base that repeats its
+// own base is told when it is checked itself (`policyc check rules/` checks
+// every base).
+bool own_duplicate(const CompileContext& ctx, uint32_t first, uint32_t again) {
+    const RuleRef* a = ctx.bundle.rule(first);
+    const RuleRef* b = ctx.bundle.rule(again);
+    if (!a || !b) return true;
+    return b->loc.file == ctx.main_file || b->loc.file == a->loc.file;
+}
+
     const auto& files = ctx.bundle.files;
     // Broad grants.
     for (const auto& f : files) {
@@ -39,7 +51,7 @@ void run(CompileContext& ctx) {
     std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> denies;  // path -> bits, first rule
     for (const auto& f : files) {
         auto [it, fresh] = seen.emplace(std::tuple{f.path, f.allow, f.deny}, f.rule_id);
-        if (!fresh)
+        if (!fresh && own_duplicate(ctx, it->second, f.rule_id))
             ctx.warning(ctx.span_of(f.rule_id), "duplicate-rule",
                         "duplicate entry: " + ctx.describe(it->second) + " already says this");
         if (f.deny) {
@@ -73,7 +85,7 @@ void run(CompileContext& ctx) {
     for (const auto& r : rules) {
         auto key = std::tuple{r.host, r.addr, r.prefix, r.port_lo, r.port_hi, r.proto_mask, r.op_mask, r.action};
         auto [it, fresh] = net_seen.emplace(key, r.rule_id);
-        if (!fresh && it->second != r.rule_id)
+        if (!fresh && it->second != r.rule_id && own_duplicate(ctx, it->second, r.rule_id))
             ctx.warning(ctx.span_of(r.rule_id), "duplicate-rule",
                         "duplicate entry: " + ctx.describe(it->second) + " already says this");
         if (r.action == BW_NET_ACTION_DENY && !r.host) net_denies.push_back(&r);
@@ -104,11 +116,12 @@ void run(CompileContext& ctx) {
     // Syscalls.
     std::map<std::string, uint32_t> allowed, denied;
     for (const auto& r : ctx.seccomp.allow)
-        if (r.args.empty() && !allowed.emplace(r.name, r.rule_id).second)
+        if (r.args.empty() && !allowed.emplace(r.name, r.rule_id).second &&
+            own_duplicate(ctx, allowed[r.name], r.rule_id))
             ctx.warning(ctx.span_of(r.rule_id), "duplicate-rule", "\"" + r.name + "\" is already allowed by " +
                                                                       ctx.describe(allowed[r.name]));
     for (const auto& r : ctx.seccomp.deny) {
-        if (!denied.emplace(r.name, r.rule_id).second)
+        if (!denied.emplace(r.name, r.rule_id).second && own_duplicate(ctx, denied[r.name], r.rule_id))
             ctx.warning(ctx.span_of(r.rule_id), "duplicate-rule",
                         "\"" + r.name + "\" is already denied by " + ctx.describe(denied[r.name]));
     }
