@@ -536,6 +536,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
 
     // (p7) Mount plan (flat C strings for the child).
     MountPlan mounts = plan_mounts(bundle, workdir);
+    for (const auto& n : mounts.notes) rep.warnings.push_back(n);
 
     // (p8) Per-run cgroups below our own: v2 leaf + v1 limit leaves. Once per
     //      process, leaves of a previous agentd that died are reaped first.

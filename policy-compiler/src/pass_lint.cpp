@@ -1,5 +1,6 @@
 // Warnings: overly broad grants, allows shadowed by denies, duplicate
-// entries, binaries the exec rules would not let start.
+// entries, binaries the exec rules would not let start, grants on the host's
+// /tmp (which no sandbox shows).
 #include <map>
 #include <unordered_map>
 
@@ -18,7 +19,6 @@ bool any_address(const NetRule& r) {
     return r.prefix == 0 || (r.prefix == 96 && r.addr == mapped);
 }
 
-void run(CompileContext& ctx) {
 // A duplicate is the mistake of the file holding the later entry when that
 // file is the one being checked, or repeats itself. Two bases that each need
 // an entry (a tool extending both) are not wrong, and a base that repeats its
@@ -31,6 +31,7 @@ bool own_duplicate(const CompileContext& ctx, uint32_t first, uint32_t again) {
     return b->loc.file == ctx.main_file || b->loc.file == a->loc.file;
 }
 
+void run(CompileContext& ctx) {
     const auto& files = ctx.bundle.files;
     // Broad grants.
     for (const auto& f : files) {
@@ -45,6 +46,18 @@ bool own_duplicate(const CompileContext& ctx, uint32_t first, uint32_t again) {
                 break;
             }
         }
+    }
+    // The host's /tmp: agentd gives every run a private tmpfs /tmp, so a
+    // grant on a literal /tmp path reaches a file the tool never sees.
+    // ${tmp} names that private /tmp; the workdir is shared with the host.
+    for (const auto& f : files) {
+        if (!(f.allow & ~f.deny) || !(f.path == "/tmp" || f.path.starts_with("/tmp/"))) continue;
+        ctx.warning(ctx.span_of(f.rule_id), "host-tmp",
+                    "the sandbox does not show the host's " + f.path +
+                        ": every run gets a private, empty /tmp, so this grant reaches nothing",
+                    {"for the run's scratch files write \"${tmp}\"" +
+                         std::string(f.path == "/tmp" ? "" : " (e.g. \"${tmp}" + f.path.substr(4) + "\")"),
+                     "for files shared with the host, put them in the work directory: \"${workdir}/...\""});
     }
     // Duplicates and shadowed allows.
     std::map<std::tuple<std::string, uint32_t, uint32_t>, uint32_t> seen;
