@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 #include "bulwark/version.h"
 
 namespace bulwark::mcp {
@@ -311,14 +313,41 @@ std::expected<json, RpcError> Server::initialize(const json& params) {
     json create{{"tools", json::array()}, {"label", opts_.label}};
     for (const auto& t : chosen) create["tools"].push_back(t["name"]);
     if (!opts_.grant.is_null()) create["grant"] = opts_.grant;
+    // The default set serves what it can: one tool that cannot be set up
+    // (a rule's host that does not resolve offline) leaves the others usable.
+    // Tools named with --tools are all required.
+    if (opts_.tools.empty()) create["skip_unavailable"] = true;
     auto made = api_("POST", "/v1/tasks", create);
     if (!made) return fail("agentd: " + made.error());
     if (made->status != 201) return fail("agentd refused the session's task: " + made->error_text());
     uint64_t task = made->body["id"].get<uint64_t>();
     std::string workdir = made->body.value("workdir", std::string());
 
+    std::map<std::string, std::string> unavailable;
+    if (made->body.contains("unavailable") && made->body["unavailable"].is_array())
+        for (const auto& u : made->body["unavailable"])
+            if (u.is_object() && u.contains("tool") && u["tool"].is_string())
+                unavailable[u["tool"].get<std::string>()] = u.value("error", std::string("cannot be instantiated"));
+
     std::vector<Tool> tools;
+    std::string unavailable_text;
     for (const auto& t : chosen) {
+        if (auto u = unavailable.find(t.value("name", std::string())); u != unavailable.end()) {
+            Tool tool;
+            tool.name = u->first;
+            tool.unavailable = u->second;
+            spdlog::warn("agentd mcp: tool {} is unavailable in this session: {}", tool.name, tool.unavailable);
+            unavailable_text += " " + tool.name + " is unavailable in this session: " + tool.unavailable + ".";
+            tool.descriptor = {{"name", tool.name},
+                               {"title", tool.name + " (unavailable)"},
+                               {"description", "UNAVAILABLE in this session: " + tool.unavailable +
+                                                   "\nCalling it returns this error; the other tools of the session "
+                                                   "work. " + t.value("description", std::string())},
+                               {"inputSchema", input_schema()},
+                               {"_meta", {{"bulwark/unavailable", tool.unavailable}}}};
+            tools.push_back(std::move(tool));
+            continue;
+        }
         Tool tool;
         tool.name = t["name"];
         tool.program = t.contains("binaries") && !t["binaries"].empty() ? t["binaries"][0].get<std::string>() : tool.name;
@@ -353,7 +382,8 @@ std::expected<json, RpcError> Server::initialize(const json& params) {
                      std::to_string(task) + " (work directory " + workdir +
                      "). Pass the program's arguments in `args`, its input in `stdin`, and files it needs in "
                      "`files` (relative path -> content). A result with isError lists what failed and, for each "
-                     "denied operation, the rule that denied it and the grant that would allow it."}};
+                     "denied operation, the rule that denied it and the grant that would allow it." +
+                     unavailable_text}};
 }
 
 json Server::tools_list() const {
@@ -389,6 +419,7 @@ std::expected<json, RpcError> Server::tools_call(const json& params, const std::
         std::lock_guard lk(mu_);
         auto it = std::find_if(tools_.begin(), tools_.end(), [&](const Tool& t) { return t.name == name; });
         if (it == tools_.end()) return std::unexpected(RpcError{kInvalidParams, "unknown tool: " + name});
+        if (!it->unavailable.empty()) return tool_error(name + " is unavailable in this session: " + it->unavailable);
         program = it->program;
         version = version_;
         task = *task_;

@@ -5,7 +5,10 @@
 //
 // An MCP session is one Bulwark task: `initialize` creates the task (the
 // tools of the loaded rules, or the ones asked for, under an optional
-// grant); every tool of the task is an MCP tool whose input is the program's
+// grant; with the default tool set, a tool that cannot be instantiated for
+// the task, e.g. because a host of its rules does not resolve, is left out of
+// the task and listed as unavailable, with the reason, while the others are
+// served); every tool of the task is an MCP tool whose input is the program's
 // arguments, its stdin and working files; `tools/call` runs it through the
 // daemon's exec API, so every call is audited in the daemon's store; the
 // result carries the exit status, the outputs and each denial explained (the
@@ -81,6 +84,9 @@ private:
         std::string name;
         std::string program;  // argv[0]: the rule file's first binary
         nlohmann::json descriptor;
+        // Why the tool cannot run in this session ("" when it can): listed,
+        // so the agent and its user see it, and a call answers this.
+        std::string unavailable;
     };
 
     ApiCall api_;

@@ -138,6 +138,23 @@ int bind_from_fd(int src_fd, const char* target, uint64_t attrs, bool recursive)
     return rc == 0 ? 0 : -saved;
 }
 
+// A grant on a host path under /tmp reaches nothing: the sandbox's /tmp is a
+// private tmpfs. ${tmp} names that private /tmp on purpose; the workdir, even
+// under /tmp, is bound in. Grants of a task narrow the tool's rules, so only
+// the rule file's own rules are named.
+void note_hidden_tmp(const policy::Bundle& b, const policy::FileRule& r, const std::string& workdir,
+                     std::vector<std::string>& notes) {
+    if (!(r.allow & ~r.deny)) return;
+    if (!workdir.empty() && (r.path == workdir || r.path.starts_with(workdir + "/"))) return;
+    const policy::RuleRef* ref = b.rule(r.rule_id);
+    if (!ref || ref->text.find("${tmp}") != std::string::npos || ref->text.starts_with("grant")) return;
+    std::string note = ref->loc.file + ":" + std::to_string(ref->loc.line) + ":" + std::to_string(ref->loc.col) +
+                       ": rule \"" + ref->text + "\" grants " + r.path +
+                       ", which the sandbox does not show (each run gets a private, empty /tmp); use ${tmp} for "
+                       "scratch files, or the workdir for files shared with the host";
+    if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(std::move(note));
+}
+
 }  // namespace
 
 namespace {
@@ -341,9 +358,11 @@ MountPlan plan_mounts(const policy::Bundle& bundle, const std::string& workdir,
     for (const auto& r : bundle.files) {
         const std::string& path = r.path;
         if (path.empty() || path[0] != '/' || path == "/" || path.find("${") != std::string::npos) continue;
-        if (path.starts_with("/proc") || path.starts_with("/sys") || path.starts_with("/dev") ||
-            path == "/tmp" || path.starts_with("/tmp/"))
+        if (path.starts_with("/proc") || path.starts_with("/sys") || path.starts_with("/dev")) continue;
+        if (path == "/tmp" || path.starts_with("/tmp/")) {
+            note_hidden_tmp(bundle, r, workdir, p.notes);
             continue;
+        }
         if (!workdir.empty() && (path == workdir || path.starts_with(workdir + "/"))) continue;
         if (covered(e, path) || !exists(path, &st) || S_ISLNK(st.st_mode)) continue;
         if (!(r.allow & ~r.deny)) continue;

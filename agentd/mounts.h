@@ -62,6 +62,9 @@ struct DenyMaskResult {
 struct MountPlan {
     std::vector<MountEntry> entries;
     std::string workdir;  // inside == outside; "" = none (cwd is /)
+    // Grants the sandbox cannot show, one line each naming the rule (the
+    // run's report carries them as warnings), e.g. a host path under /tmp.
+    std::vector<std::string> notes;
     // C views for the child, filled by finalize().
     struct Op {
         MountEntry::Kind kind;

@@ -40,6 +40,7 @@
 #include "ns_user.h"
 #include "ns_uts.h"
 #include "seccomp_install.h"
+#include "workdir_access.h"
 
 extern char** environ;
 
@@ -539,6 +540,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     std::string workdir;
     uid_t uid = 65534;
     gid_t gid = 65534;
+    IdSource ids_from = IdSource::RootOwnedWorkdir;
     if (!req.workdir.empty()) {
         char real[PATH_MAX];
         struct stat st{};
@@ -548,16 +550,24 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
         if (st.st_uid != 0) {
             uid = st.st_uid;
             gid = st.st_gid;
+            ids_from = IdSource::WorkdirOwner;
         }
     }
     if (req.uid) uid = *req.uid;
     if (req.gid) gid = *req.gid;
+    if (req.uid || req.gid) ids_from = IdSource::Requested;
     if (uid == 0 || gid == 0) return refuse("the tool may not run as uid/gid 0");
+    //      The tool must be able to enter the workdir as those ids (checked
+    //      here so the refusal says what to do; the child's chdir is the
+    //      backstop).
+    if (!workdir.empty())
+        if (std::string why = check_workdir_access(workdir, uid, gid, ids_from); !why.empty()) return refuse(why);
 
     // (p7) Mount plan (flat C strings for the child), with a mask for each
     //      deny below an allowed subtree.
     std::vector<policy::RuleCoverage> claims = policy::rule_coverage(bundle);
     MountPlan mounts = plan_mounts(bundle, workdir, deny_mask_requests(claims), uid, gid);
+    for (const auto& n : mounts.notes) rep.warnings.push_back(n);
     struct ReleaseOnReturn {
         MountPlan& p;
         ~ReleaseOnReturn() { release_placeholders(p); }
@@ -790,7 +800,10 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     ChildMsg msg;
     int got = read_msg(msg);
     if (got != 1 || msg.kind != kMsgReady) {
-        std::string why = got == 1 ? describe(msg)
+        bool workdir_denied = got == 1 && std::string_view(msg.step) == "chdir" && msg.path == workdir &&
+                              (msg.err == EACCES || msg.err == EPERM);
+        std::string why = workdir_denied ? workdir_denied_message(workdir, uid, gid, ids_from, msg.err)
+                          : got == 1     ? describe(msg)
                                    : got == 0 ? "the sandbox child died during setup (a seccomp policy must allow "
                                                 "read, write and execveat)"
                                               : "the sandbox child did not become ready in time";

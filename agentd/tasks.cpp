@@ -101,6 +101,9 @@ struct TaskManager::Task {
     std::vector<std::string> tools;
     policy::TaskVars vars;
     std::map<std::string, std::shared_ptr<const policy::Bundle>> instantiated;  // per tool, no grant
+    // Tools asked for that could not be instantiated (create with
+    // skip_unavailable): name -> why. They are not among `tools`.
+    std::vector<std::pair<std::string, std::string>> unavailable;
     std::vector<Epoch> epochs;
     std::vector<Run> runs;
     bool closed = false;
@@ -120,6 +123,9 @@ struct TaskManager::Task {
                {"grant", e.grant},
                {"created_ns", created_ns}};
         j["expires_ns"] = e.expires_at ? json(to_ns(*e.expires_at)) : json(nullptr);
+        json un = json::array();
+        for (const auto& [tool, why] : unavailable) un.push_back({{"tool", tool}, {"error", why}});
+        j["unavailable"] = std::move(un);
         size_t running = std::count_if(runs.begin(), runs.end(), [](const Run& r) { return !r.ended_ns; });
         j["running"] = running;
         j["runs"] = runs.size();
@@ -203,8 +209,12 @@ TaskManager::~TaskManager() {
 std::expected<json, ApiError> TaskManager::create(const json& body) {
     if (!body.is_object()) return err(400, "bad_request", "the body must be a JSON object");
     for (auto it = body.begin(); it != body.end(); ++it)
-        if (it.key() != "tools" && it.key() != "workdir" && it.key() != "label" && it.key() != "grant")
+        if (it.key() != "tools" && it.key() != "workdir" && it.key() != "label" && it.key() != "grant" &&
+            it.key() != "skip_unavailable")
             return err(400, "bad_request", "unknown key '" + it.key() + "'");
+    if (body.contains("skip_unavailable") && !body["skip_unavailable"].is_boolean())
+        return err(400, "bad_request", "skip_unavailable: must be a boolean");
+    const bool skip_unavailable = body.value("skip_unavailable", false);
     if (!body.contains("tools") || !body["tools"].is_array() || body["tools"].empty())
         return err(400, "bad_request", "tools: a non-empty array of tool names is required");
     auto t = std::make_shared<Task>();
@@ -259,8 +269,23 @@ std::expected<json, ApiError> TaskManager::create(const json& body) {
     t->vars["task_id"] = "task-" + std::to_string(t->id);
     for (const auto& name : t->tools) {
         auto b = instantiate_tool(catalog_.find(name)->bundle, t->vars, opts_.resolve);
-        if (!b) return err(422, "instantiate_failed", name + ": " + b.error());
+        if (!b && !skip_unavailable) return err(422, "instantiate_failed", name + ": " + b.error());
+        if (!b) {
+            // Left out of the task and said so (in the task, and to the caller).
+            t->unavailable.emplace_back(name, b.error());
+            continue;
+        }
         t->instantiated[name] = std::make_shared<const policy::Bundle>(std::move(*b));
+    }
+    if (!t->unavailable.empty()) {
+        std::erase_if(t->tools, [&](const std::string& n) { return !t->instantiated.contains(n); });
+        if (t->tools.empty()) {
+            std::string why;
+            for (const auto& [tool, e] : t->unavailable) why += (why.empty() ? "" : "; ") + tool + ": " + e;
+            return err(422, "instantiate_failed", "no tool of the task can be instantiated: " + why);
+        }
+        for (const auto& [tool, e] : t->unavailable)
+            spdlog::warn("task {}: tool {} is unavailable and left out: {}", t->id, tool, e);
     }
     t->created_ns = to_ns(SysClock::now());
     lk.lock();

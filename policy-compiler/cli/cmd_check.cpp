@@ -1,4 +1,6 @@
-// policyc check FILES...: diagnostics for each rule file; exit 1 on any error.
+// policyc check PATHS...: diagnostics for each rule file; exit 1 on any error.
+// A directory is every rule file below it (common.h: expand_rule_paths), with
+// extends resolved in that directory unless --rules-dir says otherwise.
 #include <iostream>
 
 #include "common.h"
@@ -9,13 +11,15 @@ namespace {
 std::function<int()> setup(CLI::App& sub, CommonOptions& common) {
     auto files = std::make_shared<std::vector<std::string>>();
     auto werror = std::make_shared<bool>(false);
-    sub.add_option("files", *files, "rule files")->required();
+    sub.add_option("paths", *files, "rule files, or directories: every rule file below them")->required();
     sub.add_flag("--werror", *werror, "treat warnings as errors");
     return [files, werror, &common] {
         int rc = 0;
         auto out = nlohmann::json::array();
-        for (const auto& f : *files) {
+        RuleFiles expanded = expand_rule_paths(*files, FileKind::RuleFiles);
+        for (const auto& [f, found_below] : expanded.files) {
             auto opts = compile_options(common);
+            if (opts.rules_dirs.empty() && !found_below.empty()) opts.rules_dirs = {found_below};
             opts.warnings_as_errors = *werror;
             auto r = compile_file(f, opts);
             if (!r.ok()) rc = 1;
@@ -33,6 +37,9 @@ std::function<int()> setup(CLI::App& sub, CommonOptions& common) {
             std::cout << "\n";
         }
         if (common.json) std::cout << out.dump(2) << "\n";
+        for (const auto& n : expanded.notes) (common.json ? std::cerr : std::cout) << n << "\n";
+        for (const auto& e : expanded.errors) std::cerr << "policyc check: " << e << "\n";
+        if (!expanded.errors.empty()) rc = 1;
         return rc;
     };
 }

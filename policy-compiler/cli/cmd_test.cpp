@@ -10,6 +10,7 @@
 
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/policy_test.h"
+#include "common.h"
 
 namespace bulwark::cli {
 
@@ -45,7 +46,11 @@ fs::path rules_dir_for(const TestOptions& o, const fs::path& test_file) {
 int run(const TestOptions& o) {
     int status = 0;
     size_t passed = 0, failed = 0;
-    for (const auto& name : o.files) {
+    // A directory stands for every policy test file below it.
+    auto expanded = policyc::expand_rule_paths(o.files, policyc::FileKind::PolicyTests);
+    for (const auto& e : expanded.errors) std::cerr << "policyc test: " << e << "\n";
+    if (!expanded.errors.empty()) status = 2;
+    for (const auto& [name, found_below] : expanded.files) {
         fs::path file = name;
         auto parsed = policy::load_policy_test(file);
         if (!parsed) {
@@ -69,6 +74,7 @@ int run(const TestOptions& o) {
         failed += report.failed();
         if (!report.ok() && status == 0) status = 1;
     }
+    for (const auto& n : expanded.notes) (o.json ? std::cerr : std::cout) << n << "\n";
     if (!o.json) std::cout << "total: " << passed << " passed, " << failed << " failed\n";
     return status;
 }
@@ -77,10 +83,12 @@ int run(const TestOptions& o) {
 
 void register_test(CLI::App& app) {
     auto opts = std::make_shared<TestOptions>();
-    CLI::App* cmd = app.add_subcommand("test", "run policy test files (rules/tests/<tool>.test.yaml)");
+    CLI::App* cmd = app.add_subcommand("test", "run policy test files (rules/tests/<tool>.test.yaml, or a directory of them)");
     cmd->add_option("--rules-dir", opts->rules_dir,
                     "directory holding <tool>.yaml (default: the parent of the test file's directory)");
-    cmd->add_option("files", opts->files, "policy test files")->required()->check(CLI::ExistingFile);
+    cmd->add_option("files", opts->files, "policy test files, or directories: every *.test.yaml below them")
+        ->required()
+        ->check(CLI::ExistingPath);
     cmd->add_flag("--json", opts->json, "one JSON report per file on stdout");
     cmd->callback([opts] {
         int rc = run(*opts);

@@ -5,6 +5,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -37,9 +40,35 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& accepted_ke
     return keys;
 }
 
+namespace {
+const char* file_type_name(std::filesystem::file_type t) {
+    using std::filesystem::file_type;
+    switch (t) {
+        case file_type::symlink: return "a symbolic link";
+        case file_type::block: return "a block device";
+        case file_type::character: return "a character device";
+        case file_type::fifo: return "a FIFO";
+        case file_type::socket: return "a socket";
+        default: return "neither a file nor a directory";
+    }
+}
+}  // namespace
+
 std::expected<std::string, std::string> read_text_file(const std::string& path, size_t max_bytes) {
+    // What the path is, before it is opened: a directory opens as a stream
+    // whose "size" is LLONG_MAX, and a FIFO would block the open.
+    std::error_code ec;
+    auto st = std::filesystem::status(path, ec);
+    if (st.type() == std::filesystem::file_type::not_found)
+        return std::unexpected("cannot open " + path + ": no such file or directory");
+    if (ec) return std::unexpected("cannot open " + path + ": " + ec.message());
+    if (st.type() == std::filesystem::file_type::directory)
+        return std::unexpected(path + " is a directory, not a rule file (`policyc check DIR` checks every rule "
+                                      "file below a directory)");
+    if (st.type() != std::filesystem::file_type::regular)
+        return std::unexpected(path + " is not a regular file (" + file_type_name(st.type()) + ")");
     std::ifstream in(path, std::ios::binary);
-    if (!in) return std::unexpected("cannot open " + path);
+    if (!in) return std::unexpected("cannot open " + path + ": " + std::strerror(errno));
     in.seekg(0, std::ios::end);
     auto size = in.tellg();
     if (size < 0) return std::unexpected("cannot read " + path);

@@ -1,5 +1,6 @@
 // Warnings: overly broad grants, allows shadowed by denies, duplicate
-// entries, binaries the exec rules would not let start.
+// entries, binaries the exec rules would not let start, grants on the host's
+// /tmp (which no sandbox shows).
 #include <map>
 #include <unordered_map>
 
@@ -18,6 +19,18 @@ bool any_address(const NetRule& r) {
     return r.prefix == 0 || (r.prefix == 96 && r.addr == mapped);
 }
 
+// A duplicate is the mistake of the file holding the later entry when that
+// file is the one being checked, or repeats itself. Two bases that each need
+// an entry (a tool extending both) are not wrong, and a base that repeats its
+// own base is told when it is checked itself (`policyc check rules/` checks
+// every base).
+bool own_duplicate(const CompileContext& ctx, uint32_t first, uint32_t again) {
+    const RuleRef* a = ctx.bundle.rule(first);
+    const RuleRef* b = ctx.bundle.rule(again);
+    if (!a || !b) return true;
+    return b->loc.file == ctx.main_file || b->loc.file == a->loc.file;
+}
+
 void run(CompileContext& ctx) {
     const auto& files = ctx.bundle.files;
     // Broad grants.
@@ -34,12 +47,24 @@ void run(CompileContext& ctx) {
             }
         }
     }
+    // The host's /tmp: agentd gives every run a private tmpfs /tmp, so a
+    // grant on a literal /tmp path reaches a file the tool never sees.
+    // ${tmp} names that private /tmp; the workdir is shared with the host.
+    for (const auto& f : files) {
+        if (!(f.allow & ~f.deny) || !(f.path == "/tmp" || f.path.starts_with("/tmp/"))) continue;
+        ctx.warning(ctx.span_of(f.rule_id), "host-tmp",
+                    "the sandbox does not show the host's " + f.path +
+                        ": every run gets a private, empty /tmp, so this grant reaches nothing",
+                    {"for the run's scratch files write \"${tmp}\"" +
+                         std::string(f.path == "/tmp" ? "" : " (e.g. \"${tmp}" + f.path.substr(4) + "\")"),
+                     "for files shared with the host, put them in the work directory: \"${workdir}/...\""});
+    }
     // Duplicates and shadowed allows.
     std::map<std::tuple<std::string, uint32_t, uint32_t>, uint32_t> seen;
     std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> denies;  // path -> bits, first rule
     for (const auto& f : files) {
         auto [it, fresh] = seen.emplace(std::tuple{f.path, f.allow, f.deny}, f.rule_id);
-        if (!fresh)
+        if (!fresh && own_duplicate(ctx, it->second, f.rule_id))
             ctx.warning(ctx.span_of(f.rule_id), "duplicate-rule",
                         "duplicate entry: " + ctx.describe(it->second) + " already says this");
         if (f.deny) {
@@ -73,7 +98,7 @@ void run(CompileContext& ctx) {
     for (const auto& r : rules) {
         auto key = std::tuple{r.host, r.addr, r.prefix, r.port_lo, r.port_hi, r.proto_mask, r.op_mask, r.action};
         auto [it, fresh] = net_seen.emplace(key, r.rule_id);
-        if (!fresh && it->second != r.rule_id)
+        if (!fresh && it->second != r.rule_id && own_duplicate(ctx, it->second, r.rule_id))
             ctx.warning(ctx.span_of(r.rule_id), "duplicate-rule",
                         "duplicate entry: " + ctx.describe(it->second) + " already says this");
         if (r.action == BW_NET_ACTION_DENY && !r.host) net_denies.push_back(&r);
@@ -104,11 +129,12 @@ void run(CompileContext& ctx) {
     // Syscalls.
     std::map<std::string, uint32_t> allowed, denied;
     for (const auto& r : ctx.seccomp.allow)
-        if (r.args.empty() && !allowed.emplace(r.name, r.rule_id).second)
+        if (r.args.empty() && !allowed.emplace(r.name, r.rule_id).second &&
+            own_duplicate(ctx, allowed[r.name], r.rule_id))
             ctx.warning(ctx.span_of(r.rule_id), "duplicate-rule", "\"" + r.name + "\" is already allowed by " +
                                                                       ctx.describe(allowed[r.name]));
     for (const auto& r : ctx.seccomp.deny) {
-        if (!denied.emplace(r.name, r.rule_id).second)
+        if (!denied.emplace(r.name, r.rule_id).second && own_duplicate(ctx, denied[r.name], r.rule_id))
             ctx.warning(ctx.span_of(r.rule_id), "duplicate-rule",
                         "\"" + r.name + "\" is already denied by " + ctx.describe(denied[r.name]));
     }

@@ -1,11 +1,17 @@
 // Black-box: `agentd run` as a user runs it.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace {
 int run_cli(const std::string& cmd, std::string& out) {
@@ -33,4 +39,64 @@ TEST_CASE("agentd run without a compilable policy refuses with 125 and a JSON re
 TEST_CASE("agentd run requires --rules, --tool and a command") {
     std::string out;
     CHECK(run_cli(std::string(AGENTD_BIN) + " run --tool demo -- /bin/true 2>&1", out) != 0);
+}
+
+TEST_CASE("agentd run warns, naming the rule, when a grant under /tmp is one the sandbox does not show") {
+    namespace fs = std::filesystem;
+    // A host file under /tmp, the rules, and a workdir outside /tmp.
+    std::string host_dir = "/tmp/bulwark-hidden-XXXXXX", rules = "/var/tmp/bulwark-rules-XXXXXX",
+                wd = "/var/tmp/bulwark-wd-XXXXXX";
+    REQUIRE(mkdtemp(host_dir.data()));
+    REQUIRE(mkdtemp(rules.data()));
+    REQUIRE(mkdtemp(wd.data()));
+    struct Cleanup {
+        std::vector<std::string> dirs;
+        ~Cleanup() {
+            for (const auto& d : dirs) fs::remove_all(d);
+        }
+    } cleanup{{host_dir, rules, wd}};
+    REQUIRE(::chmod(host_dir.c_str(), 0755) == 0);
+    REQUIRE(::chown(wd.c_str(), 65534, 65534) == 0);
+    const std::string data = host_dir + "/data.txt";
+    std::ofstream(data) << "HOST\n";
+    std::ofstream(wd + "/data.txt") << "WORKDIR\n";
+    fs::copy(std::string(RULES_DIR) + "/base", rules + "/base", fs::copy_options::recursive);
+    std::ofstream(rules + "/peek.yaml") << "tool: peek\n"
+                                         "description: reads a file\n"
+                                         "extends: base/minimal\n"
+                                         "binaries: [/usr/bin/cat]\n"
+                                         "files:\n"
+                                         "  read: [\"${workdir}\", "
+                                      << data << ", \"${tmp}/scratch\"]\n"
+                                         "exec:\n"
+                                         "  allow: [/usr/bin/cat]\n";
+    // Control: unconfined, the file is there to read.
+    std::string out;
+    REQUIRE(run_cli("cat " + data, out) == 0);
+    REQUIRE(out == "HOST\n");
+
+    const std::string run = std::string(AGENTD_BIN) + " run --no-bpf --json --rules " + rules +
+                            " --tool peek --workdir " + wd + " -- /usr/bin/cat ";
+    out.clear();
+    int rc = run_cli(run + data, out);
+    INFO(out);
+    auto j = nlohmann::json::parse(out);
+    CHECK(rc == 1);  // cat: no such file: the grant reaches nothing
+    CHECK(j["stderr"]["data"].get<std::string>().find("No such file or directory") != std::string::npos);
+    std::vector<std::string> tmp_warnings;
+    for (const auto& w : j["warnings"])
+        if (auto text = w.get<std::string>(); text.find("which the sandbox does not show") != std::string::npos)
+            tmp_warnings.push_back(text);
+    REQUIRE(tmp_warnings.size() == 1);  // not the ${tmp} grant, not the workdir
+    CHECK(tmp_warnings[0].starts_with(rules + "/peek.yaml:6:"));
+    CHECK(tmp_warnings[0].find("rule \"files.read: " + data + "\" grants " + data) != std::string::npos);
+    CHECK(tmp_warnings[0].find("use ${tmp} for scratch files, or the workdir") != std::string::npos);
+
+    // Control: the same tool reads the file from the workdir, which is shown.
+    out.clear();
+    rc = run_cli(run + "data.txt", out);
+    INFO(out);
+    auto ok = nlohmann::json::parse(out);
+    CHECK(rc == 0);
+    CHECK(ok["stdout"]["data"] == "WORKDIR\n");
 }

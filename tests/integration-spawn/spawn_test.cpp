@@ -145,6 +145,48 @@ TEST_CASE("filesystem view: read-only system, no host secrets, writable workdir 
     CHECK(st.st_uid == 65534);
 }
 
+TEST_CASE("a workdir the tool's ids cannot enter is refused before clone, naming the ids and what to do") {
+    Workdir wd("noenter");
+    auto b = make_bundle({.binaries = {"/usr/bin/sh"}, .workdir = wd.path});
+    // Root owns it, mode 0700: the tool runs as 65534, which may not enter it.
+    REQUIRE(::chown(wd.path.c_str(), 0, 0) == 0);
+    REQUIRE(::chmod(wd.path.c_str(), 0700) == 0);
+    auto r = run(b, {"/usr/bin/sh", "-c", "pwd"}, wd.path);
+    INFO(summary(r));
+    CHECK(r.outcome == RunOutcome::Refused);
+    CHECK(r.exit_status() == kExitRefused);
+    CHECK(r.error.find("the tool runs as uid 65534, gid 65534 (the workdir belongs to root, so the tool gets "
+                       "65534) and cannot enter its workdir " +
+                       wd.path + " (owner 0:0, mode 0700): EACCES") != std::string::npos);
+    CHECK(r.error.find("chown the workdir to the uid the tool should run as") != std::string::npos);
+    CHECK(r.error.find("chmod o+x " + wd.path) != std::string::npos);
+    // Control: the same directory, searchable by others, runs.
+    REQUIRE(::chmod(wd.path.c_str(), 0711) == 0);
+    auto ok = run(b, {"/usr/bin/sh", "-c", "pwd"}, wd.path);
+    INFO(summary(ok) << ok.stderr_data);
+    REQUIRE(ok.exit_code == 0);
+    CHECK(ok.stdout_data == wd.path + "\n");
+
+    // Ids asked for: a 0700 workdir of 65534 is closed to uid 4242 ...
+    REQUIRE(::chown(wd.path.c_str(), 65534, 65534) == 0);
+    REQUIRE(::chmod(wd.path.c_str(), 0700) == 0);
+    RunRequest req;
+    req.argv = {"/usr/bin/sh", "-c", "pwd"};
+    req.workdir = wd.path;
+    req.uid = 4242;
+    req.gid = 4242;
+    auto other = run_tool(b, req);
+    INFO(summary(other));
+    CHECK(other.outcome == RunOutcome::Refused);
+    CHECK(other.error.find("the tool runs as uid 4242, gid 4242 (as requested) and cannot enter") != std::string::npos);
+    // ... and open to its owner (control).
+    req.uid = 65534;
+    req.gid = 65534;
+    auto owner = run_tool(b, req);
+    INFO(summary(owner) << owner.stderr_data);
+    CHECK(owner.exit_code == 0);
+}
+
 TEST_CASE("only stdio reaches the tool; the launcher leaks no descriptor") {
     int before = test::open_fds();
     auto b = make_bundle({.binaries = {SPAWN_HELPER}});

@@ -77,7 +77,7 @@ function api(sock, method, target, body) {
 }
 
 // A real daemon with its own state directory, work root and socket.
-async function startDaemon() {
+async function startDaemon(rulesDir = RULES_DIR) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mcp-sdk-"));
   fs.chmodSync(dir, 0o711); // the sandbox uid must reach the task work directories
   const sock = path.join(dir, "agentd.sock");
@@ -85,7 +85,7 @@ async function startDaemon() {
   const child = spawn(
     AGENTD,
     ["serve", "--state-dir", path.join(dir, "state"), "--socket", sock, "--work-root", path.join(dir, "work"),
-     "--rules", RULES_DIR],
+     "--rules", rulesDir],
     { stdio: ["ignore", log, log] },
   );
   for (let i = 0; i < 200; ++i) {
@@ -472,6 +472,69 @@ async function httpIdle(d) {
   }
 }
 
+// The default tool set when one tool cannot be set up for a task (its rule
+// names a host that does not resolve, as the shipped curl rule does on an
+// offline machine): the others are served and callable, the missing one is
+// listed as unavailable with the reason, and the log says so.
+async function unavailableTool() {
+  const rules = fs.mkdtempSync(path.join(os.tmpdir(), "mcp-rules-"));
+  fs.cpSync(path.join(RULES_DIR, "base"), path.join(rules, "base"), { recursive: true });
+  fs.copyFileSync(path.join(RULES_DIR, "cat.yaml"), path.join(rules, "cat.yaml"));
+  const host = "api.bulwark-test.invalid";
+  const curl = fs.readFileSync(path.join(RULES_DIR, "curl.yaml"), "utf8").replace("host: api.github.com", `host: ${host}`);
+  check(curl.includes(host), "the curl rule names a host that does not resolve");
+  fs.writeFileSync(path.join(rules, "curl.yaml"), curl);
+  const d = await startDaemon(rules);
+  try {
+    // Control: a task that needs curl cannot be made (the cause is real).
+    const refused = await api(d.sock, "POST", "/v1/tasks", { tools: ["cat", "curl"] });
+    equal(refused.status, 422, "a task with curl is refused: " + refused.raw);
+    check(refused.raw.includes(host), "the refusal names the host: " + refused.raw);
+
+    let log = "";
+    const transport = new StdioClientTransport({ command: AGENTD, args: ["mcp", "--socket", d.sock], stderr: "pipe" });
+    transport.stderr.on("data", (c) => (log += c));
+    const client = new Client({ name: "bulwark-mcp-sdk-test", version: "1.0.0" });
+    await client.connect(transport);
+    const { tools } = await client.listTools();
+    equal(tools.map((t) => t.name).sort(), ["cat", "curl"], "both tools are listed");
+    const missing = tools.find((t) => t.name === "curl");
+    check(missing.description.startsWith("UNAVAILABLE in this session: "), "the description says so: " + missing.description);
+    check(missing.description.includes(host), "the description gives the reason: " + missing.description);
+    equal(missing.title, "curl (unavailable)", "the title says so");
+    check((missing._meta?.["bulwark/unavailable"] ?? "").includes(host), "_meta carries the reason");
+    check((client.getInstructions() ?? "").includes("curl is unavailable in this session"), "the instructions say so");
+
+    // The tool that can be set up is served and callable.
+    const ok = await client.callTool({ name: "cat", arguments: { args: ["-"], stdin: "served\n" } });
+    equal([ok.isError, ok.structuredContent?.stdout], [false, "served\n"], "cat runs: " + JSON.stringify(ok));
+    const task = (await api(d.sock, "GET", `/v1/tasks/${ok.structuredContent.task_id}`)).body;
+    equal(task.tools, ["cat"], "the session's task holds the tool that can run");
+    equal(task.unavailable.map((u) => u.tool), ["curl"], "and names the one left out");
+    // The missing one answers with why, as a tool error the agent reads; no run.
+    const no = await client.callTool({ name: "curl", arguments: { args: ["https://example.invalid/"] } });
+    equal(no.isError, true, "calling the unavailable tool is an error");
+    check(no.content[0].text.startsWith("curl is unavailable in this session: "), "text: " + no.content[0].text);
+    check(no.content[0].text.includes(host), "the reason: " + no.content[0].text);
+    const starts = (await api(d.sock, "GET", `/v1/audit?task=${task.id}&kind=run_start`)).body.rows;
+    equal(starts.length, 1, "only cat ran");
+    await client.close();
+    check(/tool curl is unavailable in this session: .*api\.bulwark-test\.invalid/.test(log), "the log says so: " + log);
+
+    // Tools asked for by name are all required: the session fails, with why.
+    const strict = new Client({ name: "bulwark-mcp-sdk-test", version: "1.0.0" });
+    const strictTransport = new StdioClientTransport({
+      command: AGENTD, args: ["mcp", "--socket", d.sock, "--tools", "cat,curl"], stderr: "ignore",
+    });
+    await assert.rejects(strict.connect(strictTransport), (e) => String(e.message).includes(host));
+    ++checks;
+    await strictTransport.close();
+  } finally {
+    await stopDaemon(d);
+    fs.rmSync(rules, { recursive: true, force: true });
+  }
+}
+
 const d = await startDaemon();
 let failed = false;
 try {
@@ -482,6 +545,7 @@ try {
   await grantSession(d);
   await httpSession(d);
   await httpIdle(d);
+  await unavailableTool();
 } catch (e) {
   failed = true;
   console.error("mcp_sdk: FAIL:", e?.stack ?? e);

@@ -61,6 +61,29 @@ TEST_CASE("warnings: broad grants and shadowed rules", "[compiler][diagnostics]"
           "   |          ^~~~~~~~~~~~~~~~~~~~~\n");
 }
 
+TEST_CASE("warning: a grant on the host's /tmp, which no sandbox shows", "[compiler][diagnostics]") {
+    std::string text =
+        "tool: curl\n"
+        "files:\n"
+        "  read: [/tmp/cache, \"${tmp}\", \"${workdir}\"]\n"
+        "  write: [/tmp]\n";
+    CHECK(render(text) ==
+          "rules/curl.yaml:3:10: warning: the sandbox does not show the host's /tmp/cache: every run gets a "
+          "private, empty /tmp, so this grant reaches nothing\n"
+          " 3 |   read: [/tmp/cache, \"${tmp}\", \"${workdir}\"]\n"
+          "   |          ^~~~~~~~~~\n"
+          "hint: for the run's scratch files write \"${tmp}\" (e.g. \"${tmp}/cache\")\n"
+          "hint: for files shared with the host, put them in the work directory: \"${workdir}/...\"\n"
+          "rules/curl.yaml:4:11: warning: the sandbox does not show the host's /tmp: every run gets a private, "
+          "empty /tmp, so this grant reaches nothing\n"
+          " 4 |   write: [/tmp]\n"
+          "   |           ^~~~\n"
+          "hint: for the run's scratch files write \"${tmp}\"\n"
+          "hint: for files shared with the host, put them in the work directory: \"${workdir}/...\"\n");
+    // Control: ${tmp} (the run's own /tmp) and a deny under /tmp are no warning.
+    CHECK(render("tool: curl\nfiles:\n  write: [\"${tmp}\", \"${tmp}/x\"]\n  deny: [/tmp/secret]\n") == "");
+}
+
 TEST_CASE("tabs in the source line keep the caret aligned", "[compiler][diagnostics]") {
     Diagnostic d{Severity::Error, {"f.yaml", 1, 3}, 2, "m", {}, "x"};
     SourceMap src{{"f.yaml", "\tx: yy\n"}};

@@ -263,6 +263,29 @@ TEST_CASE("extends: bases first, lists append, scalars override, denies stay", "
     CHECK(b.env.set[0].second == "child");
 }
 
+TEST_CASE("duplicates: told to the file that repeats, not to a tool extending two bases that both need it",
+          "[compiler][passes]") {
+    TempDir d;
+    d.write("base/net.yaml", "files: { read: [/etc/hosts] }\nsyscalls: { allow: [ptrace] }\n");
+    d.write("base/tls.yaml", "files: { read: [/etc/hosts] }\nsyscalls: { allow: [ptrace] }\n");
+    d.write("base/self.yaml", "tool: base-self\nextends: base/net\nfiles: { read: [/etc/hosts] }\n");
+    auto o = options({d.path.string()});
+    // Two sibling bases: neither repeats itself, and the tool adds nothing twice.
+    auto siblings = compile_string("tool: t\nextends: [base/net, base/tls]\n", "t.yaml", o);
+    INFO(render_diagnostics(siblings));
+    CHECK(count_code(siblings, "duplicate-rule") == 0);
+    // The tool repeating a base's entry is told.
+    auto child = compile_string("tool: t\nextends: [base/net]\nfiles: { read: [/etc/hosts] }\n", "t.yaml", o);
+    CHECK(count_code(child, "duplicate-rule") == 1);
+    // A base repeating its own base is told when it is checked itself ...
+    auto self = compile_file((d.path / "base/self.yaml").string(), o);
+    INFO(render_diagnostics(self));
+    CHECK(count_code(self, "duplicate-rule") == 1);
+    // ... not in every tool that extends it.
+    auto via = compile_string("tool: t\nextends: [base/self]\n", "t.yaml", o);
+    CHECK(count_code(via, "duplicate-rule") == 0);
+}
+
 TEST_CASE("extends: cycles, depth, missing and malformed names", "[compiler][passes]") {
     TempDir d;
     d.write("a.yaml", "extends: b\n");
