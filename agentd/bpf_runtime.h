@@ -116,6 +116,13 @@ public:
     const std::string& cgroup_parent() const { return loader_->parent_cgroup(); }
     // cgroup connect/sendmsg (v4 and v6) proven by the canary: network rules can be enforced.
     bool net_enforcing() const;
+    // cgroup connect_unix/sendmsg_unix (Linux 6.7+) proven by the canary: a
+    // sandboxed tool's connect or addressed send to a named unix socket is
+    // refused unless a unix rule allows it. Otherwise nothing but Landlock's
+    // abstract scope and the mount namespace stands in the way.
+    bool unix_enforcing() const;
+    // "enforcing", or "unavailable: <each program's line>".
+    std::string unix_state() const;
     // {"state": "enforcing"|"partial"|"unavailable", "programs": {section: "enforcing" |
     //  "unavailable: <reason>" ...}, counters}
     nlohmann::json status() const;
