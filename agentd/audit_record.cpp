@@ -4,7 +4,9 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 
 #include "bulwark/policy/bundle.h"
@@ -12,10 +14,10 @@
 namespace bulwark::audit {
 namespace {
 
-constexpr std::array<std::string_view, 10> kLayerNames = {
+constexpr std::array<std::string_view, 11> kLayerNames = {
     "none", "bpf_lsm", "sock_addr", "sock_create", "monitor",
-    "seccomp", "landlock", "supervisor", "namespace", "cgroup"};
-static_assert(kLayerNames.size() == BW_LAYER_CGROUP + 1);
+    "seccomp", "landlock", "supervisor", "namespace", "cgroup", "sock_unix"};
+static_assert(kLayerNames.size() == BW_LAYER_SOCK_UNIX + 1);
 
 constexpr std::array<std::string_view, BW_OP_MAX> kOpNames = {
     "none",       "file_open", "file_create", "file_unlink", "file_rename", "file_link",
@@ -39,6 +41,20 @@ std::string bounded_cstr(const char* p, size_t max) {
 }
 
 }  // namespace
+
+std::string unix_address_text(std::string_view name, bool abstract) {
+    std::string out = abstract ? "@" : "";
+    for (unsigned char c : name) {
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            out += char(c);
+        } else {
+            char b[5];
+            std::snprintf(b, sizeof b, "\\x%02x", c);
+            out += b;
+        }
+    }
+    return out;
+}
 
 int64_t realtime_now_ns() { return clock_ns(CLOCK_REALTIME); }
 int64_t boot_to_realtime_offset_ns() { return clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_BOOTTIME); }
@@ -89,6 +105,15 @@ std::string render_object(const bw_event& ev) {
         }
         inet_ntop(AF_INET6, n.addr, buf, sizeof buf);
         return proto + " [" + buf + "]:" + std::to_string(n.port) + " af " + std::to_string(n.family);
+    }
+    case BW_OBJ_UNIX: {
+        const auto& u = ev.obj.unx;
+        std::string proto = u.type == SOCK_STREAM ? "stream" : u.type == SOCK_DGRAM ? "dgram"
+                            : u.type == SOCK_SEQPACKET ? "seqpacket" : "sock" + std::to_string(u.type);
+        size_t n = std::min<size_t>(u.len, sizeof u.name);
+        if (u.kind == BW_UNIX_ABSTRACT) return "unix " + proto + " " + unix_address_text(std::string(u.name, n), true);
+        if (u.kind == BW_UNIX_PATH) return "unix " + proto + " " + unix_address_text(std::string(u.name, n), false);
+        return "unix " + proto + " (unreadable address)";
     }
     case BW_OBJ_PROC:
         return "pid " + std::to_string(ev.obj.proc.target_pid) + " arg " +

@@ -66,6 +66,9 @@ int64_t realtime_now_ns();
 AuditRecord decision_from_event(const bw_event& ev, const EventContext& ctx,
                                 int64_t boot_to_realtime_ns);
 std::string render_object(const bw_event& ev);
+// A unix socket address as records show it: the path, or "@" and the abstract
+// name; bytes outside printable ASCII (and the backslash) as \xNN.
+std::string unix_address_text(std::string_view name, bool abstract);
 
 // Records built by the supervisor and the loader.
 AuditRecord run_start_record(uint64_t task_id, uint64_t run_id, std::string tool,

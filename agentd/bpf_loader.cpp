@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,12 +22,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "lsm.skel.h"
 #include "monitor.skel.h"
 #include "ringbuf_reader.h"
 #include "sock_addr.skel.h"
+#include "sock_unix.skel.h"
 
 namespace bulwark::bpf {
 namespace fs = std::filesystem;
@@ -55,11 +60,74 @@ std::expected<void, SysError> mkdir_p(const std::string& path) {
     return {};
 }
 
+// Programs at hooks the build's libbpf (1.1) and UAPI headers predate: their
+// sections are the kernel's names, unknown to that libbpf, so the program type
+// and expected attach type are set here between open and load. Attaching
+// (bpf_program__attach_cgroup) uses the expected attach type.
+struct LateHook {
+    const char* section;
+    bpf_prog_type type;
+    int attach_type;
+    const char* enumerator;  // the kernel's name of attach_type in enum bpf_attach_type
+};
+constexpr LateHook kLateHooks[] = {
+    {"cgroup/connect_unix", BPF_PROG_TYPE_CGROUP_SOCK_ADDR, BW_ATTACH_CGROUP_UNIX_CONNECT, "BPF_CGROUP_UNIX_CONNECT"},
+    {"cgroup/sendmsg_unix", BPF_PROG_TYPE_CGROUP_SOCK_ADDR, BW_ATTACH_CGROUP_UNIX_SENDMSG, "BPF_CGROUP_UNIX_SENDMSG"},
+};
+
+const LateHook* late_hook(const std::string& section) {
+    for (const auto& h : kLateHooks)
+        if (section == h.section) return &h;
+    return nullptr;
+}
+
+void set_late_hook_types(bpf_object* obj) {
+    bpf_program* p;
+    bpf_object__for_each_program(p, obj) {
+        if (const LateHook* h = late_hook(bpf_program__section_name(p))) {
+            bpf_program__set_type(p, h->type);
+            bpf_program__set_expected_attach_type(p, static_cast<bpf_attach_type>(h->attach_type));
+        }
+    }
+}
+
+// Whether the running kernel has the late hook: its enum bpf_attach_type
+// (from the kernel's BTF) names the attach type with the value we use.
+// "" when it does, else why not.
+std::string late_hook_missing(const LateHook& h) {
+    static std::map<std::string, std::string> cache;
+    if (auto it = cache.find(h.enumerator); it != cache.end()) return it->second;
+    std::string why;
+    btf* vmlinux = btf__load_vmlinux_btf();
+    if (libbpf_get_error(vmlinux)) {
+        why = "kernel BTF unreadable: cannot tell whether this kernel has " + std::string(h.enumerator);
+    } else {
+        int id = btf__find_by_name_kind(vmlinux, "bpf_attach_type", BTF_KIND_ENUM);
+        std::optional<long long> val;
+        if (id > 0) {
+            const btf_type* t = btf__type_by_id(vmlinux, id);
+            const struct btf_enum* e = btf_enum(t);
+            for (int i = 0; i < btf_vlen(t); ++i)
+                if (std::strcmp(btf__name_by_offset(vmlinux, e[i].name_off), h.enumerator) == 0) val = e[i].val;
+        }
+        if (!val)
+            why = "hook not in this kernel (no " + std::string(h.enumerator) +
+                  " in its enum bpf_attach_type; the cgroup unix hooks came with Linux 6.7)";
+        else if (*val != h.attach_type)
+            why = std::string(h.enumerator) + " is " + std::to_string(*val) + " in this kernel, not " +
+                  std::to_string(h.attach_type) + ": not attached";
+        btf__free(vmlinux);
+    }
+    cache[h.enumerator] = why;
+    return why;
+}
+
 template <class Skel>
 Skel* open_skel(const LoadCtx& c, bool pinned) {
     LIBBPF_OPTS(bpf_object_open_opts, o, .pin_root_path = pinned ? c.opts.pin_root.c_str() : nullptr);
     Skel* s = Skel::open(&o);
     if (!s) return nullptr;
+    set_late_hook_types(s->obj);
     s->rodata->bw_root_cgid = c.root_id;
     s->rodata->bw_root_level = c.root_level;
     if (!pinned) {  // throwaway probe object: private, small maps
@@ -183,6 +251,12 @@ std::expected<std::unique_ptr<BpfLoader::Object>, SysError> load_object(const st
     }
     // Programs whose hook the kernel refuses outright are settled before the
     // object is loaded at all.
+    for (auto& ps : st)
+        if (const LateHook* h = late_hook(ps.section); h && !ps.adopted && ps.reason.empty())
+            if (std::string why = late_hook_missing(*h); !why.empty()) {
+                ps.state = ProgState::Unavailable;
+                ps.reason = std::move(why);
+            }
     MinimalLsmProbe minimal;
     if (!c.opts.full_probe)
         for (auto& ps : st)
@@ -345,7 +419,7 @@ namespace {
 
 // <pin_root>/bw_build: an array map of one entry naming the build whose
 // programs and maps are pinned there: the ABI version and a digest of the
-// three objects' ELF images (FNV-1a, twice with different bases: it tells
+// objects' ELF images (FNV-1a, twice with different bases: it tells
 // builds apart, it is no defence against whoever can write bpffs, who is
 // root anyway).
 struct BuildMarker {
@@ -359,7 +433,7 @@ const BuildMarker& own_build() {
         BuildMarker b;
         b.abi = BW_ABI_VERSION;
         uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
-        for (auto elf : {&sock_addr__elf_bytes, &monitor__elf_bytes, &lsm__elf_bytes}) {
+        for (auto elf : {&sock_addr__elf_bytes, &sock_unix__elf_bytes, &monitor__elf_bytes, &lsm__elf_bytes}) {
             size_t n = 0;
             const auto* p = static_cast<const uint8_t*>(elf(&n));
             b.elf_bytes += static_cast<uint32_t>(n);
@@ -511,6 +585,8 @@ std::expected<std::unique_ptr<BpfLoader>, SysError> BpfLoader::start(LoaderOptio
     // sock_addr first: its load creates and pins the shared maps on this kernel.
     if (o.sock)
         if (auto r = add(load_object<sock_addr>("sock_addr", c, L->programs_)); !r) return std::unexpected(r.error());
+    if (o.sock)
+        if (auto r = add(load_object<sock_unix>("sock_unix", c, L->programs_)); !r) return std::unexpected(r.error());
     if (o.monitor)
         if (auto r = add(load_object<monitor>("monitor", c, L->programs_)); !r) return std::unexpected(r.error());
     if (o.lsm)
@@ -563,7 +639,7 @@ std::expected<void, SysError> BpfLoader::unpin_all(const std::string& pin_root) 
 namespace {
 
 enum CanaryOp : int { kSockRaw, kConnect4, kConnect6, kSend4, kSend6, kBind4, kBind6, kOpen, kMkdir, kBpf, kKill,
-                      kFork, kExec, kOpCount };
+                      kFork, kUnixConnect, kUnixSend, kExec, kOpCount };
 
 struct Expect {
     const char* prog;
@@ -581,6 +657,8 @@ constexpr Expect kExpect[] = {
     {"bw_bind4", kBind4, BW_LAYER_SOCK_ADDR, BW_OP_BIND, AF_INET},
     {"bw_bind6", kBind6, BW_LAYER_SOCK_ADDR, BW_OP_BIND, AF_INET6},
     {"bw_sock_create", kSockRaw, BW_LAYER_SOCK_CREATE, BW_OP_SOCK_CREATE, AF_INET},
+    {"bw_connect_unix", kUnixConnect, BW_LAYER_SOCK_UNIX, BW_OP_CONNECT, AF_UNIX},
+    {"bw_sendmsg_unix", kUnixSend, BW_LAYER_SOCK_UNIX, BW_OP_SENDMSG, AF_UNIX},
     {"bw_file_open", kOpen, BW_LAYER_BPF_LSM, BW_OP_FILE_OPEN, 0},
     {"bw_path_mkdir", kMkdir, BW_LAYER_BPF_LSM, BW_OP_MKDIR, 0},
     {"bw_bpf", kBpf, BW_LAYER_BPF_LSM, BW_OP_BPF, 0},
@@ -646,6 +724,18 @@ int errno_of(long rc) { return rc < 0 ? errno : 0; }
     res[kBpf] = errno_of(m);
     if (m >= 0) close(static_cast<int>(m));
     res[kKill] = errno_of(kill(1, 0));
+    // unix sockets the loader listens on in the scratch directory
+    sockaddr_un us{};
+    us.sun_family = AF_UNIX;
+    std::snprintf(us.sun_path, sizeof us.sun_path, "%s/s", scratch.c_str());
+    if (int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); s < 0) {
+        res[kUnixConnect] = errno;
+    } else {
+        res[kUnixConnect] = errno_of(connect(s, (sockaddr*)&us, sizeof us));
+        close(s);
+    }
+    std::snprintf(us.sun_path, sizeof us.sun_path, "%s/d", scratch.c_str());
+    res[kUnixSend] = try_sock(AF_UNIX, [&](int s) { return errno_of(sendto(s, "x", 1, 0, (sockaddr*)&us, sizeof us)); });
     pid_t g = fork();
     if (g == 0) _exit(0);
     res[kFork] = errno_of(g);
@@ -673,6 +763,15 @@ std::expected<void, SysError> BpfLoader::truth_check() {
     const char* scratch = mkdtemp(scratch_tmpl);
     if (!scratch) return cleanup_cg(), std::unexpected(SysError::last("mkdtemp(/tmp/bulwark-canary-XXXXXX)"));
     const std::string scratch_dir = scratch;
+    // What the unix canaries reach: a listening stream socket and a datagram socket.
+    Fd unix_stream(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)), unix_dgram(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    for (auto [fd, name, listens] : {std::tuple{unix_stream.get(), "/s", true}, std::tuple{unix_dgram.get(), "/d", false}}) {
+        sockaddr_un us{};
+        us.sun_family = AF_UNIX;
+        std::snprintf(us.sun_path, sizeof us.sun_path, "%s%s", scratch, name);
+        if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&us), sizeof us) != 0 || (listens && ::listen(fd, 4) != 0))
+            spdlog::warn("bpf: unix canary socket {}: {}", us.sun_path, errno_name(errno));
+    }
 
     policy::BpfTables deny_all;
     deny_all.header.mode = BW_MODE_ENFORCE;

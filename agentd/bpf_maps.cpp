@@ -70,8 +70,8 @@ uint64_t kernel_dev_of(uint64_t st_dev) { return abi::kernel_dev(major(st_dev), 
 
 std::expected<PolicyMaps, SysError> PolicyMaps::open_pinned(const std::string& pin_root) {
     PolicyMaps m;
-    Fd* slots[] = {&m.sandboxes_, &m.policies_, &m.file_rules_, &m.file_bloom_,
-                   &m.net_rules_,  &m.rule_hits_, &m.stats_,     &m.events_};
+    Fd* slots[] = {&m.sandboxes_,  &m.policies_,  &m.file_rules_, &m.file_bloom_, &m.net_rules_,
+                   &m.unix_rules_, &m.rule_hits_, &m.stats_,      &m.events_};
     static_assert(std::size(slots) == std::size(kMapNames));
     for (size_t i = 0; i < std::size(kMapNames); ++i) {
         auto fd = obj_get(pin_root + "/" + kMapNames[i]);
@@ -157,7 +157,8 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
             r.deny |= f.value.deny;
         }
     }
-    if (files.size() > BW_MAX_FILE_RULES || tables.net.size() > BW_MAX_NET_RULES)
+    if (files.size() > BW_MAX_FILE_RULES || tables.net.size() > BW_MAX_NET_RULES ||
+        tables.unix_sockets.size() > BW_MAX_UNIX_RULES)
         return std::unexpected(SysError{"policy load (more rules than the maps hold)", E2BIG});
 
     const uint64_t t1 = ns_now();
@@ -198,17 +199,29 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
     }
     if (auto r = update_many(net_rules_.get(), nkeys, nvals, "bw_net_rules", &report.net_batched); !r) return fail(r.error());
 
+    std::vector<bw_unix_key> ukeys;
+    std::vector<bw_unix_rule> uvals;
+    for (const auto& u : tables.unix_sockets) {
+        bw_unix_key k = u.key;
+        k.policy_id = slot;
+        ukeys.push_back(k);
+        uvals.push_back(u.value);
+    }
+    bool unix_batched = false;
+    if (auto r = update_many(unix_rules_.get(), ukeys, uvals, "bw_unix_rules", &unix_batched); !r) return fail(r.error());
+
     bw_policy header = tables.header;
     header.version = next_version();
     if (int rc = bpf_map_update_elem(policies_.get(), &slot, &header, BPF_ANY); rc)
         return fail(SysError{"bpf_map_update_elem(bw_policies)", -rc});
 
-    keys_[slot] = SlotKeys{true, std::move(fkeys), std::move(nkeys)};
+    keys_[slot] = SlotKeys{true, std::move(fkeys), std::move(nkeys), std::move(ukeys)};
     report.handle = PolicyHandle{slot, header.version};
     report.resolve_ns = t1 - t0;
     report.write_ns = ns_now() - t1;
     report.file_entries = keys_[slot].files.size();
     report.net_entries = keys_[slot].net.size();
+    report.unix_entries = keys_[slot].unix_keys.size();
     return report;
 }
 
@@ -244,11 +257,13 @@ std::expected<void, SysError> PolicyMaps::purge_slot(uint32_t slot) {
         };
         if (auto r = del(file_rules_.get(), k.files, "bw_file_rules"); !r) return r;
         if (auto r = del(net_rules_.get(), k.net, "bw_net_rules"); !r) return r;
+        if (auto r = del(unix_rules_.get(), k.unix_keys, "bw_unix_rules"); !r) return r;
         k = SlotKeys{};
         return delete_where<bw_rule_key>(rule_hits_.get(), slot, "bw_rule_hits");
     }
     if (auto r = delete_where<bw_inode_key>(file_rules_.get(), slot, "bw_file_rules"); !r) return r;
     if (auto r = delete_where<bw_net_key>(net_rules_.get(), slot, "bw_net_rules"); !r) return r;
+    if (auto r = delete_where<bw_unix_key>(unix_rules_.get(), slot, "bw_unix_rules"); !r) return r;
     return delete_where<bw_rule_key>(rule_hits_.get(), slot, "bw_rule_hits");
 }
 

@@ -28,6 +28,7 @@ struct LoadReport {
     PolicyHandle handle;
     size_t file_entries = 0;  // distinct (dev, ino) keys written
     size_t net_entries = 0;
+    size_t unix_entries = 0;
     std::vector<std::string> skipped_paths;  // allow-only rules on paths that do not exist
     uint64_t resolve_ns = 0;  // stat() of every file path
     uint64_t write_ns = 0;    // map updates
@@ -36,7 +37,8 @@ struct LoadReport {
 
 // Names of the shared maps, as pinned under the pin root.
 inline constexpr const char* kMapNames[] = {"bw_sandboxes", "bw_policies", "bw_file_rules", "bw_file_bloom",
-                                            "bw_net_rules", "bw_rule_hits", "bw_stats",      "bw_events"};
+                                            "bw_net_rules", "bw_unix_rules", "bw_rule_hits", "bw_stats",
+                                            "bw_events"};
 
 // Not thread-safe: one owner (agentd's policy manager) serialises calls. The
 // kernel side needs no coordination: every switch is a single map update.
@@ -70,7 +72,7 @@ public:
     int sandboxes_fd() const { return sandboxes_.get(); }
 
 private:
-    Fd sandboxes_, policies_, file_rules_, file_bloom_, net_rules_, rule_hits_, stats_, events_;
+    Fd sandboxes_, policies_, file_rules_, file_bloom_, net_rules_, unix_rules_, rule_hits_, stats_, events_;
     std::vector<bool> used_;
     // Keys this process wrote per slot (deleted in one batch on free); slots
     // adopted from an earlier process are found by iterating the maps instead.
@@ -78,6 +80,7 @@ private:
         bool known = false;
         std::vector<bw_inode_key> files;
         std::vector<bw_net_key> net;
+        std::vector<bw_unix_key> unix_keys;
     };
     std::vector<SlotKeys> keys_;
     uint64_t last_version_ = 0;

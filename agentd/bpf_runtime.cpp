@@ -22,6 +22,7 @@ namespace {
 constexpr std::chrono::milliseconds kSlotGrace{100};
 // Programs a `network:` rules policy needs proven before such a tool may run.
 constexpr const char* kNetPrograms[] = {"bw_connect4", "bw_connect6", "bw_sendmsg4", "bw_sendmsg6"};
+constexpr const char* kUnixPrograms[] = {"bw_connect_unix", "bw_sendmsg_unix"};
 
 std::string state_text(const ProgramStatus& p) {
     std::string s = to_string(p.state);
@@ -305,7 +306,25 @@ std::map<std::string, std::string> BpfRuntime::layer_states() const {
         if (p.state != ProgState::Enforcing && out[layer].empty()) out[layer] = p.section + ": " + state_text(p);
     }
     if (!any_lsm) out["bpf_lsm"] = "no BPF LSM program loaded";
+    out["sock_unix"] = unix_enforcing() ? "" : unix_state();
     return out;
+}
+
+bool BpfRuntime::unix_enforcing() const {
+    for (const char* p : kUnixPrograms) {
+        const ProgramStatus* s = loader_->program(p);
+        if (!s || s->state != ProgState::Enforcing) return false;
+    }
+    return true;
+}
+
+std::string BpfRuntime::unix_state() const {
+    if (unix_enforcing()) return "enforcing";
+    std::string why;
+    for (const char* p : kUnixPrograms)
+        if (const ProgramStatus* s = loader_->program(p); !s || s->state != ProgState::Enforcing)
+            why += (why.empty() ? "" : "; ") + (s ? s->line() : std::string(p) + ": not loaded");
+    return "unavailable: " + why;
 }
 
 std::expected<BpfRuntime::Epoch, std::string> BpfRuntime::load_epoch(const policy::Bundle& bundle,
@@ -359,6 +378,7 @@ nlohmann::json BpfRuntime::status() const {
     return {{"state", good == loader_->programs().size() ? "enforcing" : good ? "partial" : "unavailable"},
             {"network_rules", net_enforcing() ? "enforcing"
                                               : "unavailable: cgroup connect/sendmsg programs not proven by the canary"},
+            {"unix_sockets", unix_state()},
             {"pin_root", opts_.pin_root},
             {"build", bpf_build_id()},
             {"cgroup_parent", loader_->parent_cgroup()},

@@ -120,6 +120,13 @@ public:
     // "bpf_lsm" -> "" when every program of the layer enforces, else the
     // first program's state and reason.
     std::map<std::string, std::string> layer_states() const;
+    // cgroup connect_unix/sendmsg_unix (Linux 6.7+) proven by the canary: a
+    // sandboxed tool's connect or addressed send to a named unix socket is
+    // refused unless a unix rule allows it. Otherwise nothing but Landlock's
+    // abstract scope and the mount namespace stands in the way.
+    bool unix_enforcing() const;
+    // "enforcing", or "unavailable: <each program's line>".
+    std::string unix_state() const;
     // {"state": "enforcing"|"partial"|"unavailable", "programs": {section: "enforcing" |
     //  "unavailable: <reason>" ...}, counters}
     nlohmann::json status() const;

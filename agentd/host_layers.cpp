@@ -74,7 +74,7 @@ int state_rank(std::string_view s) {
 }  // namespace
 
 json bpf_layers_from_status(const json& status) {
-    static const char* kNames[] = {"bpf_lsm", "sock_addr", "monitor"};
+    static const char* kNames[] = {"bpf_lsm", "sock_addr", "sock_unix", "monitor"};
     json out = json::object();
     const json* progs = status.is_object() && status.contains("programs") && status["programs"].is_object()
                             ? &status["programs"]
@@ -96,7 +96,10 @@ json bpf_layers_from_status(const json& status) {
     for (const auto& [section, v] : progs->items()) {
         std::string text = v.is_string() ? v.get<std::string>() : v.dump();
         std::string word = text.substr(0, text.find(':'));
-        std::string name = section.starts_with("lsm") ? "bpf_lsm" : section.starts_with("cgroup") ? "sock_addr" : "monitor";
+        std::string name = section.starts_with("lsm")                                    ? "bpf_lsm"
+                           : section.ends_with("_unix") && section.starts_with("cgroup/") ? "sock_unix"
+                           : section.starts_with("cgroup")                               ? "sock_addr"
+                                                                                         : "monitor";
         Acc& a = acc[name];
         a.lines.push_back(section + ": " + text);
         // an opt-in program that was not asked for does not weaken its layer
@@ -138,7 +141,7 @@ json probe_host_layers(const std::vector<bpf::ProgramStatus>* programs) {
     // BPF objects: one layer per object, the weakest program decides its
     // state; every program's line is kept.
     static const std::map<std::string, std::string> kObjectLayer = {
-        {"lsm", "bpf_lsm"}, {"sock_addr", "sock_addr"}, {"monitor", "monitor"}};
+        {"lsm", "bpf_lsm"}, {"sock_addr", "sock_addr"}, {"sock_unix", "sock_unix"}, {"monitor", "monitor"}};
     if (!programs) {
         for (const auto& [obj, name] : kObjectLayer)
             layers[name] = layer("unavailable", "BPF programs not loaded by this daemon");

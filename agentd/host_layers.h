@@ -20,10 +20,11 @@ namespace bulwark {
 // Runs the canaries (each once per process; a few forks).
 nlohmann::json probe_host_layers(const std::vector<bpf::ProgramStatus>* programs);
 
-// The BPF layers (bpf_lsm, sock_addr, monitor) from a status document of the
+// The BPF layers (bpf_lsm, sock_addr, sock_unix, monitor) from a status document of the
 // form {"state": "...", "programs": {"<section>": "enforcing" | "observing" |
 // "attached: <why>" | "unavailable: <why>"}}: sections lsm/* are bpf_lsm,
-// cgroup/* sock_addr, the rest monitor; the weakest program decides a
+// cgroup/*_unix sock_unix (the cgroup unix hooks, Linux 6.7+), other cgroup/*
+// sock_addr, the rest monitor; the weakest program decides a
 // layer's state (an opt-in program "not requested" is listed, not counted). Without "programs" every BPF layer is unavailable with the
 // document's "state" as the reason.
 nlohmann::json bpf_layers_from_status(const nlohmann::json& status);

@@ -453,7 +453,7 @@ LayersInForce layers_in_force(const LandlockPrep& ll, const SeccompPrep& sc, boo
     in.state["mount"] = "";
     in.state["netns"] = own_netns ? "" : "the tool stays in the host's network namespace (network rules)";
     for (const char* l : {"cgroup", "rlimit", "supervisor"}) in.state[l] = "";
-    for (const char* l : {"sock_addr", "bpf_lsm"}) {
+    for (const char* l : {"sock_addr", "sock_unix", "bpf_lsm"}) {
         if (!req.attach_bpf && req.bpf_layers.empty()) {
             in.state[l] = req.bpf_unavailable.empty() ? "no BPF policy binding in this run" : req.bpf_unavailable;
         } else {

@@ -15,7 +15,7 @@
 #include <linux/types.h>
 #endif
 
-#define BW_ABI_VERSION 3
+#define BW_ABI_VERSION 4
 
 /* ---- capacities (a compile that needs more fails; nothing is truncated) ---- */
 #define BW_MAX_SANDBOXES     4096   /* live sandbox cgroups */
@@ -32,6 +32,7 @@
                                                 past this much unread data; denials wake it at once */
 #define BW_NO_RULE           0xffffffffu /* rule_id when no rule matched (default) */
 #define BW_CGROUP_NEST_MAX   8      /* cgroup levels below a sandbox leaf still judged as it */
+#define BW_MAX_UNIX_RULES    16384  /* (policy, unix address) entries over all slots */
 
 /* ---- enforcement layers (bw_event.layer, audit store "layer") ---- */
 #define BW_LAYER_NONE        0
@@ -44,6 +45,7 @@
 #define BW_LAYER_SUPERVISOR  7  /* agentd's own checks (binary, posture, limits) */
 #define BW_LAYER_NAMESPACE   8
 #define BW_LAYER_CGROUP      9  /* resource limits */
+#define BW_LAYER_SOCK_UNIX   10 /* cgroup connect_unix/sendmsg_unix programs (Linux 6.7+) */
 
 /* ---- operations (bw_event.op) ---- */
 #define BW_OP_NONE          0
@@ -110,6 +112,14 @@
 #define BW_POL_REPORT_ALLOW   (1u << 8) /* also emit events for allowed decisions */
 #define BW_POL_TRACE_PROC     (1u << 9) /* monitor: exec/fork/exit events */
 #define BW_POL_TRACE_SYSCALLS (1u << 10)/* monitor: one event per syscall entry */
+#define BW_POL_UNIX_RULES     (1u << 11)/* unix addresses allowed by bw_unix_rules (else none is) */
+
+/* ---- kernel attach types the build's UAPI headers may lack ----
+ * bpf_attach_type values of the cgroup unix socket hooks (Linux 6.7+, UAPI,
+ * stable). The loader checks them against the running kernel's BTF before it
+ * uses them; a kernel without them leaves the unix programs unavailable. */
+#define BW_ATTACH_CGROUP_UNIX_CONNECT 49 /* BPF_CGROUP_UNIX_CONNECT */
+#define BW_ATTACH_CGROUP_UNIX_SENDMSG 50 /* BPF_CGROUP_UNIX_SENDMSG */
 
 /* Map: bw_sandboxes, HASH, key = cgroup v2 id (__u64), value = bw_binding.
  * Switching a subtask's policy is one update of this value (policy_id and
@@ -201,6 +211,39 @@ struct bw_net_rule {
 	struct bw_port_range ranges[BW_PORT_RANGES_MAX];
 };
 
+/* Map: bw_unix_rules, LPM_TRIE, key = bw_unix_key, value = bw_unix_rule.
+ * The address a sandboxed task connects or sends to (a connect, or a sendmsg
+ * naming an address), as the kernel received it:
+ *   - pathname: kind BW_UNIX_PATH, name = sun_path up to its first NUL (or the
+ *     address length), then NUL bytes. A rule for one socket is the path and its
+ *     NUL (prefixlen covers the NUL, so "/run/a.sock" never matches
+ *     "/run/a.sock2"); a rule for every socket below a directory is the path
+ *     with its trailing '/' and no NUL.
+ *   - abstract: kind BW_UNIX_ABSTRACT, name[0] = the name's length (bytes after
+ *     the leading NUL of sun_path, NULs inside included), then those bytes;
+ *     rules match the length and every byte (prefixlen covers them).
+ * prefixlen counts policy_id's 32 bits and kind's 8 too. The compiler copies
+ * the ops of every less specific rule into the more specific entries, so the
+ * longest match alone decides. Only allows exist: no match = refused. */
+#define BW_UNIX_NAME_MAX   108  /* sizeof(sun_path) */
+#define BW_UNIX_KEY_NAME   111  /* path + NUL, or length byte + abstract name */
+#define BW_UNIX_PATH       1
+#define BW_UNIX_ABSTRACT   2
+#define BW_UNIX_PREFIX_FULL (32 + 8 + 8 * BW_UNIX_KEY_NAME)
+struct bw_unix_key {
+	__u32 prefixlen;
+	__u32 policy_id;      /* host order: its 32 bits are always matched whole */
+	__u8  kind;           /* BW_UNIX_* */
+	__u8  name[BW_UNIX_KEY_NAME];
+};
+
+struct bw_unix_rule {
+	__u32 op_mask;        /* BW_NET_CONNECT | BW_NET_SEND: allowed */
+	__u32 connect_rule_id;/* rule that allows connect (BW_NO_RULE: none) */
+	__u32 send_rule_id;   /* rule that allows an addressed send */
+	__u32 pad0;
+};
+
 /* Map: bw_rule_hits, PERCPU_HASH, key = bw_rule_key, value = __u64 hits. */
 struct bw_rule_key {
 	__u32 policy_id;
@@ -221,6 +264,7 @@ struct bw_counters {
 #define BW_OBJ_FILE 1
 #define BW_OBJ_NET  2
 #define BW_OBJ_PROC 3
+#define BW_OBJ_UNIX 4
 
 struct bw_event_file {
 	__u64 dev;
@@ -236,6 +280,15 @@ struct bw_event_net {
 	__u16 protocol;
 	__u16 port;              /* host order */
 	__u8  addr[16];          /* v4 as v4-mapped */
+};
+
+struct bw_event_unix {
+	__u16 family;            /* AF_UNIX (same offset as bw_event_net.family) */
+	__u16 type;              /* SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET */
+	__u8  kind;              /* BW_UNIX_PATH / BW_UNIX_ABSTRACT */
+	__u8  pad0;
+	__u16 len;               /* bytes of name used */
+	char  name[BW_UNIX_NAME_MAX]; /* path (no NUL), or the abstract name without its leading NUL */
 };
 
 struct bw_event_proc {
@@ -264,6 +317,7 @@ struct bw_event {
 		struct bw_event_file file;
 		struct bw_event_net  net;
 		struct bw_event_proc proc;
+		struct bw_event_unix unx;
 	} obj;
 };
 

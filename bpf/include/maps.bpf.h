@@ -58,6 +58,16 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } bw_net_rules SEC(".maps");
 
+/* (policy, unix address or directory prefix) -> ops allowed; longest match decides */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, BW_MAX_UNIX_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct bw_unix_key);
+	__type(value, struct bw_unix_rule);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} bw_unix_rules SEC(".maps");
+
 /* (policy, rule) -> hits, per CPU */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);

@@ -29,6 +29,10 @@ std::map<std::string, std::string> facts(const Bundle& b) {
     f["network mode"] = n.mode == NetMode::None ? "none" : n.mode == NetMode::Loopback ? "loopback" : "rules";
     f["network families"] = family_names(n.af_allow);
     for (const auto& r : n.rules) f["network " + format_net_rule(r)] = "present";
+    for (const auto& u : n.unix_rules) {
+        if (u.op_mask & BW_NET_CONNECT) f["network unix connect " + u.address] = "present";
+        if (u.op_mask & BW_NET_SEND) f["network unix send " + u.address] = "present";
+    }
     const auto& s = b.syscalls;
     f["syscalls baseline"] = s.baseline;
     f["syscalls on_violation"] = action_name(s.violation, s.violation_errno);

@@ -35,6 +35,31 @@ uint32_t find_dns_rule(const Bundle& b) {
 
 }  // namespace
 
+std::expected<bw_unix_key, std::string> unix_rule_key(const std::string& address) {
+    bw_unix_key k{};
+    if (address.starts_with("@")) {
+        const size_t n = address.size() - 1;
+        if (n > BW_UNIX_NAME_MAX - 1)
+            return std::unexpected("abstract name of " + std::to_string(n) + " bytes: sun_path holds " +
+                                   std::to_string(BW_UNIX_NAME_MAX - 1) + " after its leading NUL");
+        k.kind = BW_UNIX_ABSTRACT;
+        k.name[0] = static_cast<uint8_t>(n);
+        std::memcpy(k.name + 1, address.data() + 1, n);
+        k.prefixlen = 32 + 8 + 8 * static_cast<uint32_t>(1 + n);
+        return k;
+    }
+    if (!address.starts_with("/")) return std::unexpected("a unix socket path must be absolute (or @name for an abstract one)");
+    if (address.size() > BW_UNIX_NAME_MAX)
+        return std::unexpected("path of " + std::to_string(address.size()) + " bytes: sun_path holds " +
+                               std::to_string(BW_UNIX_NAME_MAX));
+    if (address.find('\0') != std::string::npos) return std::unexpected("NUL byte in a unix socket path");
+    k.kind = BW_UNIX_PATH;
+    std::memcpy(k.name, address.data(), address.size());
+    const bool subtree = address.ends_with("/");
+    k.prefixlen = 32 + 8 + 8 * static_cast<uint32_t>(address.size() + (subtree ? 0 : 1));
+    return k;
+}
+
 bool range_before(const bw_port_range& a, const bw_port_range& b) {
     if (a.action != b.action) return a.action > b.action;  // deny first
     if (a.lo != b.lo) return a.lo < b.lo;
@@ -80,6 +105,7 @@ bw_policy build_policy_header(const Bundle& b) {
         case NetMode::Loopback: h.flags |= BW_POL_NET_LOOPBACK; break;
         case NetMode::Rules: h.flags |= BW_POL_NET_RULES; break;
     }
+    if (!b.network.unix_rules.empty()) h.flags |= BW_POL_UNIX_RULES;
     h.af_allow = b.network.af_allow;
     h.sock_type_allow = b.network.sock_type_allow;
     return h;
@@ -235,10 +261,90 @@ std::expected<std::vector<BpfNetEntry>, TableError> build_net_entries(const std:
     return out;
 }
 
+std::string unix_rule_unsound(const Bundle& b, const std::string& address) {
+    if (address.starts_with("@")) return {};
+    std::string path = address.size() > 1 && address.ends_with("/") ? address.substr(0, address.size() - 1) : address;
+    constexpr uint32_t kMoves = BW_FS_CREATE | BW_FS_REMOVE;
+    if (unrestricted_file_rights(b) & kMoves)
+        return "the tool's file rights are unrestricted (no files: rules), so it could replace " + path +
+               " or a directory above it with a symlink to another socket";
+    // the path itself and every directory above it
+    for (std::string at = path;;) {
+        uint32_t allow = 0, deny = 0;
+        uint32_t by = BW_NO_RULE;
+        for (const auto& f : b.files) {
+            if (!path_covers(f.path, at)) continue;
+            if ((f.allow & kMoves) && by == BW_NO_RULE) by = f.rule_id;
+            allow |= f.allow;
+            deny |= f.deny;
+        }
+        if (uint32_t r = allow & ~deny & kMoves; r) {
+            const RuleRef* rule = b.rule(by);
+            return std::string("the tool may ") + ((r & BW_FS_CREATE) ? "create" : "remove") + " at " + at +
+                   (rule ? " (" + rule->text + ")" : std::string()) +
+                   ", so it could put another socket, or a symlink to one, under " + path;
+        }
+        // up one directory; a variable root ("${workdir}") is as far as the path goes here
+        size_t slash = at.rfind('/');
+        if (at == "/" || slash == std::string::npos) break;
+        at = slash == 0 ? "/" : at.substr(0, slash);
+    }
+    return {};
+}
+
+std::expected<std::vector<BpfUnixEntry>, TableError> build_unix_entries(const std::vector<UnixRule>& rules) {
+    struct Acc {
+        std::string address;
+        BpfUnixEntry e;
+        size_t connect_spec = 0, send_spec = 0;  // length of the rule that gave each op
+    };
+    std::vector<Acc> acc;
+    for (const auto& r : rules) {
+        if (!path_variable(r.address).empty())
+            return std::unexpected(TableError{"unresolved-variable", "unix rule " + r.address + " still holds a variable",
+                                              r.rule_id, {r.rule_id}});
+        auto k = unix_rule_key(r.address);
+        if (!k) return std::unexpected(TableError{"bad-unix-address", r.address + ": " + k.error(), r.rule_id, {r.rule_id}});
+        if (std::none_of(acc.begin(), acc.end(), [&](const Acc& a) { return a.address == r.address; }))
+            acc.push_back({r.address, {*k, {0, BW_NO_RULE, BW_NO_RULE, 0}}});
+    }
+    // every entry carries the ops of every rule covering it: itself, or a directory rule above it
+    for (auto& a : acc) {
+        for (const auto& r : rules) {
+            bool covers = r.address == a.address ||
+                          (r.address.ends_with("/") && !a.address.starts_with("@") && a.address.starts_with(r.address));
+            if (!covers) continue;
+            a.e.value.op_mask |= r.op_mask;
+            if ((r.op_mask & BW_NET_CONNECT) && r.address.size() > a.connect_spec) {
+                a.connect_spec = r.address.size();
+                a.e.value.connect_rule_id = r.rule_id;
+            }
+            if ((r.op_mask & BW_NET_SEND) && r.address.size() > a.send_spec) {
+                a.send_spec = r.address.size();
+                a.e.value.send_rule_id = r.rule_id;
+            }
+        }
+    }
+    if (acc.size() > BW_MAX_UNIX_RULES)
+        return std::unexpected(TableError{"too-many-unix-rules", "the policy needs " + std::to_string(acc.size()) +
+                                              " unix entries; the map holds " + std::to_string(BW_MAX_UNIX_RULES),
+                                          BW_NO_RULE, {}});
+    std::sort(acc.begin(), acc.end(), [](const Acc& x, const Acc& y) { return x.address < y.address; });
+    std::vector<BpfUnixEntry> out;
+    for (auto& a : acc) out.push_back(a.e);
+    return out;
+}
+
 std::expected<void, std::string> rebuild_bpf_tables(Bundle& b) {
     auto net = build_net_entries(b.network.mode == NetMode::Rules ? effective_net_rules(b)
                                                                    : std::vector<NetRule>{});
     if (!net) return std::unexpected(net.error().message);
+    for (const auto& u : b.network.unix_rules)
+        if (std::string why = unix_rule_unsound(b, u.address); !why.empty())
+            return std::unexpected("unix rule " + u.address + " cannot be held to its socket: " + why);
+    auto unix_entries = build_unix_entries(b.network.unix_rules);
+    if (!unix_entries) return std::unexpected(unix_entries.error().message);
+    b.bpf.unix_sockets = std::move(*unix_entries);
     auto files = build_file_entries(b.files);
     if (auto ok = check_file_capacity(files); !ok) return std::unexpected(ok.error().message);
     b.bpf.header = build_policy_header(b);

@@ -133,6 +133,11 @@ json bundle_to_json(const Bundle& b) {
     json network = {{"mode", enum_name(b.network.mode, kNetModes)}, {"af_allow", b.network.af_allow},
                     {"sock_type_allow", b.network.sock_type_allow}, {"dns", b.network.dns}};
     network["rules"] = std::move(rules);
+    json unix_rules = json::array();
+    for (const auto& u : b.network.unix_rules)
+        unix_rules.push_back({{"address", u.address}, {"op_mask", u.op_mask}, {"rule_id", u.rule_id}});
+    // absent when empty: a bundle without unix rules keeps the JSON (and hash) it had before they existed
+    if (!unix_rules.empty()) network["unix"] = std::move(unix_rules);
     j["network"] = std::move(network);
     json prog = json::array();
     for (const auto& f : b.seccomp.program) prog.push_back(json::array({f.code, f.jt, f.jf, f.k}));
@@ -167,6 +172,12 @@ json bundle_to_json(const Bundle& b) {
                             {"sock_type_allow", h.sock_type_allow}}}};
     bpf["files"] = std::move(bf);
     bpf["net"] = std::move(bn);
+    json bu = json::array();
+    for (const auto& u : b.bpf.unix_sockets)
+        bu.push_back({{"prefixlen", u.key.prefixlen}, {"policy_id", u.key.policy_id}, {"kind", u.key.kind},
+                      {"name", hex(u.key.name, BW_UNIX_KEY_NAME)}, {"op_mask", u.value.op_mask},
+                      {"connect_rule_id", u.value.connect_rule_id}, {"send_rule_id", u.value.send_rule_id}});
+    if (!bu.empty()) bpf["unix"] = std::move(bu);
     j["bpf"] = std::move(bpf);
     const auto& L = b.limits;
     j["limits"] = {{"memory_bytes", opt_json(L.memory_bytes)}, {"pids", opt_json(L.pids)},
@@ -227,6 +238,12 @@ Bundle from_json_unchecked(const json& j) {
     b.network.af_allow = num<uint64_t>(n, "af_allow");
     b.network.sock_type_allow = num<uint32_t>(n, "sock_type_allow");
     b.network.dns = n.at("dns").get<std::vector<std::string>>();
+    if (n.contains("unix"))  // bundles written before unix rules have none: every named socket is refused
+        for (const auto& u : n.at("unix")) {
+            UnixRule r{u.at("address").get<std::string>(), num<uint32_t>(u, "op_mask"), num<uint32_t>(u, "rule_id")};
+            if (r.op_mask == 0 || (r.op_mask & ~uint32_t(BW_NET_CONNECT | BW_NET_SEND))) fail("bad unix op_mask");
+            b.network.unix_rules.push_back(std::move(r));
+        }
     const auto& s = j.at("seccomp");
     for (const auto& f : s.at("program")) {
         if (!f.is_array() || f.size() != 4) fail("seccomp instructions are [code, jt, jf, k]");
@@ -281,6 +298,19 @@ Bundle from_json_unchecked(const json& j) {
         for (size_t i = 0; i < ranges.size(); ++i) e.value.ranges[i] = range_from(ranges[i]);
         b.bpf.net.push_back(e);
     }
+    if (bpf.contains("unix"))
+        for (const auto& x : bpf.at("unix")) {
+            BpfUnixEntry e{};
+            e.key.prefixlen = num<uint32_t>(x, "prefixlen");
+            if (e.key.prefixlen > BW_UNIX_PREFIX_FULL) fail("unix LPM prefix length over the key");
+            e.key.policy_id = num<uint32_t>(x, "policy_id");
+            e.key.kind = num<uint8_t>(x, "kind");
+            unhex(x.at("name"), e.key.name, BW_UNIX_KEY_NAME);
+            e.value.op_mask = num<uint32_t>(x, "op_mask");
+            e.value.connect_rule_id = num<uint32_t>(x, "connect_rule_id");
+            e.value.send_rule_id = num<uint32_t>(x, "send_rule_id");
+            b.bpf.unix_sockets.push_back(e);
+        }
     const auto& L = j.at("limits");
     b.limits.memory_bytes = opt_from<uint64_t>(L, "memory_bytes");
     b.limits.pids = opt_from<uint64_t>(L, "pids");
@@ -324,6 +354,8 @@ Bundle from_json_unchecked(const json& j) {
     for (const auto& x : b.bpf.net)
         for (uint32_t i = 0; i < x.value.count; ++i) check(x.value.ranges[i].rule_id);
     for (const auto& x : b.landlock.paths) check(x.rule_id);
+    for (const auto& x : b.network.unix_rules) check(x.rule_id);
+    for (const auto& x : b.bpf.unix_sockets) check(x.value.connect_rule_id), check(x.value.send_rule_id);
     return b;
 }
 

@@ -50,6 +50,8 @@ std::vector<LayerClaim> claims_for(const std::string& kind) {
     // what holds the default deny holds it.
     if (kind.starts_with("files.")) return {{"bpf_lsm", "object walk at every access"}, {"landlock", "path rule"}};
     if (kind == "network") return one("netns", "a network namespace of its own with only lo");
+    if (kind.starts_with("network.unix"))
+        return one("sock_unix", "cgroup connect_unix/sendmsg_unix programs (Linux 6.7+)");
     if (kind.starts_with("network.")) return one("sock_addr", "cgroup connect/sendmsg/bind programs");
     if (kind.starts_with("syscalls.")) return one("seccomp");
     if (kind == "limits.memory" || kind == "limits.cpu") return one("cgroup");
@@ -64,7 +66,7 @@ std::vector<LayerClaim> claims_for(const std::string& kind) {
 
 const std::vector<std::string>& coverage_layers() {
     static const std::vector<std::string> names = {"bpf_lsm", "landlock", "mount",  "seccomp",   "sock_addr",
-                                                   "netns",   "cgroup",   "rlimit", "supervisor"};
+                                                   "sock_unix", "netns", "cgroup", "rlimit", "supervisor"};
     return names;
 }
 

@@ -40,6 +40,11 @@ void run(CompileContext& ctx) {
     b.bpf.files = build_file_entries(b.files);
     if (auto ok = check_file_capacity(b.bpf.files); !ok) report(ctx, ok.error());
 
+    std::vector<UnixRule> unix_rules = b.network.unix_rules;
+    std::erase_if(unix_rules, [](const UnixRule& r) { return !path_variable(r.address).empty(); });  // at instantiate
+    if (auto u = build_unix_entries(unix_rules); u) b.bpf.unix_sockets = std::move(*u);
+    else report(ctx, u.error());
+
     if (b.network.mode != NetMode::Rules) return;
     std::vector<NetRule> rules = effective_net_rules(b);
     std::erase_if(rules, [](const NetRule& r) { return r.host.has_value(); });  // resolved at instantiate

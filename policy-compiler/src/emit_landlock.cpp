@@ -88,6 +88,16 @@ void emit_net(CompileContext& ctx) {
     auto& ll = ctx.bundle.landlock;
     const auto& net = ctx.bundle.network;
     ll.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
+    // Landlock's abstract scope refuses every abstract name outside the tool's
+    // domain: with it an allowed @name could never be reached. Without it the
+    // cgroup unix programs alone refuse the other abstract names.
+    for (const auto& u : net.unix_rules)
+        if (u.address.starts_with("@")) {
+            ll.scoped &= ~uint64_t(LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET);
+            ll.gaps.push_back("abstract unix scope not applied: " + ctx.describe(u.rule_id) +
+                              " allows an abstract name; the cgroup unix programs (Linux 6.7+) alone refuse the others");
+            break;
+        }
     if (net.mode == NetMode::None) {
         ll.handled_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
         return;

@@ -375,6 +375,80 @@ Decision eval_net(const Bundle& b, const Operation& given, bool tables) {
     return apply_mode(audit, decide_net_rules(b, op, deny, allow, {}));
 }
 
+// ---------------------------------------------------------------- unix sockets
+
+// What the cgroup unix programs read from the address: a path up to its first
+// NUL, or an abstract name. A path with a ".." component matches no rule.
+bool has_dotdot(std::string_view p) {
+    for (size_t i = 0; (i = p.find("/..", i)) != std::string_view::npos; ++i)
+        if (i + 3 == p.size() || p[i + 3] == '/') return true;
+    return false;
+}
+
+std::string unix_grant_hint(const Operation& op) {
+    std::string list = op.kind == OpKind::Send ? "send" : "connect";
+    if (op.unix_addr.starts_with("@")) return "network.unix." + list + ": [\"" + op.unix_addr + "\"]";
+    if (!op.unix_addr.starts_with("/"))
+        return "none: the address is relative; a rule matches the absolute, normalised path the tool connects to";
+    return "network.unix." + list + ": [" + op.unix_addr + "]";
+}
+
+Decision eval_unix(const Bundle& b, const Operation& op, bool tables) {
+    const uint16_t L = BW_LAYER_SOCK_UNIX;
+    const uint32_t bit = op.kind == OpKind::Send ? BW_NET_SEND : BW_NET_CONNECT;
+    const bool audit = tables ? b.bpf.header.mode == BW_MODE_AUDIT : b.mode == Mode::Audit;
+    std::string a = op.unix_addr;
+    if (!a.starts_with("@")) a = a.substr(0, a.find('\0'));
+    const std::string what = std::string(op.kind == OpKind::Send ? "send to" : "connect to") + " unix socket " + a;
+    if (op.kind == OpKind::Bind)
+        return make(Verdict::Allow, L, BW_NO_RULE,
+                    "allowed: bind of unix socket " + a + " is not judged by the unix rules (a pathname bind "
+                    "creates a file: the file rules and Landlock judge it)");
+    uint32_t rule = BW_NO_RULE;
+    bool allowed = false;
+    const bool unmatchable = !a.starts_with("@") && has_dotdot(a);
+    if (!unmatchable && !tables) {
+        size_t spec = 0;
+        for (const auto& r : b.network.unix_rules) {
+            if (!(r.op_mask & bit)) continue;
+            bool covers = r.address == a || (r.address.ends_with("/") && !a.starts_with("@") && a.starts_with(r.address));
+            if (!covers || r.address.size() <= spec) continue;
+            spec = r.address.size();
+            rule = r.rule_id;
+            allowed = true;
+        }
+    } else if (!unmatchable && (b.bpf.header.flags & BW_POL_UNIX_RULES)) {
+        // the longest entry whose key is a prefix of the address's key decides alone
+        bw_unix_key want{};
+        if (a.starts_with("@")) {
+            size_t n = std::min<size_t>(a.size() - 1, BW_UNIX_NAME_MAX - 1);
+            want.kind = BW_UNIX_ABSTRACT;
+            want.name[0] = static_cast<uint8_t>(n);
+            std::memcpy(want.name + 1, a.data() + 1, n);
+        } else if (!a.empty()) {
+            want.kind = BW_UNIX_PATH;
+            std::memcpy(want.name, a.data(), std::min<size_t>(a.size(), BW_UNIX_NAME_MAX));
+        }
+        const BpfUnixEntry* best = nullptr;
+        for (const auto& e : b.bpf.unix_sockets) {
+            if (e.key.prefixlen < 40 || e.key.prefixlen > BW_UNIX_PREFIX_FULL || e.key.kind != want.kind) continue;
+            uint32_t bits = e.key.prefixlen - 40, bytes = bits / 8;
+            if (bits % 8 || std::memcmp(e.key.name, want.name, bytes) != 0) continue;
+            if (!best || e.key.prefixlen > best->key.prefixlen) best = &e;
+        }
+        if (best && want.kind && (best->value.op_mask & bit)) {
+            allowed = true;
+            rule = bit == BW_NET_SEND ? best->value.send_rule_id : best->value.connect_rule_id;
+        }
+    }
+    if (allowed) return make(Verdict::Allow, L, rule, "allowed: " + what + " by " + describe_rule(b, rule));
+    std::string why = unmatchable ? "a path with a \"..\" component matches no unix rule"
+                                  : "no network.unix rule allows it; a file grant on the socket or its directory "
+                                    "is no connect right";
+    return apply_mode(audit, make(Verdict::Deny, L, BW_NO_RULE,
+                                  "denied: " + what + ": " + why + "; a grant that would allow it: " + unix_grant_hint(op)));
+}
+
 // ---------------------------------------------------------------- sockets
 
 Decision eval_socket(const Bundle& b, const Operation& op, bool tables) {
@@ -518,7 +592,9 @@ Decision eval(const Bundle& b, const Operation& op, bool tables) {
         case OpKind::Exec: return eval_file(b, op, tables);
         case OpKind::Connect:
         case OpKind::Bind:
-        case OpKind::Send: return eval_net(b, op, tables);
+        case OpKind::Send:
+            if (!op.unix_addr.empty()) return eval_unix(b, op, tables);
+            return eval_net(b, op, tables);
         case OpKind::Socket: return eval_socket(b, op, tables);
         case OpKind::Syscall: return eval_syscall(b, op);
     }

@@ -99,6 +99,23 @@ std::string explain_text(const Bundle& b) {
     }
     if (n.mode == NetMode::Rules) o << "  anything not allowed is denied; deny rules override allows\n";
 
+    o << "\nunix sockets (" << kUnixRuleLayers << ")\n";
+    if (n.unix_rules.empty())
+        o << "  no unix rule: every connect or addressed send to a named unix socket is refused (socketpair is not "
+             "affected)\n";
+    for (const auto& u : n.unix_rules) {
+        std::string ops = std::string((u.op_mask & BW_NET_CONNECT) ? "connect" : "") +
+                          ((u.op_mask & BW_NET_CONNECT) && (u.op_mask & BW_NET_SEND) ? "+" : "") +
+                          ((u.op_mask & BW_NET_SEND) ? "send" : "");
+        std::string what = u.address.starts_with("@") ? "abstract name " + u.address
+                           : u.address.ends_with("/") ? "every socket below " + u.address
+                                                      : "socket " + u.address;
+        o << "  " << pad(ops + " " + what, 64) << rule_where(b, u.rule_id) << "\n";
+    }
+    if (!n.unix_rules.empty())
+        o << "  judged on the address as written: relative paths, other spellings and \"..\" match no rule; a file "
+             "grant is never a connect right\n";
+
     const auto& s = b.syscalls;
     o << "\nsyscalls (seccomp)\n  baseline: " << s.baseline << "; on violation: " << action_name(s.violation, s.violation_errno)
       << "\n";

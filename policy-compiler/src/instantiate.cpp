@@ -105,6 +105,8 @@ bool is_instantiated(const Bundle& b) {
         if (has_var(bin.path)) return false;
     for (const auto& r : b.network.rules)
         if (r.host) return false;
+    for (const auto& u : b.network.unix_rules)
+        if (has_var(u.address)) return false;
     return true;
 }
 
@@ -128,6 +130,16 @@ std::expected<Bundle, InstantiateError> instantiate(const Bundle& in, const Task
         auto p = substitute_path(bin.path, vars);
         if (!p) return std::unexpected(err(bin.rule_id, p.error()));
         bin.path = *p;
+    }
+    for (auto& u : b.network.unix_rules) {
+        if (u.address.starts_with("@")) continue;
+        const bool dir = u.address.size() > 1 && u.address.ends_with("/");
+        auto p = substitute_path(u.address, vars);
+        if (!p) return std::unexpected(err(u.rule_id, p.error()));
+        u.address = *p + (dir && *p != "/" ? "/" : "");
+        if (auto k = unix_rule_key(u.address); !k) return std::unexpected(err(u.rule_id, "network.unix " + u.address + ": " + k.error()));
+        if (std::string why = unix_rule_unsound(b, u.address); !why.empty())
+            return std::unexpected(err(u.rule_id, "network.unix " + u.address + " cannot be held to its socket: " + why));
     }
     for (auto& [name, value] : b.env.set) {
         auto v = substitute_value(value, vars);

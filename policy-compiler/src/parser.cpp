@@ -24,7 +24,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& accepted_ke
         {"files", {"read", "write", "create", "remove", "exec", "deny"}},
         {"files.deny", {"path", "rights", "unenforceable"}},
         {"exec", {"allow"}},
-        {"network", {"families", "connect", "bind", "send", "deny", "dns"}},
+        {"network", {"families", "connect", "bind", "send", "deny", "dns", "unix"}},
+        {"network.unix", {"connect", "send"}},
         {"network.rule", {"host", "cidr", "ports", "proto", "unenforceable"}},
         {"syscalls", {"baseline", "allow", "deny", "on_violation", "architectures"}},
         {"syscalls.baseline", {"import"}},
@@ -626,6 +627,19 @@ void Parser::parse_network(const YAML::Node& n, ast::Network& net) {
         else if (k == "bind") parse_net_rules(v, what, net.bind);
         else if (k == "send") parse_net_rules(v, what, net.send);
         else if (k == "deny") parse_net_rules(v, what, net.deny);
+        else if (k == "unix") {
+            if (!expect_map(v, what)) return false;
+            each_key(v, "network.unix", what, [&](const std::string& uk, const YAML::Node& uv) {
+                std::string w = what + "." + uk;
+                if (uv.IsSequence() && uv.size() == 0) {
+                    error(span(uv), "empty-list", "\"" + w + "\" is empty: it would allow nothing",
+                          {"remove the key, or list socket paths (/run/app.sock), directories (/run/app/) or @names"});
+                    return false;
+                }
+                scalar_list(uv, "network", w, "socket paths or @names", uk == "connect" ? net.unix_connect : net.unix_send);
+                return true;
+            });
+        }
         return true;
     });
 }

@@ -74,6 +74,8 @@ void merge_into(ast::RuleFile& dst, ast::RuleFile& src) {
         append(dn.send, sn.send);
         append(dn.deny, sn.deny);
         append(dn.dns, sn.dns);
+        append(dn.unix_connect, sn.unix_connect);
+        append(dn.unix_send, sn.unix_send);
     }
     auto& ds = dst.syscalls;
     auto& ss = src.syscalls;

@@ -3,6 +3,7 @@
 // AF numbers. Host names stay as NetRule::host (resolved at instantiate()).
 #include <sys/socket.h>
 
+#include "bulwark/policy/bpf_tables.h"
 #include "passes.h"
 
 namespace bulwark::policy {
@@ -94,9 +95,62 @@ void add_items(CompileContext& ctx, const std::vector<ast::NetItem>& items, uint
     }
 }
 
+// network.unix: addresses as the kernel's cgroup unix programs match them.
+void add_unix(CompileContext& ctx, const std::vector<ast::Scalar>& items, uint32_t op) {
+    auto& rules = ctx.bundle.network.unix_rules;
+    for (const auto& s : items) {
+        std::string a = s.value;
+        if (a.starts_with("@")) {
+            if (a.size() == 1) {
+                ctx.error(s.span, "bad-unix-address", "empty abstract name \"@\"", {"write @ and the name, e.g. @my-daemon"});
+                continue;
+            }
+            if (std::any_of(a.begin(), a.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
+                ctx.error(s.span, "bad-unix-address", "control character in abstract name \"" + a + "\"");
+                continue;
+            }
+            if (auto k = unix_rule_key(a); !k) {
+                ctx.error(s.span, "bad-unix-address", k.error());
+                continue;
+            }
+        } else {
+            const bool dir = a.size() > 1 && a.ends_with("/");
+            auto p = normalise_path(a);
+            if (!p) {
+                std::vector<std::string> hints;
+                if (!a.empty() && a.front() != '/' && a.front() != '$')
+                    hints.push_back("a socket path is absolute (\"/" + a + "\"), an abstract name starts with @");
+                ctx.error(s.span, "bad-path", p.error() + ": \"" + a.substr(0, 80) + (a.size() > 80 ? "...\"" : "\""),
+                          std::move(hints));
+                continue;
+            }
+            if (*p == "/") {
+                ctx.error(s.span, "unix-too-broad", "\"/\" would allow every pathname socket on the host",
+                          {"name the socket (/run/app.sock) or its own directory (/run/app/)"});
+                continue;
+            }
+            a = *p + (dir ? "/" : "");
+            if (path_variable(a).empty())
+                if (auto k = unix_rule_key(a); !k) {
+                    ctx.error(s.span, "bad-unix-address", k.error(), {"the kernel's sun_path holds 108 bytes"});
+                    continue;
+                }
+            if (std::string why = unix_rule_unsound(ctx.bundle, a); !why.empty()) {
+                ctx.error(s.span, "unix-rule-unsound", "the rule cannot be held to the socket it names: " + why,
+                          {"allow a socket in a directory the tool cannot create or remove in",
+                           "the cgroup unix programs judge the address as written, before the kernel resolves it"});
+                continue;
+            }
+        }
+        rules.push_back(UnixRule{std::move(a), op, s.rule_id});
+    }
+}
+
 void run(CompileContext& ctx) {
     auto& a = ctx.ast.network;
     auto& net = ctx.bundle.network;
+    add_unix(ctx, a.unix_connect, BW_NET_CONNECT);
+    add_unix(ctx, a.unix_send, BW_NET_SEND);
     net.af_allow = bit(AF_UNIX);
     net.sock_type_allow = (1u << SOCK_STREAM) | (1u << SOCK_DGRAM) | (1u << SOCK_SEQPACKET);
     if (!a.present) {
@@ -174,6 +228,9 @@ void run(CompileContext& ctx) {
     if (any_allow && !inet)
         ctx.warning(a.span, "family-missing", "network rules allow addresses but families exclude inet and inet6",
                     {"add inet and/or inet6 to network.families"});
+    if (!net.unix_rules.empty() && !(net.af_allow & bit(AF_UNIX)))
+        ctx.warning(a.span, "family-missing", "network.unix allows sockets but families exclude unix",
+                    {"add unix to network.families"});
 }
 
 }  // namespace

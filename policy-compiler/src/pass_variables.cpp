@@ -29,6 +29,8 @@ void run(CompileContext& ctx) {
     for (auto* list : {&f.read, &f.write, &f.create, &f.remove, &f.exec, &f.deny, &ctx.ast.exec.allow})
         for (const auto& item : *list) check(ctx, item.path);
     for (const auto& [name, value] : ctx.ast.environment.set) check(ctx, value);
+    for (auto* list : {&ctx.ast.network.unix_connect, &ctx.ast.network.unix_send})
+        for (const auto& s : *list) check(ctx, s);
 }
 
 }  // namespace

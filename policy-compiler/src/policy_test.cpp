@@ -103,7 +103,7 @@ struct Parser {
             case OpKind::Connect:
             case OpKind::Bind:
             case OpKind::Send:
-                keys(c, {"op", "addr", "port", "proto", "expect"}, a_case);
+                keys(c, {"op", "addr", "port", "proto", "unix", "expect"}, a_case);
                 break;
             case OpKind::Socket:
                 keys(c, {"op", "family", "type", "expect"}, a_case);
@@ -143,6 +143,16 @@ struct Parser {
             case OpKind::Connect:
             case OpKind::Bind:
             case OpKind::Send: {
+                if (auto u = c["unix"]) {  // a unix socket: "/path" or "@name", judged as written
+                    if (c["addr"] || c["port"] || c["proto"]) error(u, a_case + " names a unix socket or addr/port, not both");
+                    if (auto s = scalar(u, "unix")) {
+                        if (s->empty() || (!s->starts_with("/") && !s->starts_with("@")))
+                            error(u, "unix '" + *s + "' must be a socket path or @name");
+                        t.op.unix_addr = *s;
+                        text += " unix " + *s;
+                    }
+                    break;
+                }
                 if (auto a = need("addr")) {
                     if (auto s = scalar(a, "addr")) {
                         auto ip = parse_ip(*s);

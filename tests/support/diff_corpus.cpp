@@ -310,6 +310,11 @@ std::string describe(const policy::Operation& op) {
         case OpKind::Connect:
         case OpKind::Bind:
         case OpKind::Send: {
+            if (!op.unix_addr.empty()) {
+                std::string a;
+                for (char c : op.unix_addr) a += c ? std::string(1, c) : std::string("\\x00");
+                return out + " unix " + a;
+            }
             std::string a = policy::format_addr(op.addr);
             if (!policy::is_v4_mapped(op.addr)) a = "[" + a + "]";
             return out + " " + a + ":" + std::to_string(op.port) + (op.proto == BW_PROTO_TCP ? "/tcp" : "/udp");
@@ -325,6 +330,78 @@ std::string reproduction(uint64_t seed, size_t index, const std::string& policy_
     out += "--- rule file\n" + policy_text;
     out += "--- operation: " + op + "\n";
     out += "--- evaluator: " + expected + "\n--- kernel:    " + got + "\n";
+    return out;
+}
+
+// ---------------------------------------------------------------- unix sockets
+
+const std::vector<std::string>& unix_dirs() {
+    static const std::vector<std::string> d = {"", "a", "a/b", "c"};
+    return d;
+}
+
+namespace {
+
+std::string unix_path(const std::string& dir, const std::string& name) {
+    return std::string(kUnixRoot) + (dir.empty() ? "" : "/" + dir) + "/" + name;
+}
+
+const std::vector<std::string> kUnixNames = {"s1", "s2", "q", "s1x", "missing"};
+const std::vector<std::string> kAbstract = {"@bwdiff-1", "@bwdiff-2", "@bwdiff-12", std::string("@bwdiff-1\0x", 11)};
+
+std::string random_unix_rule(Rng& rng) {
+    unsigned k = rng.below(10);
+    if (k < 2) return kAbstract[rng.below(3)];  // a rule file cannot hold a NUL byte
+    const std::string& dir = rng.pick(unix_dirs());
+    if (k < 5) return std::string(kUnixRoot) + (dir.empty() ? "" : "/" + dir) + "/";  // every socket below
+    return unix_path(dir, rng.pick(kUnixNames));
+}
+
+}  // namespace
+
+std::string random_unix_policy(Rng& rng, size_t index) {
+    std::string out = "tool: diff-unix-" + std::to_string(index) + "\n";
+    out += rng.chance(20) ? "mode: audit\n" : "mode: enforce\n";
+    // read on the tree: a file grant, which must never become a connect right
+    out += "files:\n  read: [" + std::string(kUnixRoot) + "]\n";
+    out += "network:\n  families: [unix]\n";
+    if (rng.chance(10)) return out;  // no unix rule at all
+    out += "  unix:\n";
+    bool any = false;
+    for (const char* key : {"connect", "send"}) {
+        if (!rng.chance(key[0] == 'c' ? 85 : 60) && (any || key[0] == 'c')) continue;
+        any = true;
+        out += std::string("    ") + key + ":\n";
+        unsigned n = 1 + rng.below(4);
+        for (unsigned i = 0; i < n; ++i) out += "      - \"" + random_unix_rule(rng) + "\"\n";
+    }
+    return out;
+}
+
+std::vector<UnixOp> random_unix_ops(Rng& rng, size_t n) {
+    std::vector<UnixOp> out;
+    for (size_t i = 0; i < n; ++i) {
+        UnixOp u;
+        unsigned kind = rng.below(3);  // stream connect, datagram connect, datagram sendto
+        u.op.kind = kind == 2 ? OpKind::Send : OpKind::Connect;
+        u.type = kind == 0 ? (rng.chance(30) ? SOCK_SEQPACKET : SOCK_STREAM) : SOCK_DGRAM;
+        if (rng.chance(20)) {
+            u.op.unix_addr = rng.pick(kAbstract);
+        } else {
+            const std::string& dir = rng.pick(unix_dirs());
+            std::string name = rng.pick(kUnixNames);
+            std::string p = unix_path(dir, name);
+            switch (rng.below(8)) {
+                case 0: p = "/" + p; break;                                        // "//tmp/..."
+                case 1: p = unix_path(dir, "./" + name); break;                    // ".../a/./s1"
+                case 2: p = unix_path(dir.empty() ? "a" : dir, "../" + name); break;  // climbs one level
+                case 3: p = (dir.empty() ? "" : dir + "/") + name; break;          // relative to kUnixRoot
+                default: break;
+            }
+            u.op.unix_addr = p;
+        }
+        out.push_back(std::move(u));
+    }
     return out;
 }
 

@@ -60,6 +60,25 @@ struct NetOp {
 std::string random_net_policy(Rng& rng, size_t index);
 std::vector<NetOp> random_net_ops(Rng& rng, size_t n);
 
+// ---------------------------------------------------------------- unix sockets
+
+// The tree the unix corpus works in: kUnixRoot with directories a, a/b and c,
+// in each of them sockets s1 (stream), s2 (datagram) and q (seqpacket). Rule
+// and operation addresses are drawn from it, from names that do not exist,
+// from spellings the kernel resolves to the same socket ("//", "/./", "..",
+// relative to kUnixRoot as the working directory) and from abstract names
+// (@bwdiff-<n>, some with a NUL inside).
+inline constexpr const char* kUnixRoot = "/tmp/bwdiff-unix";
+const std::vector<std::string>& unix_dirs();  // "", "a", "a/b", "c"
+
+struct UnixOp {
+    policy::Operation op;  // Connect / Send; op.unix_addr as the tool writes it ("@" + name for abstract)
+    int type = 0;          // SOCK_STREAM / SOCK_DGRAM / SOCK_SEQPACKET
+};
+
+std::string random_unix_policy(Rng& rng, size_t index);
+std::vector<UnixOp> random_unix_ops(Rng& rng, size_t n);
+
 // ---------------------------------------------------------------- files
 
 // The directory tree the file corpus works in, below kFileRoot: nested

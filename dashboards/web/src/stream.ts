@@ -5,7 +5,7 @@
 import { AuditRow, latest, openEvents, ruleWhere } from "./api";
 import { append, byId, clear, el, fmtTime, table } from "./dom";
 
-export const LAYERS = ["bpf_lsm", "sock_addr", "sock_create", "monitor", "seccomp", "landlock", "supervisor", "namespace", "cgroup"];
+export const LAYERS = ["bpf_lsm", "sock_addr", "sock_create", "monitor", "seccomp", "landlock", "supervisor", "namespace", "cgroup", "sock_unix"];
 export const DECISIONS = ["deny", "allow", "audit", "observe"];
 export const KINDS = ["decision", "run_start", "run_exit", "policy_epoch", "gap", "host_status"];
 const MAX_ROWS = 1000;

@@ -78,6 +78,8 @@ struct Network {
     std::vector<Scalar> families;
     std::vector<NetItem> connect, bind, send, deny;
     std::vector<Scalar> dns;
+    // network.unix: { connect: [...], send: [...] }: addresses, each its own rule
+    std::vector<Scalar> unix_connect, unix_send;
 };
 
 struct Violation {

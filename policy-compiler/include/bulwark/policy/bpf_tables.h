@@ -72,7 +72,29 @@ bool same_range(const bw_port_range& a, const bw_port_range& b);
 // needs more than BW_PORT_RANGES_MAX ranges (nothing is truncated).
 std::expected<std::vector<BpfNetEntry>, TableError> build_net_entries(const std::vector<NetRule>& rules);
 
-// Rebuilds b.bpf (header, files, net) from b's rules.
+// The bw_unix_rules key of one unix address (layout in bulwark_abi.h):
+// "@name" an abstract name, "/path" one pathname socket, "/dir/" (trailing
+// slash) every pathname socket below that directory. policy_id stays 0 (the
+// loader fills it). Fails on a relative path or a name longer than sun_path
+// holds (108 bytes for a path, 107 for an abstract name).
+std::expected<bw_unix_key, std::string> unix_rule_key(const std::string& address);
+
+// Why a unix rule's path cannot be held to the socket it names under b's file
+// rules, or "" when it can: the tool may create or remove at the path or at
+// one of its directories (it could put another socket, or a symlink to one,
+// under the allowed name), or its file rights are unrestricted. Abstract
+// names always can. Paths rooted at different variables are unrelated, so
+// callers check again once the bundle is instantiated.
+std::string unix_rule_unsound(const Bundle& b, const std::string& address);
+
+// bw_unix_rules entries of instantiated unix rules: one per distinct address,
+// its ops the union of every rule naming it or a directory above it ("/dir/"),
+// each op's rule id the most specific rule granting it (first in source order
+// among equals). Fails on an address unix_rule_key refuses, or more entries
+// than the map holds.
+std::expected<std::vector<BpfUnixEntry>, TableError> build_unix_entries(const std::vector<UnixRule>& rules);
+
+// Rebuilds b.bpf (header, files, net, unix) from b's rules.
 std::expected<void, std::string> rebuild_bpf_tables(Bundle& b);
 
 }  // namespace bulwark::policy

@@ -72,12 +72,33 @@ struct NetRule {
 
 enum class NetMode : uint8_t { None, Loopback, Rules };
 
+// A unix socket address a tool may reach (`network.unix`): "/path" one
+// pathname socket, "/dir/" every pathname socket below a directory, "@name"
+// an abstract name. Paths are absolute and normalised and may start with a
+// task variable. Without a rule, a connect or an addressed send to any named
+// unix socket is refused; a file grant never implies one.
+// The layers that enforce unix rules on a host that has them, as one phrase
+// (explanations, coverage reports). The BPF LSM socket hooks do not judge
+// unix addresses (they pass AF_UNIX through); Landlock's abstract scope refuses
+// every abstract name of another domain unless a rule allows an abstract name
+// (then the compiler leaves the scope out and says so in landlock.gaps).
+inline constexpr const char* kUnixRuleLayers =
+    "cgroup connect_unix and sendmsg_unix programs, Linux 6.7+; Landlock abstract scope for abstract names "
+    "when no rule allows one";
+
+struct UnixRule {
+    std::string address;
+    uint32_t op_mask = BW_NET_CONNECT;  // BW_NET_CONNECT and/or BW_NET_SEND
+    uint32_t rule_id = 0;
+};
+
 struct NetworkPolicy {
     NetMode mode = NetMode::None;
     std::vector<NetRule> rules;
     uint64_t af_allow = 0;         // bit n: socket family n
     uint32_t sock_type_allow = 0;  // bit n: SOCK_* type n
     std::vector<std::string> dns;  // resolver addresses the tool may query (port 53)
+    std::vector<UnixRule> unix_rules;  // in every mode (unix sockets need no IP network)
 };
 
 enum class SeccompAction : uint8_t { Allow, Errno, Kill, Log, Trap };
@@ -173,10 +194,16 @@ struct BpfNetEntry {
     bw_net_rule value{};
 };
 
+struct BpfUnixEntry {
+    bw_unix_key key{};  // policy_id is filled by the loader
+    bw_unix_rule value{};
+};
+
 struct BpfTables {
     bw_policy header{};  // version filled by the loader
     std::vector<BpfFileEntry> files;
     std::vector<BpfNetEntry> net;
+    std::vector<BpfUnixEntry> unix_sockets;  // bw_unix_rules ("unix" is a GNU C macro)
 };
 
 struct Bundle {

@@ -6,7 +6,8 @@
 // (or its file) says `unenforceable: run`.
 //
 // Layer names: bpf_lsm, landlock, mount (the sandbox's mount namespace),
-// seccomp, sock_addr (cgroup socket programs), netns, cgroup, rlimit,
+// seccomp, sock_addr (cgroup socket programs), sock_unix (cgroup unix
+// socket programs), netns, cgroup, rlimit,
 // supervisor (agentd's own checks at launch and while the tool runs).
 #include <cstdint>
 #include <string>

@@ -33,6 +33,10 @@ struct Operation {
     Addr16 addr{};                      // IPv4 as v4-mapped
     uint16_t port = 0;
     uint8_t proto = BW_PROTO_TCP;       // one BW_PROTO_* bit
+    // Connect, Send to a unix socket (then addr/port/proto are unused):
+    // "/path" as the tool writes it (judged as written: only an absolute,
+    // normalised path can match a rule), or "@name" for an abstract name.
+    std::string unix_addr;
     // Socket
     uint32_t family = 0;                // AF_*
     uint32_t type = 0;                  // SOCK_*; SOCK_NONBLOCK/CLOEXEC bits ignored
