@@ -664,6 +664,7 @@ TEST_CASE("escape battery, foreign ABIs: i386 calls through int $0x80 are refuse
     md.close();
     test::remove_tree(rules);
     test::remove_tree(wd);
+}
 
 // Unix sockets: a host daemon listens on pathname sockets in a directory the
 // tool's rules grant read and write on, and on abstract names; the tool runs
