@@ -734,7 +734,7 @@ int errno_of(long rc) { return rc < 0 ? errno : 0; }
         res[kUnixConnect] = errno_of(connect(s, (sockaddr*)&us, sizeof us));
         close(s);
     }
-    std::snprintf(us.sun_path, sizeof us.sun_path, "%s/d", scratch.c_str());
+    std::snprintf(us.sun_path, sizeof us.sun_path, "%s/u", scratch.c_str());
     res[kUnixSend] = try_sock(AF_UNIX, [&](int s) { return errno_of(sendto(s, "x", 1, 0, (sockaddr*)&us, sizeof us)); });
     pid_t g = fork();
     if (g == 0) _exit(0);
@@ -763,9 +763,10 @@ std::expected<void, SysError> BpfLoader::truth_check() {
     const char* scratch = mkdtemp(scratch_tmpl);
     if (!scratch) return cleanup_cg(), std::unexpected(SysError::last("mkdtemp(/tmp/bulwark-canary-XXXXXX)"));
     const std::string scratch_dir = scratch;
-    // What the unix canaries reach: a listening stream socket and a datagram socket.
+    // What the unix canaries reach: a listening stream socket and a datagram
+    // socket (not at "d", which the mkdir canary must find free).
     Fd unix_stream(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)), unix_dgram(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    for (auto [fd, name, listens] : {std::tuple{unix_stream.get(), "/s", true}, std::tuple{unix_dgram.get(), "/d", false}}) {
+    for (auto [fd, name, listens] : {std::tuple{unix_stream.get(), "/s", true}, std::tuple{unix_dgram.get(), "/u", false}}) {
         sockaddr_un us{};
         us.sun_family = AF_UNIX;
         std::snprintf(us.sun_path, sizeof us.sun_path, "%s%s", scratch, name);

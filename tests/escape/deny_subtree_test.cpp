@@ -83,26 +83,7 @@ std::string verdict(const std::string& out) {
 }
 
 std::string unconfined(const std::vector<std::string>& args, const std::string& cwd) {
-    int p[2];
-    REQUIRE(pipe2(p, O_CLOEXEC) == 0);
-    pid_t c = fork();
-    if (c == 0) {
-        dup2(p[1], 1);
-        if (chdir(cwd.c_str()) != 0) _exit(99);
-        std::vector<char*> av{const_cast<char*>(DENY_PROBE)};
-        for (const auto& a : args) av.push_back(const_cast<char*>(a.c_str()));
-        av.push_back(nullptr);
-        execv(DENY_PROBE, av.data());
-        _exit(98);
-    }
-    close(p[1]);
-    std::string out;
-    char buf[512];
-    ssize_t n;
-    while ((n = read(p[0], buf, sizeof buf)) > 0) out.append(buf, n);
-    close(p[0]);
-    waitpid(c, nullptr, 0);
-    return verdict(out);
+    return verdict(test::run_unconfined(DENY_PROBE, args, cwd));
 }
 
 RunReport sandboxed(const policy::Bundle& b, const std::vector<std::string>& args, const std::string& w) {

@@ -262,29 +262,8 @@ off_t file_size(const std::string& p) {
     return ::stat(p.c_str(), &st) == 0 ? st.st_size : -1;
 }
 
-// Unconfined run: fork+exec as the test's own (root) process in `cwd`
-// (when given); returns what it wrote to stdout.
 std::string unconfined_output(const char* binary, const std::vector<std::string>& args, const std::string& cwd = "") {
-    int p[2];
-    REQUIRE(pipe2(p, O_CLOEXEC) == 0);
-    pid_t c = fork();
-    if (c == 0) {
-        dup2(p[1], 1);
-        if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(99);
-        std::vector<char*> av{const_cast<char*>(binary)};
-        for (const auto& a : args) av.push_back(const_cast<char*>(a.c_str()));
-        av.push_back(nullptr);
-        execv(binary, av.data());
-        _exit(98);
-    }
-    close(p[1]);
-    std::string out;
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(p[0], buf, sizeof buf)) > 0) out.append(buf, n);
-    close(p[0]);
-    waitpid(c, nullptr, 0);
-    return out;
+    return test::run_unconfined(binary, args, cwd);
 }
 
 std::string run_control(const std::string& attempt, const std::string& arg, const std::string& cwd) {
@@ -842,6 +821,7 @@ TEST_CASE("escape battery, unix sockets: a read/write grant on a daemon's direct
         for (const auto& a : args) req.argv.push_back(a);
         req.workdir = wd;
         req.attach_bpf = (*att)->hook();
+        req.bpf_layers = (*rt)->layer_states();
         req.cgroup_v2_parent = (*rt)->cgroup_parent();
         RunReport r = run_tool(*bundle, req);
         (*att)->release();
@@ -892,6 +872,7 @@ TEST_CASE("escape battery, unix sockets: a read/write grant on a daemon's direct
         for (const auto& a : args) req.argv.push_back(a);
         req.workdir = wd;
         req.attach_bpf = (*att)->hook();
+        req.bpf_layers = (*rt)->layer_states();
         req.cgroup_v2_parent = (*rt)->cgroup_parent();
         RunReport r = run_tool(*allowed, req);
         (*att)->release();

@@ -1,9 +1,11 @@
 #include "fixture.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <seccomp.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -124,6 +126,29 @@ std::string make_workdir(const char* tag) {
     if (!mkdtemp(t.data())) throw std::runtime_error("mkdtemp");
     if (chown(t.c_str(), 65534, 65534) != 0) throw std::runtime_error("chown");
     return t;
+}
+
+std::string run_unconfined(const std::string& binary, const std::vector<std::string>& args, const std::string& cwd) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
+    pid_t c = fork();
+    if (c == 0) {
+        dup2(p[1], 1);
+        if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(99);
+        std::vector<char*> av{const_cast<char*>(binary.c_str())};
+        for (const auto& a : args) av.push_back(const_cast<char*>(a.c_str()));
+        av.push_back(nullptr);
+        execv(binary.c_str(), av.data());
+        _exit(98);
+    }
+    close(p[1]);
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(p[0], buf, sizeof buf)) > 0) out.append(buf, n);
+    close(p[0]);
+    waitpid(c, nullptr, 0);
+    return out;
 }
 
 void remove_tree(const std::string& dir) {

@@ -31,6 +31,11 @@ void remove_tree(const std::string& dir);
 
 // Number of cgroup leaves this process left behind (bulwark-run-<pid>-*).
 int leftover_cgroups();
+// Runs `binary args...` unconfined: fork+exec as this process (in `cwd`
+// when given), the controls of the escape batteries. Returns its stdout.
+std::string run_unconfined(const std::string& binary, const std::vector<std::string>& args,
+                           const std::string& cwd = "");
+
 // Number of open descriptors of this process.
 int open_fds();
 
