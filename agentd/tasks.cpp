@@ -788,21 +788,14 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     };
     RunReport rep = run_tool(run_bundle, rr);
     enqueue_start(&rep);  // refused before (or at) its launch's planning
-    if (start_not_taken) {
+    if (start_not_taken || start_unacknowledged) {
         if (!run_cgroup.empty()) opts_.runs->remove(run_cgroup);
         if (opts_.metrics) opts_.metrics->runs_running.fetch_sub(1, std::memory_order_relaxed);
         release_bpf();
         finish_run("refused", std::nullopt);
         return err(503, "store_unacknowledged",
-                   "the audit store did not take the run's start record; the tool was not started");
-    }
-    if (start_unacknowledged) {
-        if (!run_cgroup.empty()) opts_.runs->remove(run_cgroup);
-        if (opts_.metrics) opts_.metrics->runs_running.fetch_sub(1, std::memory_order_relaxed);
-        release_bpf();
-        finish_run("refused", std::nullopt);
-        return err(503, "store_unacknowledged",
-                   "the audit store did not acknowledge the run's start; the tool was not started");
+                   start_not_taken ? "the audit store did not take the run's start record; the tool was not started"
+                                   : "the audit store did not acknowledge the run's start; the tool was not started");
     }
     announce_start();  // a run refused or failed before exec is announced too
     if (!run_cgroup.empty()) {
