@@ -414,6 +414,68 @@ std::string net_control(const std::vector<std::string>& args) {
     return verdict(unconfined_output(ESCAPE_NETPROBE, args));
 }
 
+// A BPF runtime with a pin root and cgroup parent of this test alone (the
+// default ones are shared with tiers running in parallel), keeping every
+// decision it reads; each run it launches is bound to it. Removed at the end.
+struct PrivateRuntime {
+    std::string pin_root, parent, error;
+    std::mutex mu;
+    std::vector<audit::AuditRecord> decisions;
+    std::unique_ptr<bpf::BpfRuntime> rt;
+
+    explicit PrivateRuntime(const std::string& leaf) {
+        auto mnt = bpf::cgroup2_mount();
+        auto own = bpf::own_cgroup2_path();
+        if (!mnt || !own) {
+            error = "no cgroup v2 mount";
+            return;
+        }
+        pin_root = "/sys/fs/bpf/" + leaf;
+        parent = *mnt + (*own == "/" ? "" : *own) + "/" + leaf;
+        bpf::RuntimeOptions ro;
+        ro.pin_root = pin_root;
+        ro.cgroup_parent = parent;
+        ro.sink = [this](audit::AuditRecord r) {
+            std::lock_guard lk(mu);
+            decisions.push_back(std::move(r));
+        };
+        if (auto r = bpf::BpfRuntime::start(ro)) rt = std::move(*r);
+        else error = r.error().message();
+    }
+    ~PrivateRuntime() {
+        rt.reset();
+        if (!pin_root.empty()) (void)bpf::BpfLoader::unpin_all(pin_root);
+        if (!parent.empty()) ::rmdir(parent.c_str());
+    }
+
+    // `bundle`'s tool run bound to this runtime as run `run_id`.
+    RunReport run(const policy::Bundle& bundle, uint64_t run_id, const std::vector<std::string>& argv,
+                  const std::string& workdir) {
+        auto att = rt->attach(bundle, 0, run_id, bundle.tool, 0);
+        REQUIRE(att);
+        RunRequest req;
+        req.argv = argv;
+        req.workdir = workdir;
+        req.attach_bpf = (*att)->hook();
+        req.bpf_layers = rt->layer_states();
+        req.cgroup_v2_parent = rt->cgroup_parent();
+        RunReport r = run_tool(bundle, req);
+        (*att)->release();  // delivers the run's last events
+        return r;
+    }
+
+    // "<layer>[ <op>]" of the run's deny record about `object`, "" if none.
+    std::string deny_layer(uint64_t run_id, const std::string& object, bool with_op) {
+        std::lock_guard lk(mu);
+        std::string layer;
+        for (const auto& d : decisions)
+            if (d.run_id == run_id && d.decision == BW_DECISION_DENY && d.object == object)
+                layer = std::string(audit::layer_name(d.layer)) +
+                        (with_op ? " " + std::string(audit::op_name(d.op)) : std::string());
+        return layer;
+    }
+};
+
 }  // namespace
 
 TEST_CASE("escape battery, network rules: attempts outside the rules are stopped by the cgroup sock_addr layer") {
@@ -442,27 +504,9 @@ TEST_CASE("escape battery, network rules: attempts outside the rules are stopped
     REQUIRE(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);  // 0.0.0.0: every 127/8 address
     REQUIRE(listen(l, 64) == 0);
 
-    auto mnt = bpf::cgroup2_mount();
-    auto own = bpf::own_cgroup2_path();
-    REQUIRE(mnt);
-    REQUIRE(own);
-    std::mutex mu;
-    std::vector<audit::AuditRecord> decisions;
-    bpf::RuntimeOptions ro;
-    ro.pin_root = "/sys/fs/bpf/bulwark-esc-" + tag;
-    ro.cgroup_parent = *mnt + (*own == "/" ? "" : *own) + "/bulwark-esc-" + tag;
-    ro.sink = [&](audit::AuditRecord r) {
-        std::lock_guard lk(mu);
-        decisions.push_back(std::move(r));
-    };
-    const std::string pin_root = ro.pin_root, parent = ro.cgroup_parent;
-    auto rt = bpf::BpfRuntime::start(ro);
-    if (!rt) {
-        (void)bpf::BpfLoader::unpin_all(pin_root);
-        ::rmdir(parent.c_str());
-        FAIL("BPF runtime: " << rt.error().message());
-    }
-    REQUIRE((*rt)->net_enforcing());
+    PrivateRuntime runtime("bulwark-esc-" + tag);
+    if (!runtime.rt) FAIL("BPF runtime: " << runtime.error);
+    REQUIRE(runtime.rt->net_enforcing());
 
     const std::string port = std::to_string(kEscTcpPort);
     const std::vector<NetAttempt> attempts = {
@@ -477,41 +521,18 @@ TEST_CASE("escape battery, network rules: attempts outside the rules are stopped
     uint64_t run_id = 1;
     // Control for the rules themselves: the granted destination works sandboxed.
     {
-        auto att = (*rt)->attach(*bundle, 0, run_id, "escnet", 0);
-        REQUIRE(att);
-        RunRequest req;
-        req.argv = {ESCAPE_NETPROBE, "tcp", "127.0.0.1", port};
-        req.workdir = wd;
-        req.attach_bpf = (*att)->hook();
-        req.bpf_layers = (*rt)->layer_states();
-        req.cgroup_v2_parent = (*rt)->cgroup_parent();
-        RunReport r = run_tool(*bundle, req);
-        (*att)->release();
+        RunReport r = runtime.run(*bundle, run_id, {ESCAPE_NETPROBE, "tcp", "127.0.0.1", port}, wd);
         INFO(r.error << r.stderr_data);
         CHECK(verdict(r.stdout_data) == "OK");
     }
     for (const auto& at : attempts) {
         ++run_id;
         std::string ctl = net_control(at.args);
-        auto att = (*rt)->attach(*bundle, 0, run_id, "escnet", 0);
-        REQUIRE(att);
-        RunRequest req;
-        req.argv = {ESCAPE_NETPROBE};
-        for (const auto& x : at.args) req.argv.push_back(x);
-        req.workdir = wd;
-        req.attach_bpf = (*att)->hook();
-        req.bpf_layers = (*rt)->layer_states();
-        req.cgroup_v2_parent = (*rt)->cgroup_parent();
-        RunReport r = run_tool(*bundle, req);
-        (*att)->release();
+        std::vector<std::string> argv{ESCAPE_NETPROBE};
+        argv.insert(argv.end(), at.args.begin(), at.args.end());
+        RunReport r = runtime.run(*bundle, run_id, argv, wd);
         std::string sandboxed = verdict(r.stdout_data);
-        std::string layer;
-        {
-            std::lock_guard lk(mu);
-            for (const auto& d : decisions)
-                if (d.run_id == run_id && d.decision == BW_DECISION_DENY && d.object == at.object)
-                    layer = std::string(audit::layer_name(d.layer));
-        }
+        std::string layer = runtime.deny_layer(run_id, at.object, false);
         md << "| " << at.name << " | " << ctl << " | " << sandboxed << " | " << (layer.empty() ? "?" : layer)
            << " |\n";
         INFO(at.name << ": control " << ctl << ", sandboxed " << sandboxed << " " << r.error);
@@ -521,9 +542,6 @@ TEST_CASE("escape battery, network rules: attempts outside the rules are stopped
     }
     md.close();
     close(l);
-    rt->reset();
-    (void)bpf::BpfLoader::unpin_all(pin_root);
-    ::rmdir(parent.c_str());
     test::remove_tree(rules);
     test::remove_tree(wd);
 }
@@ -774,28 +792,10 @@ TEST_CASE("escape battery, unix sockets: a read/write grant on a daemon's direct
     UnixDaemon daemon(sockdir, tag);
     REQUIRE(daemon.ok());
 
-    auto mnt = bpf::cgroup2_mount();
-    auto own = bpf::own_cgroup2_path();
-    REQUIRE(mnt);
-    REQUIRE(own);
-    std::mutex mu;
-    std::vector<audit::AuditRecord> decisions;
-    bpf::RuntimeOptions ro;
-    ro.pin_root = "/sys/fs/bpf/bulwark-escu-" + tag;
-    ro.cgroup_parent = *mnt + (*own == "/" ? "" : *own) + "/bulwark-escu-" + tag;
-    ro.sink = [&](audit::AuditRecord r) {
-        std::lock_guard lk(mu);
-        decisions.push_back(std::move(r));
-    };
-    const std::string pin_root = ro.pin_root, parent = ro.cgroup_parent;
-    auto rt = bpf::BpfRuntime::start(ro);
-    if (!rt) {
-        (void)bpf::BpfLoader::unpin_all(pin_root);
-        ::rmdir(parent.c_str());
-        FAIL("BPF runtime: " << rt.error().message());
-    }
-    INFO((*rt)->unix_state());
-    REQUIRE((*rt)->unix_enforcing());
+    PrivateRuntime runtime("bulwark-escu-" + tag);
+    if (!runtime.rt) FAIL("BPF runtime: " << runtime.error);
+    INFO(runtime.rt->unix_state());
+    REQUIRE(runtime.rt->unix_enforcing());
 
     struct UnixAttempt {
         const char* name;
@@ -813,31 +813,17 @@ TEST_CASE("escape battery, unix sockets: a read/write grant on a daemon's direct
     md << "\n## Unix sockets (host netns, files read+write on the daemon's directory, no unix rule)\n\n"
           "| attempt | control | sandboxed | stopped by | object |\n|---|---|---|---|---|\n";
     uint64_t run_id = 100;
-    auto run_probe = [&](const std::vector<std::string>& args) {
-        auto att = (*rt)->attach(*bundle, 0, ++run_id, "escunix", 0);
-        REQUIRE(att);
-        RunRequest req;
-        req.argv = {ESCAPE_UNIXPROBE};
-        for (const auto& a : args) req.argv.push_back(a);
-        req.workdir = wd;
-        req.attach_bpf = (*att)->hook();
-        req.bpf_layers = (*rt)->layer_states();
-        req.cgroup_v2_parent = (*rt)->cgroup_parent();
-        RunReport r = run_tool(*bundle, req);
-        (*att)->release();
+    auto run_probe = [&](const policy::Bundle& b, const std::vector<std::string>& args) {
+        std::vector<std::string> argv{ESCAPE_UNIXPROBE};
+        argv.insert(argv.end(), args.begin(), args.end());
+        RunReport r = runtime.run(b, ++run_id, argv, wd);
         INFO(r.error << r.stderr_data);
         return verdict(r.stdout_data);
     };
     for (const auto& at : attempts) {
         std::string ctl = verdict(unconfined_output(ESCAPE_UNIXPROBE, {at.op, at.addr}));
-        std::string sandboxed = run_probe({at.op, at.addr});
-        std::string layer;
-        {
-            std::lock_guard lk(mu);
-            for (const auto& d : decisions)
-                if (d.run_id == run_id && d.decision == BW_DECISION_DENY && d.object == at.object)
-                    layer = std::string(audit::layer_name(d.layer)) + " " + std::string(audit::op_name(d.op));
-        }
+        std::string sandboxed = run_probe(*bundle, {at.op, at.addr});
+        std::string layer = runtime.deny_layer(run_id, at.object, true);
         md << "| " << at.name << " | " << ctl << " | " << sandboxed << " | " << (layer.empty() ? "?" : layer)
            << " | `" << at.object << "` |\n";
         INFO(at.name << ": control " << ctl << ", sandboxed " << sandboxed << ", layer " << layer);
@@ -848,7 +834,7 @@ TEST_CASE("escape battery, unix sockets: a read/write grant on a daemon's direct
     }
     // unnamed sockets stay usable inside the tool
     std::string pair_ctl = verdict(unconfined_output(ESCAPE_UNIXPROBE, {"socketpair"}));
-    std::string pair_sbx = run_probe({"socketpair"});
+    std::string pair_sbx = run_probe(*bundle, {"socketpair"});
     md << "| socketpair (must work) | " << pair_ctl << " | " << pair_sbx << " | (not refused) | |\n";
     CHECK(pair_ctl == "OK");
     CHECK(pair_sbx == "OK");
@@ -864,31 +850,13 @@ TEST_CASE("escape battery, unix sockets: a read/write grant on a daemon's direct
     auto allowed = load_tool_bundle(rules, "escunix2", wd);
     INFO((allowed ? std::string() : allowed.error()));
     REQUIRE(allowed);
-    auto run_allowed = [&](const std::vector<std::string>& args) {
-        auto att = (*rt)->attach(*allowed, 0, ++run_id, "escunix2", 0);
-        REQUIRE(att);
-        RunRequest req;
-        req.argv = {ESCAPE_UNIXPROBE};
-        for (const auto& a : args) req.argv.push_back(a);
-        req.workdir = wd;
-        req.attach_bpf = (*att)->hook();
-        req.bpf_layers = (*rt)->layer_states();
-        req.cgroup_v2_parent = (*rt)->cgroup_parent();
-        RunReport r = run_tool(*allowed, req);
-        (*att)->release();
-        INFO(r.error << r.stderr_data);
-        return verdict(r.stdout_data);
-    };
-    std::string one = run_allowed({"stream", daemon.addr(0)});
-    std::string neighbour = run_allowed({"seqpacket", daemon.addr(1)});
+    std::string one = run_probe(*allowed, {"stream", daemon.addr(0)});
+    std::string neighbour = run_probe(*allowed, {"seqpacket", daemon.addr(1)});
     md << "\nWith `network.unix.connect: [" << daemon.addr(0) << "]`: that socket " << one
        << " (reached from inside the sandbox); its neighbour " << daemon.addr(1) << " " << neighbour << ".\n";
     md.close();
     CHECK(one == "OK");
     CHECK(neighbour == "EPERM");
-    rt->reset();
-    (void)bpf::BpfLoader::unpin_all(pin_root);
-    ::rmdir(parent.c_str());
     test::remove_tree(rules);
     test::remove_tree(wd);
     fs::remove_all(sockdir);
