@@ -22,6 +22,7 @@
 #include <filesystem>
 
 #include "bpf_env.h"
+#include "unix_env.h"
 #include "diff_corpus.h"
 
 using namespace bwtest;
@@ -57,20 +58,10 @@ struct UnixTree {
         int s = ::socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         REQUIRE(s >= 0);
         sockaddr_un sa;
-        socklen_t len = fill(a, sa);
+        socklen_t len = unix_sockaddr(a, sa);
         REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&sa), len) == 0);
         if (type != SOCK_DGRAM) REQUIRE(::listen(s, 256) == 0);
         fds.push_back(s);
-    }
-    static socklen_t fill(const std::string& a, sockaddr_un& sa) {
-        std::memset(&sa, 0, sizeof sa);
-        sa.sun_family = AF_UNIX;
-        if (a.starts_with("@")) {
-            std::memcpy(sa.sun_path + 1, a.data() + 1, a.size() - 1);
-            return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + a.size());
-        }
-        std::memcpy(sa.sun_path, a.data(), a.size());
-        return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + a.size() + 1);
     }
 };
 
@@ -78,7 +69,7 @@ int perform(const dt::UnixOp& o) {
     int s = ::socket(AF_UNIX, o.type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0) return 1000 + errno;
     sockaddr_un sa;
-    socklen_t len = UnixTree::fill(o.op.unix_addr, sa);
+    socklen_t len = unix_sockaddr(o.op.unix_addr, sa);
     auto* p = reinterpret_cast<sockaddr*>(&sa);
     int rc = o.op.kind == pol::OpKind::Send ? (::sendto(s, "x", 1, MSG_DONTWAIT, p, len) < 0 ? -1 : 0)
                                              : ::connect(s, p, len);
@@ -148,20 +139,6 @@ std::vector<std::string> run_policy(uint64_t seed, size_t index, const std::stri
     }
     (void)Env::get().maps().free(loaded->handle.slot);
     return out;
-}
-
-bool unix_programs_enforcing() {
-    for (const char* p : {"bw_connect_unix", "bw_sendmsg_unix"}) {
-        const auto* s = Env::get().loader().program(p);
-        REQUIRE(s);
-        if (s->state == bulwark::bpf::ProgState::Unavailable && s->reason.starts_with("hook not in this kernel")) {
-            WARN(s->line());
-            return false;
-        }
-        INFO(s->line());
-        REQUIRE(s->state == bulwark::bpf::ProgState::Enforcing);
-    }
-    return true;
 }
 
 }  // namespace

@@ -16,46 +16,19 @@
 
 #include "audit_record.h"
 #include "bpf_env.h"
+#include "unix_env.h"
 #include "bulwark/policy/bpf_tables.h"
 
 using namespace bwtest;
 
 namespace {
 
-// False (with a warning) only where the kernel has no cgroup unix hooks;
-// anywhere else both programs must be enforcing.
-bool unix_enforcing() {
-    for (const char* p : {"bw_connect_unix", "bw_sendmsg_unix"}) {
-        const auto* s = Env::get().loader().program(p);
-        REQUIRE(s);
-        if (s->state == bulwark::bpf::ProgState::Unavailable && s->reason.starts_with("hook not in this kernel")) {
-            WARN(s->line());
-            return false;
-        }
-        INFO(s->line());
-        REQUIRE(s->state == bulwark::bpf::ProgState::Enforcing);
-    }
-    return true;
-}
-
-// "/path" or "@abstract" -> sockaddr_un and its length.
-socklen_t unix_addr(const std::string& a, sockaddr_un& sa) {
-    std::memset(&sa, 0, sizeof sa);
-    sa.sun_family = AF_UNIX;
-    if (a.starts_with("@")) {
-        std::memcpy(sa.sun_path + 1, a.data() + 1, a.size() - 1);
-        return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + a.size());
-    }
-    std::memcpy(sa.sun_path, a.data(), a.size());
-    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + a.size() + 1);
-}
-
 // A socket of `type` bound to `a` (listening unless datagram).
 struct UnixServer {
     UnixServer(const std::string& a, int type) : addr(a) {
         fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
         sockaddr_un sa;
-        socklen_t len = unix_addr(a, sa);
+        socklen_t len = unix_sockaddr(a, sa);
         if (!a.starts_with("@")) ::unlink(a.c_str());
         ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&sa), len) == 0 &&
              (type == SOCK_DGRAM || ::listen(fd, 16) == 0);
@@ -73,7 +46,7 @@ int unix_connect(const std::string& a, int type) {
     int s = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
     if (s < 0) return errno;
     sockaddr_un sa;
-    socklen_t len = unix_addr(a, sa);
+    socklen_t len = unix_sockaddr(a, sa);
     int r = ::connect(s, reinterpret_cast<sockaddr*>(&sa), len) == 0 ? 0 : errno;
     ::close(s);
     return r;
@@ -83,7 +56,7 @@ int unix_sendto(const std::string& a) {
     int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0) return errno;
     sockaddr_un sa;
-    socklen_t len = unix_addr(a, sa);
+    socklen_t len = unix_sockaddr(a, sa);
     int r = ::sendto(s, "x", 1, 0, reinterpret_cast<sockaddr*>(&sa), len) == 1 ? 0 : errno;
     ::close(s);
     return r;
@@ -130,7 +103,7 @@ std::string dir_for(const char* what) {
 }  // namespace
 
 TEST_CASE("unix: without a rule, connect and addressed sends to pathname and abstract sockets are refused; socketpair works") {
-    if (!unix_enforcing()) return;
+    if (!unix_programs_enforcing()) return;
     const std::string dir = dir_for("none");
     const std::string tag = std::to_string(getpid());
     UnixServer st(dir + "/stream.sock", SOCK_STREAM), dg(dir + "/dgram.sock", SOCK_DGRAM),
@@ -202,7 +175,7 @@ TEST_CASE("unix: without a rule, connect and addressed sends to pathname and abs
 }
 
 TEST_CASE("unix: a rule allows its socket (or its directory's sockets, or its abstract name) and nothing else") {
-    if (!unix_enforcing()) return;
+    if (!unix_programs_enforcing()) return;
     const std::string dir = dir_for("rules");
     const std::string tag = std::to_string(getpid());
     std::filesystem::create_directories(dir + "/sub");
@@ -260,7 +233,7 @@ TEST_CASE("unix: a rule allows its socket (or its directory's sockets, or its ab
 }
 
 TEST_CASE("unix: audit mode records the would-be refusal and lets the connect through") {
-    if (!unix_enforcing()) return;
+    if (!unix_programs_enforcing()) return;
     const std::string dir = dir_for("audit");
     UnixServer st(dir + "/a.sock", SOCK_STREAM);
     REQUIRE(st.ok);
