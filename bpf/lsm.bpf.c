@@ -8,6 +8,7 @@
  * directory covers what is mounted below it, exactly as file_open sees it. */
 #include "fs.bpf.h"
 #include "net.bpf.h"
+#include "unix.bpf.h"
 #include <bpf/bpf_tracing.h>
 
 char LICENSE[] SEC("license") = "GPL";
@@ -368,34 +369,50 @@ static __always_inline int bw_req_from_sockaddr(struct bw_net_req *r, const void
 	return 1;
 }
 
-static __always_inline int bw_sock_op(struct socket *sock, const void *sa, __u16 op, __u8 op_bit)
+/* A connect, bind or addressed send: IP addresses against the network rules,
+ * unix addresses (connect and send) against the unix rules, as the cgroup
+ * sock_addr and unix programs judge them; other families are gated at
+ * socket_create. A unix bind makes a file (path_mknod judges it) or claims
+ * an abstract name, which no rule grants or refuses. */
+static __always_inline int bw_sock_op(struct socket *sock, const void *sa, int len, __u16 op, __u8 op_bit)
 {
 	if (!sa)
 		return 0;
 	struct bw_sbx s;
 	if (!bw_sandbox(&s))
 		return 0;
+	__u16 family = 0;
+	if (bpf_probe_read_kernel(&family, sizeof(family), sa) < 0)
+		return 0;
+	if (family == BW_AF_UNIX) {
+		if (op_bit == BW_NET_BIND)
+			return 0;
+		return bw_unix_decide(&s, BW_LAYER_BPF_LSM, op, op_bit, BPF_CORE_READ(sock, type), sa, (__u32)len)
+			       ? -EPERM
+			       : 0;
+	}
 	struct bw_net_req r = {};
 	if (!bw_req_from_sockaddr(&r, sa, sock))
-		return 0; /* AF_UNIX and others: families are gated at socket_create */
+		return 0;
 	return bw_net_decide(&s, BW_LAYER_BPF_LSM, op, op_bit, &r) ? -EPERM : 0;
 }
 
 SEC("lsm/socket_connect")
 int BPF_PROG(bw_socket_connect, struct socket *sock, struct sockaddr *address, int addrlen)
 {
-	return bw_sock_op(sock, address, BW_OP_CONNECT, BW_NET_CONNECT);
+	return bw_sock_op(sock, address, addrlen, BW_OP_CONNECT, BW_NET_CONNECT);
 }
 
 SEC("lsm/socket_bind")
 int BPF_PROG(bw_socket_bind, struct socket *sock, struct sockaddr *address, int addrlen)
 {
-	return bw_sock_op(sock, address, BW_OP_BIND, BW_NET_BIND);
+	return bw_sock_op(sock, address, addrlen, BW_OP_BIND, BW_NET_BIND);
 }
 
 /* Unconnected sends name their destination in msg_name (a kernel copy). */
 SEC("lsm/socket_sendmsg")
 int BPF_PROG(bw_socket_sendmsg, struct socket *sock, struct msghdr *msg, int size)
 {
-	return bw_sock_op(sock, BPF_CORE_READ(msg, msg_name), BW_OP_SENDMSG, BW_NET_SEND);
+	return bw_sock_op(sock, BPF_CORE_READ(msg, msg_name), BPF_CORE_READ(msg, msg_namelen), BW_OP_SENDMSG,
+			  BW_NET_SEND);
 }

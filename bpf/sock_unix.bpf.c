@@ -2,122 +2,32 @@
 /* cgroup unix socket programs (Linux 6.7+), attached to the sandbox parent
  * cgroup like the sock_addr ones: a sandboxed task's connect, and its sendmsg
  * naming an address, to any pathname or abstract unix address is refused
- * unless the policy's bw_unix_rules allow that address. Unnamed sockets
- * (socketpair) and sends on a connected socket never reach these hooks.
- *
- * The kernel runs them before it looks the address up, so the decision is on
- * the address as written: a relative path, or one spelled with "//", "/./",
- * ".." or through a symlink, matches no rule (rules are absolute, normalised
- * paths) and is refused. What a matching absolute path resolves to is the
- * kernel's lookup (a path with a ".." component matches no rule, so a
- * directory rule cannot be climbed out of); the compiler refuses a unix rule below a directory the
- * tool may create or remove in, where the tool could plant another socket or
- * a symlink under the allowed name (docs/rule-language.md).
+ * unless the policy's bw_unix_rules allow that address (helpers/unix.bpf.h,
+ * shared with the LSM socket hooks). Unnamed sockets (socketpair) and sends
+ * on a connected socket never reach these hooks. The compiler refuses a unix
+ * rule below a directory the tool may create or remove in, where the tool
+ * could plant another socket or a symlink under the allowed name
+ * (docs/rule-language.md).
  *
  * libbpf 1.1 does not know these sections or attach types: the loader sets
  * the program type and expected attach type (BW_ATTACH_CGROUP_UNIX_*) from
  * userspace before load. Return 1 lets the operation proceed, 0 = EPERM. */
-#include "sandbox.bpf.h"
+#include "unix.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define BW_AF_UNIX 1
-#define BW_SUN_PATH_OFF 2 /* offsetof(struct sockaddr_un, sun_path) */
-
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
-
-/* 1 when c == want, without a branch */
-static __always_inline __u32 bw_byte_is(__u8 c, __u8 want)
-{
-	return 1 - ((((__u32)(__u8)(c ^ want)) + 0xff) >> 8);
-}
-
-/* 1 = would deny. Fills *k with the address as an LPM key. */
-static __always_inline int bw_unix_judge(const struct bw_sbx *s, struct bw_unix_key *k, int unmatchable,
-					 __u8 op_bit, __u32 *rule_id)
-{
-	*rule_id = BW_NO_RULE;
-	if (!s->valid || !(s->flags & BW_POL_UNIX_RULES) || k->kind == 0 || unmatchable)
-		return 1;
-	k->prefixlen = BW_UNIX_PREFIX_FULL;
-	k->policy_id = s->policy_id;
-	struct bw_unix_rule *r = bpf_map_lookup_elem(&bw_unix_rules, k);
-	if (!r || !(r->op_mask & op_bit))
-		return 1;
-	*rule_id = op_bit == BW_NET_CONNECT ? r->connect_rule_id : r->send_rule_id;
-	return 0;
-}
 
 static __always_inline int bw_sock_unix(struct bpf_sock_addr *ctx, __u16 op, __u8 op_bit)
 {
 	struct bw_sbx s;
 	if (!bw_sandbox(&s))
 		return 1;
-	struct bw_unix_key k;
-	__builtin_memset(&k, 0, sizeof(k));
 	struct bpf_sock_addr_kern *sa = bpf_cast_to_kern_ctx(ctx);
-	__u32 len = sa->uaddrlen;
-	const char *ua = (const char *)sa->uaddr;
-	int unmatchable = 0;
-	/* the kernel validated the length (> 2, <= sizeof(sockaddr_un)); kind 0 refuses anything else */
-	if (len > BW_SUN_PATH_OFF && len <= BW_SUN_PATH_OFF + BW_UNIX_NAME_MAX) {
-		/* bounds the verifier can follow (clang folds the check above into one compare) */
-		__u32 n = (len - BW_SUN_PATH_OFF) & 0x7f;
-		asm volatile("" : "+r"(n));
-		if (n > BW_UNIX_NAME_MAX)
-			n = BW_UNIX_NAME_MAX;
-		if (bpf_probe_read_kernel(k.name, n, ua + BW_SUN_PATH_OFF) == 0) {
-			if (k.name[0] == 0) {
-				/* abstract: the length, then the bytes after the leading NUL (already in place) */
-				k.kind = BW_UNIX_ABSTRACT;
-				k.name[0] = (__u8)(n - 1);
-			} else {
-				/* pathname: up to the first NUL; clear the rest without a branch per byte */
-				k.kind = BW_UNIX_PATH;
-				__u8 keep = 0xff;
-				for (int i = 0; i < BW_UNIX_NAME_MAX; i++) {
-					__u8 c = k.name[i];
-					keep &= (__u8)(0 - (((__u32)c + 0xff) >> 8));
-					k.name[i] = c & keep;
-				}
-				/* a ".." component could climb out of a directory rule ("/run/app/../docker.sock"):
-				 * such a path matches no rule */
-				__u32 dotdot = 0;
-				for (int i = 0; i < BW_UNIX_NAME_MAX; i++)
-					dotdot |= bw_byte_is(k.name[i], '/') & bw_byte_is(k.name[i + 1], '.') &
-						  bw_byte_is(k.name[i + 2], '.') &
-						  (bw_byte_is(k.name[i + 3], '/') | bw_byte_is(k.name[i + 3], 0));
-				unmatchable = dotdot;
-			}
-		}
-	}
-	__u32 rule_id;
-	int would_deny = bw_unix_judge(&s, &k, unmatchable, op_bit, &rule_id);
-	__u8 d = bw_decide(&s, would_deny);
-	bw_rule_hit(&s, rule_id);
-	if (bw_reportable(&s, d)) {
-		struct bw_event *e = bw_event_begin(&s, BW_LAYER_SOCK_UNIX, op, d, rule_id, BW_OBJ_UNIX);
-		if (e) {
-			e->obj.unx.family = BW_AF_UNIX;
-			e->obj.unx.type = ctx->type;
-			e->obj.unx.kind = k.kind;
-			if (k.kind == BW_UNIX_ABSTRACT) {
-				__u16 n = k.name[0];
-				if (n > BW_UNIX_NAME_MAX - 1)
-					n = BW_UNIX_NAME_MAX - 1;
-				e->obj.unx.len = n;
-				__builtin_memcpy(e->obj.unx.name, k.name + 1, BW_UNIX_NAME_MAX - 1);
-			} else {
-				__u16 n = 0;
-				for (int i = 0; i < BW_UNIX_NAME_MAX; i++)
-					n += ((__u32)k.name[i] + 0xff) >> 8; /* 1 per byte before the first NUL */
-				e->obj.unx.len = n;
-				__builtin_memcpy(e->obj.unx.name, k.name, BW_UNIX_NAME_MAX);
-			}
-			bw_event_submit(e);
-		}
-	}
-	return d == BW_DECISION_DENY ? 0 : 1;
+	/* the kernel validated the length (> 2, <= sizeof(sockaddr_un)) */
+	return bw_unix_decide(&s, BW_LAYER_SOCK_UNIX, op, op_bit, ctx->type, (const char *)sa->uaddr, sa->uaddrlen)
+		       ? 0
+		       : 1;
 }
 
 SEC("cgroup/connect_unix")

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -476,6 +477,149 @@ void run_diff_group(BpfLoader& L, Events& ev, const char* corpus_path) {
 }
 
 
+// ---- unix sockets: the LSM socket_connect / socket_sendmsg hooks hold the
+// unix rules on this kernel (6.1 has no cgroup connect_unix / sendmsg_unix
+// hooks). "Host daemon" sockets are bound by this process outside every
+// sandbox; the sandboxed child holds every file right (no files rules), so
+// only the unix rules stand between it and them.
+
+sockaddr_un unix_addr(const std::string& name, socklen_t& len) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (name.starts_with("@")) {
+        std::memcpy(a.sun_path + 1, name.data() + 1, name.size() - 1);
+        len = socklen_t(offsetof(sockaddr_un, sun_path) + name.size());
+    } else {
+        std::memcpy(a.sun_path, name.data(), name.size());
+        len = socklen_t(offsetof(sockaddr_un, sun_path) + name.size() + 1);
+    }
+    return a;
+}
+
+int unix_listen(const std::string& name, int type) {
+    socklen_t len;
+    sockaddr_un a = unix_addr(name, len);
+    if (!name.starts_with("@")) unlink(name.c_str());
+    int s = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+    if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0) return -1;
+    if (type != SOCK_DGRAM && listen(s, 64) != 0) return -1;
+    return s;
+}
+
+// connect (stream, seqpacket, dgram) or an addressed send (dgram): errno, 0 = done
+int unix_try(const std::string& name, int type, bool send) {
+    socklen_t len;
+    sockaddr_un a = unix_addr(name, len);
+    int s = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+    if (s < 0) return 1000 + errno;
+    int rc = send ? err_of(sendto(s, "x", 1, 0, reinterpret_cast<sockaddr*>(&a), len))
+                  : err_of(connect(s, reinterpret_cast<sockaddr*>(&a), len));
+    close(s);
+    return rc;
+}
+
+bulwark::policy::BpfUnixEntry unix_rule(const std::string& address, uint32_t ops, uint32_t id) {
+    bulwark::policy::BpfUnixEntry e;
+    if (address.starts_with("@")) {
+        e.key.kind = BW_UNIX_ABSTRACT;
+        e.key.name[0] = uint8_t(address.size() - 1);
+        std::memcpy(e.key.name + 1, address.data() + 1, address.size() - 1);
+        e.key.prefixlen = uint32_t(32 + 8 + 8 * address.size());
+    } else {
+        e.key.kind = BW_UNIX_PATH;
+        std::memcpy(e.key.name, address.data(), address.size());
+        e.key.prefixlen = uint32_t(32 + 8 + 8 * (address.size() + (address.ends_with("/") ? 0 : 1)));
+    }
+    e.value.op_mask = ops;
+    e.value.connect_rule_id = ops & BW_NET_CONNECT ? id : BW_NO_RULE;
+    e.value.send_rule_id = ops & BW_NET_SEND ? id : BW_NO_RULE;
+    return e;
+}
+
+void run_unix_group(BpfLoader& L, Events& ev) {
+    auto& M = L.maps();
+    mkdir("/data/sock", 0755);
+    mkdir("/data/sock/x", 0755);
+    mkdir("/data/sock/ok", 0755);
+    struct Listener { const char* name; int type; };
+    const Listener listeners[] = {{"/data/sock/host.sock", SOCK_STREAM},  {"/data/sock/seq.sock", SOCK_SEQPACKET},
+                                  {"/data/sock/dgram.sock", SOCK_DGRAM},  {"@bulwark-vm-host", SOCK_STREAM},
+                                  {"/data/sock/allowed.sock", SOCK_STREAM}, {"@bulwark-vm-ok", SOCK_STREAM},
+                                  {"/data/sock/ok/d.sock", SOCK_DGRAM},    {"/data/sock/ok/s.sock", SOCK_STREAM}};
+    std::vector<int> fds;
+    for (const auto& l : listeners) {
+        int fd = unix_listen(l.name, l.type);
+        if (fd < 0) {
+            result(std::string("unix_listen ") + l.name, false, ename(errno));
+            return;
+        }
+        fds.push_back(fd);
+    }
+    BpfTables t;
+    t.header.flags = BW_POL_UNIX_RULES;
+    t.header.af_allow = 1ull << AF_UNIX;
+    t.header.sock_type_allow = (1u << SOCK_STREAM) | (1u << SOCK_DGRAM) | (1u << SOCK_SEQPACKET);
+    t.unix_sockets = {unix_rule("/data/sock/allowed.sock", BW_NET_CONNECT, 21), unix_rule("@bulwark-vm-ok", BW_NET_CONNECT, 22),
+                      unix_rule("/data/sock/ok/", BW_NET_CONNECT | BW_NET_SEND, 23)};
+    auto pol = M.load(t);
+    if (!pol) {
+        result("unix_policy_load", false, pol.error().message());
+        return;
+    }
+    Leaf leaf(L.parent_cgroup(), "unix");
+    (void)M.bind(leaf.id, pol->handle);
+    struct Case { const char* name; std::string addr; int type; bool send; int want; };
+    const Case cases[] = {
+        {"unix_stream_connect_unlisted", "/data/sock/host.sock", SOCK_STREAM, false, EPERM},
+        {"unix_seqpacket_connect_unlisted", "/data/sock/seq.sock", SOCK_SEQPACKET, false, EPERM},
+        {"unix_dgram_connect_unlisted", "/data/sock/dgram.sock", SOCK_DGRAM, false, EPERM},
+        {"unix_dgram_send_unlisted", "/data/sock/dgram.sock", SOCK_DGRAM, true, EPERM},
+        {"unix_abstract_connect_unlisted", "@bulwark-vm-host", SOCK_STREAM, false, EPERM},
+        {"unix_dotdot_out_of_rule", "/data/sock/ok/../host.sock", SOCK_STREAM, false, EPERM},
+        {"unix_dotdot_into_rule", "/data/sock/x/../allowed.sock", SOCK_STREAM, false, EPERM},
+        {"unix_allowed_path", "/data/sock/allowed.sock", SOCK_STREAM, false, 0},
+        {"unix_allowed_abstract", "@bulwark-vm-ok", SOCK_STREAM, false, 0},
+        {"unix_allowed_subtree_connect", "/data/sock/ok/s.sock", SOCK_STREAM, false, 0},
+        {"unix_allowed_subtree_send", "/data/sock/ok/d.sock", SOCK_DGRAM, true, 0},
+    };
+    ev.of(leaf.id);
+    for (const auto& c : cases) {
+        expect(c.name, in(leaf.path, [&] { return unix_try(c.addr, c.type, c.send); }), c.want);
+        if (c.want) expect(std::string("control_") + c.name, unix_try(c.addr, c.type, c.send), 0);
+    }
+    {
+        auto e = ev.of(leaf.id);
+        bool deny = false;
+        for (const auto& x : e) {
+            if (x.layer != BW_LAYER_BPF_LSM || x.obj_kind != BW_OBJ_UNIX) continue;
+            deny |= x.decision == BW_DECISION_DENY && x.op == BW_OP_CONNECT && x.obj.unx.kind == BW_UNIX_PATH &&
+                    std::string(x.obj.unx.name, x.obj.unx.len) == "/data/sock/host.sock";
+        }
+        result("unix_denied_event", deny, "events=" + std::to_string(e.size()));
+    }
+    expect("unix_socketpair_unnamed", in(leaf.path, [] {
+               int sv[2];
+               if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return errno;
+               close(sv[0]);
+               close(sv[1]);
+               return 0;
+           }), 0);
+    // A policy without unix rules refuses every named socket.
+    BpfTables none = t;
+    none.header.flags = 0;
+    none.unix_sockets.clear();
+    if (auto np = M.load(none)) {
+        (void)M.bind(leaf.id, np->handle);
+        expect("unix_no_rules_refuses_all", in(leaf.path, [] { return unix_try("/data/sock/allowed.sock", SOCK_STREAM, false); }), EPERM);
+        (void)M.unbind(leaf.id);
+        (void)M.free(np->handle.slot);
+    }
+    (void)M.unbind(leaf.id);
+    rmdir(leaf.path.c_str());
+    (void)M.free(pol->handle.slot);
+    for (int fd : fds) close(fd);
+}
+
 // ---- benchmark mode (vm_runner --bench; run_vm.sh with BULWARK_VM_BENCH=1)
 // open/close loop of one file under a 1,000-rule file policy vs no BPF LSM
 // program at all, in one boot, conditions interleaved round by round (the
@@ -901,6 +1045,9 @@ int main(int argc, char** argv) {
         result("subtask_switch_next_op", r[0] == 0 && r[1] == EPERM && r[2] == 0,
                "results=" + ename(r[0]) + "," + ename(r[1]) + "," + ename(r[2]));
     }
+
+    // ---- unix sockets: connect and addressed send against the unix rules
+    run_unix_group(L, ev);
 
     // ---- differential: random policies and operations against the reference evaluator
     run_diff_group(L, ev, "/diff.corpus");
