@@ -50,9 +50,8 @@ std::string describe_gap(const policy::Bundle& bundle, const RuleVerdict& v) {
     const policy::RuleRef* ref = bundle.rule(v.rule.rule_id);
     std::string s = ref ? ref->loc.file + ":" + std::to_string(ref->loc.line) + ":" + std::to_string(ref->loc.col) +
                               ": " + ref->text
-                        : v.rule.kind == "network.default_deny"
-                              ? std::string("network: everything the network rules do not allow is denied")
-                              : "rule #" + std::to_string(v.rule.rule_id);
+                        : !v.rule.text.empty() ? v.rule.text
+                                               : "rule #" + std::to_string(v.rule.rule_id);
     s += ": no layer in force here holds it";
     if (v.not_in_force.empty()) s += " (no layer can hold a rule of kind " + v.rule.kind + ")";
     for (size_t i = 0; i < v.not_in_force.size(); ++i)
@@ -75,6 +74,8 @@ nlohmann::json coverage_json(const policy::Bundle& bundle, const CoverageReport&
         nlohmann::json rule = nullptr;
         if (const policy::RuleRef* ref = bundle.rule(v.rule.rule_id))
             rule = {{"file", ref->loc.file}, {"line", ref->loc.line}, {"col", ref->loc.col}, {"text", ref->text}};
+        else if (!v.rule.text.empty())
+            rule = {{"text", v.rule.text}};
         nlohmann::json why = nlohmann::json::object();
         for (const auto& [layer, w] : v.not_in_force) why[layer] = w;
         nlohmann::json how = nlohmann::json::object();

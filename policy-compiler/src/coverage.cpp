@@ -1,6 +1,8 @@
 // Which layers can hold each rule on their own (see coverage.h).
 #include "bulwark/policy/coverage.h"
 
+#include <sys/socket.h>
+
 #include <map>
 #include <unordered_map>
 #include <string_view>
@@ -39,6 +41,13 @@ std::string kind_of(const RuleRef& r) {
     return k;
 }
 
+// Unix socket addresses: judged before the kernel looks the address up, by
+// the cgroup unix programs or the LSM socket hooks, on the same rules.
+std::vector<LayerClaim> unix_claims() {
+    return {{"sock_unix", "cgroup connect_unix/sendmsg_unix programs (Linux 6.7+)"},
+            {"bpf_lsm", "socket_connect/socket_sendmsg hooks"}};
+}
+
 std::vector<LayerClaim> claims_for(const std::string& kind) {
     auto one = [](std::string layer, std::string how = {}) { return std::vector<LayerClaim>{{layer, how}}; };
     if (kind == "binaries") return one("supervisor", "started only as a listed binary");
@@ -50,8 +59,7 @@ std::vector<LayerClaim> claims_for(const std::string& kind) {
     // what holds the default deny holds it.
     if (kind.starts_with("files.")) return {{"bpf_lsm", "object walk at every access"}, {"landlock", "path rule"}};
     if (kind == "network") return one("netns", "a network namespace of its own with only lo");
-    if (kind.starts_with("network.unix"))
-        return one("sock_unix", "cgroup connect_unix/sendmsg_unix programs (Linux 6.7+)");
+    if (kind.starts_with("network.unix")) return unix_claims();
     if (kind.starts_with("network.")) return one("sock_addr", "cgroup connect/sendmsg/bind programs");
     if (kind.starts_with("syscalls.")) return one("seccomp");
     if (kind == "limits.memory" || kind == "limits.cpu") return one("cgroup");
@@ -160,11 +168,30 @@ std::vector<RuleCoverage> rule_coverage(const Bundle& b) {
         RuleCoverage c;
         c.rule_id = BW_NO_RULE;
         c.kind = "network.default_deny";
+        c.text = "network: everything the network rules do not allow is denied";
         c.layers = {{"sock_addr", "cgroup connect/sendmsg/bind programs deny what no rule allows"}};
         bool any = false, all_run = true;
         for (const auto& row : out)
             if (row.kind.starts_with("network.")) any = true, all_run &= row.unenforceable_run;
         c.unenforceable_run = any && all_run;
+        out.push_back(std::move(c));
+    }
+    // A tool that may make unix sockets connects (or sends) only to the
+    // addresses its network.unix rules name: a file grant on a socket's path
+    // is no connect right. Where nothing holds that, every host daemon's
+    // socket under a granted path is open to it. The tool's own file may say
+    // `unenforceable: run`.
+    if (b.network.af_allow & (uint64_t(1) << AF_UNIX)) {
+        RuleCoverage c;
+        c.rule_id = BW_NO_RULE;
+        c.kind = "network.unix.default_deny";
+        c.text = "network.unix: a connect or addressed send to a unix socket no rule names is refused "
+                 "(a file grant is not a connect right)";
+        c.layers = unix_claims();
+        const RuleRef* tool = nullptr;  // the tool's own `tool:` line (a base's comes first)
+        for (const auto& r : b.rules)
+            if (r.text == "tool: " + b.tool) tool = &r;
+        c.unenforceable_run = tool && tool->unenforceable_run;
         out.push_back(std::move(c));
     }
     return out;

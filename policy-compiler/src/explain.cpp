@@ -188,7 +188,7 @@ std::string coverage_text(const Bundle& b, const std::vector<std::string>* in_fo
     for (const auto& c : rule_coverage(b)) {
         const RuleRef* r = b.rule(c.rule_id);
         o << "  " << (r ? r->loc.file + ":" + std::to_string(r->loc.line) + ":" + std::to_string(r->loc.col) : "-")
-          << " " << (r ? r->text : c.kind) << "\n      can be held by: ";
+          << " " << (r ? r->text : !c.text.empty() ? c.text : c.kind) << "\n      can be held by: ";
         if (c.layers.empty()) o << "no layer holds a rule of kind " << c.kind;
         std::vector<std::string> here;
         for (size_t i = 0; i < c.layers.size(); ++i) {

@@ -22,6 +22,7 @@
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/instantiate.h"
 #include "fixture.h"
+#include "private_runtime.h"
 #include "spawner.h"
 
 using namespace bulwark;
@@ -86,14 +87,35 @@ std::string unconfined(const std::vector<std::string>& args, const std::string& 
     return verdict(test::run_unconfined(DENY_PROBE, args, cwd));
 }
 
-RunReport sandboxed(const policy::Bundle& b, const std::vector<std::string>& args, const std::string& w) {
+std::vector<std::string> probe_argv(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {DENY_PROBE};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+}
+
+// Bound to the host's BPF programs as they are here: the cgroup socket
+// programs in force, the BPF LSM refused, so the mount layer alone holds the
+// denies below the work directory.
+RunReport sandboxed(test::PrivateRuntime& rt, const policy::Bundle& b, const std::vector<std::string>& args,
+                    const std::string& w) {
+    static uint64_t run_id = 0;
+    return rt.run(b, ++run_id, probe_argv(args), w);
+}
+
+// With no BPF binding at all.
+RunReport unbound(const policy::Bundle& b, const std::vector<std::string>& args, const std::string& w) {
     RunRequest req;
-    req.argv = {DENY_PROBE};
-    req.argv.insert(req.argv.end(), args.begin(), args.end());
+    req.argv = probe_argv(args);
     req.workdir = w;
-    // The BPF layers are not part of this tier: no binding, no program.
     req.bpf_unavailable = "not bound in this test";
     return run_tool(b, req);
+}
+
+// A private runtime for one test case, or the case fails saying why.
+std::unique_ptr<test::PrivateRuntime> runtime_for(const std::string& tag) {
+    auto rt = std::make_unique<test::PrivateRuntime>("bulwark-deny-" + tag + "-" + std::to_string(::getpid()));
+    if (!rt->rt) FAIL("BPF runtime: " << rt->error);
+    return rt;
 }
 
 struct Attempt {
@@ -107,6 +129,7 @@ struct Attempt {
 
 TEST_CASE("denies below an allowed subtree hold without the BPF LSM, at any depth, for what exists and what comes later") {
     std::string w = test::make_workdir("deny");
+    auto rt = runtime_for("subtree");
     const std::string d300 = deep("secret", 300, "x");
     const std::set<std::string> acc{"DENIED EACCES"}, moved{"DENIED EACCES", "DENIED EXDEV"},
         busy{"DENIED EBUSY"}, rofs{"DENIED EROFS"},
@@ -158,7 +181,7 @@ TEST_CASE("denies below an allowed subtree hold without the BPF LSM, at any dept
             std::this_thread::sleep_for(std::chrono::milliseconds(300));
             a.after_launch(w);
         });
-        r = sandboxed(b, a.args, w);
+        r = sandboxed(*rt, b, a.args, w);
         if (t.joinable()) t.join();
         INFO("error: " << r.error << "\nstderr: " << r.stderr_data);
         REQUIRE(r.outcome == RunOutcome::Exited);
@@ -176,7 +199,7 @@ TEST_CASE("denies below an allowed subtree hold without the BPF LSM, at any dept
              std::vector<std::vector<std::string>>{{"read", "ro/f"}, {"read", "sub/x2"}, {"create", "other/n"},
                                                    {"rename", "a", "other/a"}}) {
             if (args[1] == "sub/x2") write_file(w + "/sub/x2"), (void)::lchown((w + "/sub/x2").c_str(), 65534, 65534);
-            auto r = sandboxed(b, args, w);
+            auto r = sandboxed(*rt, b, args, w);
             INFO(args[0] << " " << args[1] << ": " << r.error << r.stderr_data);
             CHECK(verdict(r.stdout_data) == "OK");
         }
@@ -186,7 +209,7 @@ TEST_CASE("denies below an allowed subtree hold without the BPF LSM, at any dept
         lay_tree(w);
         auto b = bundle_for(rules(false), w);
         for (const auto& args : std::vector<std::vector<std::string>>{{"read", "secret/x"}, {"read", d300}}) {
-            auto r = sandboxed(b, args, w);
+            auto r = sandboxed(*rt, b, args, w);
             INFO(r.error << r.stderr_data);
             CHECK(verdict(r.stdout_data) == "OK");
         }
@@ -194,7 +217,7 @@ TEST_CASE("denies below an allowed subtree hold without the BPF LSM, at any dept
 
     SECTION("the run report names the mount layer for each deny") {
         lay_tree(w);
-        auto r = sandboxed(bundle_for(with, w), {"read", "a"}, w);
+        auto r = sandboxed(*rt, bundle_for(with, w), {"read", "a"}, w);
         REQUIRE(r.outcome == RunOutcome::Exited);
         int masked = 0;
         for (const auto& row : r.coverage) {
@@ -216,32 +239,49 @@ TEST_CASE("denies below an allowed subtree hold without the BPF LSM, at any dept
 TEST_CASE("a rule no layer in force holds refuses the launch, naming it; unenforceable: run lets it start") {
     std::string w = test::make_workdir("unheld");
     write_file(w + "/a");
-    // Network rules need the cgroup socket programs, which this run lacks.
+    // Unbound, nothing holds the network rules (the cgroup socket programs)
+    // nor the refusal of unix sockets no rule names (the cgroup unix
+    // programs or the BPF LSM).
     const std::string net = "network:\n  connect:\n    - { cidr: 127.0.0.1/32, ports: [9] }\n";
-    auto r = sandboxed(bundle_for(rules(false, net), w), {"read", "a"}, w);
+    auto r = unbound(bundle_for(rules(false, net), w), {"read", "a"}, w);
     INFO(r.error);
     CHECK(r.outcome == RunOutcome::Refused);
     CHECK(r.exit_status() == kExitRefused);
     CHECK(r.refusal_code == "rule_unenforced");
     CHECK(r.error.find("denyprobe.yaml:12:7: network.connect: {cidr: 127.0.0.1/32, ports: [9]}: no layer in force "
                        "here holds it: sock_addr: not bound in this test") != std::string::npos);
+    CHECK(r.error.find("network.unix: a connect or addressed send to a unix socket no rule names is refused (a file "
+                       "grant is not a connect right): no layer in force here holds it: sock_unix: not bound in this "
+                       "test; bpf_lsm: not bound in this test") != std::string::npos);
     CHECK(r.error.find("unenforceable: run") != std::string::npos);
     CHECK(r.stdout_data.empty());
 
+    // The rule's own opt-out covers that rule (and the default deny of the
+    // network rules, every one of which may now run unheld), not the unix default.
     const std::string optout = "network:\n  connect:\n    - { cidr: 127.0.0.1/32, ports: [9], unenforceable: run }\n";
-    auto ok = sandboxed(bundle_for(rules(false, optout), w), {"read", "a"}, w);
-    INFO(ok.error);
-    CHECK(ok.outcome == RunOutcome::Exited);
-    CHECK(verdict(ok.stdout_data) == "OK");
-    // The rule, and the default deny of the network rules (every one of
-    // which may run unheld).
-    REQUIRE(ok.unenforced.size() == 2);
-    CHECK(ok.unenforced[0].find("denyprobe.yaml:12:7") != std::string::npos);
-    CHECK(ok.unenforced[1].find("everything the network rules do not allow is denied") != std::string::npos);
-    CHECK(to_json(ok)["rules"]["unenforced"].size() == 2);
+    auto still = unbound(bundle_for(rules(false, optout), w), {"read", "a"}, w);
+    CHECK(still.outcome == RunOutcome::Refused);
+    CHECK(still.error.find("1 rule(s) of denyprobe") != std::string::npos);
+    CHECK(still.error.find("network.unix: a connect") != std::string::npos);
 
-    auto whole = sandboxed(bundle_for("unenforceable: run\n" + rules(false, net), w), {"read", "a"}, w);
+    // The file's opt-out lets it start, with every gap on record.
+    auto whole = unbound(bundle_for("unenforceable: run\n" + rules(false, optout), w), {"read", "a"}, w);
+    INFO(whole.error);
     CHECK(whole.outcome == RunOutcome::Exited);
-    CHECK(whole.unenforced.size() == 2);
+    CHECK(verdict(whole.stdout_data) == "OK");
+    REQUIRE(whole.unenforced.size() == 3);
+    CHECK(whole.unenforced[0].find("denyprobe.yaml:13:7") != std::string::npos);
+    CHECK(whole.unenforced[1].find("everything the network rules do not allow is denied") != std::string::npos);
+    CHECK(whole.unenforced[2].find("a file grant is not a connect right") != std::string::npos);
+    CHECK(to_json(whole)["rules"]["unenforced"].size() == 3);
+
+    // Control: bound to the host's BPF programs, every rule is held and the tool runs.
+    auto rt = runtime_for("held");
+    auto held = sandboxed(*rt, bundle_for(rules(false, net), w), {"read", "a"}, w);
+    INFO(held.error);
+    CHECK(held.outcome == RunOutcome::Exited);
+    CHECK(verdict(held.stdout_data) == "OK");
+    CHECK(held.unenforced.empty());
+    CHECK(held.coverage_summary.find("0 held by no layer here") != std::string::npos);
     test::remove_tree(w);
 }

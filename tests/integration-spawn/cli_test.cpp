@@ -75,7 +75,7 @@ TEST_CASE("agentd run warns, naming the rule, when a grant under /tmp is one the
     REQUIRE(run_cli("cat " + data, out) == 0);
     REQUIRE(out == "HOST\n");
 
-    const std::string run = std::string(AGENTD_BIN) + " run --no-bpf --json --rules " + rules +
+    const std::string run = std::string(AGENTD_BIN) + " run --json --rules " + rules +
                             " --tool peek --workdir " + wd + " -- /usr/bin/cat ";
     out.clear();
     int rc = run_cli(run + data, out);

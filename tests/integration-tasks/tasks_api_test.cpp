@@ -418,7 +418,8 @@ TEST_CASE("exec files: working files land in the workdir; a planted symlink, `..
 
 TEST_CASE("exec refuses a tool with a rule no layer in force holds: 422 rule_unenforced, on record",
           "[tasks][coverage]") {
-    // Without the BPF layer nothing holds curl-proxy's network rules here.
+    // Without the BPF layer nothing holds curl-proxy's network rules here, nor
+    // the refusal of unix sockets no rule names for any tool that may make one.
     Daemon d({"--no-bpf"});
     auto health = d.call("GET", "/v1/health");
     REQUIRE(health.status == 200);
@@ -426,8 +427,11 @@ TEST_CASE("exec refuses a tool with a rule no layer in force holds: 422 rule_une
     INFO(tools.dump(2));
     CHECK(tools["curl-proxy"]["refused"] == true);
     CHECK_THAT(tools["curl-proxy"]["error"].get<std::string>(), Catch::Contains("sock_addr"));
-    CHECK(tools["cat"]["refused"] == false);
-    CHECK_THAT(tools["sh"]["summary"].get<std::string>(), Catch::Contains("0 held by no layer here"));
+    CHECK(tools["cat"]["refused"] == true);
+    CHECK_THAT(tools["cat"]["error"].get<std::string>(),
+               Catch::Contains("network.unix: a connect or addressed send to a unix socket no rule names is refused") &&
+                   Catch::Contains("sock_unix: BPF layer switched off") &&
+                   Catch::Contains("bpf_lsm: BPF layer switched off"));
 
     uint64_t id = create_task(d, {{"tools", {"curl-proxy", "cat"}}});
     auto r = d.exec(id, {{"tool", "curl-proxy"}, {"argv", {"curl", "--version"}}});
@@ -451,8 +455,17 @@ TEST_CASE("exec refuses a tool with a rule no layer in force holds: 422 rule_une
     CHECK(kinds.count("run_start"));
     CHECK(kinds.count("run_exit"));
 
-    // Control: a tool whose every rule is held runs in the same task.
-    auto ok = d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "/dev/null"}}});
+    auto cat = d.exec(id, {{"tool", "cat"}, {"argv", {"cat", "/dev/null"}}});
+    CHECK(cat.status == 422);
+
+    // Control: with the BPF layers in force, every rule of cat is held and it runs.
+    Daemon held;
+    auto h = held.call("GET", "/v1/health");
+    REQUIRE(h.status == 200);
+    CHECK(h.body["host"]["tools"]["cat"]["refused"] == false);
+    CHECK_THAT(h.body["host"]["tools"]["sh"]["summary"].get<std::string>(), Catch::Contains("0 held by no layer here"));
+    uint64_t id2 = create_task(held, {{"tools", {"cat"}}});
+    auto ok = held.exec(id2, {{"tool", "cat"}, {"argv", {"cat", "/dev/null"}}});
     INFO(ok.raw);
     REQUIRE(ok.status == 200);
     CHECK(ok.body["exit_status"] == 0);

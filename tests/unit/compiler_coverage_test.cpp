@@ -150,3 +150,35 @@ TEST_CASE("a grant that narrows a files rule away leaves it held by what holds t
     REQUIRE(w);
     CHECK(layer_names(*w) == std::vector<std::string>{"bpf_lsm", "landlock"});
 }
+
+TEST_CASE("a tool that may make unix sockets has the unix default deny as a rule of its own", "[compiler][coverage]") {
+    using V = std::vector<std::string>;
+    auto row = [](const std::vector<RuleCoverage>& cov) -> const RuleCoverage* {
+        for (const auto& c : cov)
+            if (c.kind == "network.unix.default_deny") return &c;
+        return nullptr;
+    };
+    // files grants alone: every named unix socket is refused, by either unix layer
+    auto files_only = require_ok("tool: t\nfiles:\n  read: [/run]\n");
+    auto cov = rule_coverage(files_only);
+    const auto* d = row(cov);
+    REQUIRE(d);
+    CHECK(layer_names(*d) == V{"sock_unix", "bpf_lsm"});
+    CHECK(d->rule_id == BW_NO_RULE);
+    CHECK(d->text.find("a file grant is not a connect right") != std::string::npos);
+    CHECK_FALSE(d->unenforceable_run);
+    // the unix rules themselves: the same two layers
+    auto rules = require_ok(
+        "tool: t\nfiles:\n  read: [/run]\nnetwork:\n  families: [unix]\n  unix: { connect: [/run/app.sock] }\n");
+    auto rc = rule_coverage(rules);
+    REQUIRE(find_rule(rc, rules, "network.unix.connect: /run/app.sock"));
+    CHECK(layer_names(*find_rule(rc, rules, "network.unix.connect: /run/app.sock")) == V{"sock_unix", "bpf_lsm"});
+    REQUIRE(row(rc));
+    // no unix family: no unix socket at all, no row
+    auto inet = require_ok("tool: t\nnetwork:\n  families: [inet]\n  connect: [{ cidr: 10.0.0.0/8 }]\n");
+    CHECK_FALSE(row(rule_coverage(inet)));
+    // the tool's file opts out for it
+    auto opted = require_ok("tool: t\nunenforceable: run\nfiles:\n  read: [/run]\n");
+    REQUIRE(row(rule_coverage(opted)));
+    CHECK(row(rule_coverage(opted))->unenforceable_run);
+}

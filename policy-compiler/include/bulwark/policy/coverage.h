@@ -32,6 +32,7 @@ struct RuleCoverage {
     uint32_t rights = 0;
     uint32_t deny_below_allow = 0;
     std::string path;                 // files rules
+    std::string text;                 // what a row no rule names (a default) holds
     bool unenforceable_run = false;   // the rule may run where nothing holds it
 };
 
