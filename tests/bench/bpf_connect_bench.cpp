@@ -4,12 +4,17 @@
 // allow at once (what any program costs here), and Bulwark's programs under a
 // loopback-only policy (no LPM lookup).
 // Target: <= 1.05x.
+// Then the same for unix sockets (Linux 6.7+ hooks): datagram socket+connect+
+// close to a pathname socket, under a 1,000-rule unix policy (the cgroup
+// connect_unix program: one LPM lookup on the path) vs no program.
 #include <arpa/inet.h>
+#include <sys/un.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "bpf_bench_util.h"
@@ -57,6 +62,43 @@ int main() {
     if (!hl) return 1;
     std::string lo_leaf = make_cgroup(b.parent, "lo", &lo_id);
     (void)b.maps().bind(lo_id, hl->handle);
+
+    // unix: 999 unrelated socket paths + the one the loop connects to
+    const std::string sock_path = "/run/bulwark-bench-" + std::to_string(getpid()) + ".sock";
+    bulwark::policy::BpfTables ut;
+    ut.header.flags = BW_POL_UNIX_RULES;
+    ut.header.af_allow = 1ull << AF_UNIX;
+    ut.header.sock_type_allow = (1u << SOCK_STREAM) | (1u << SOCK_DGRAM);
+    auto unix_entry = [](const std::string& path, uint32_t id) {
+        bulwark::policy::BpfUnixEntry e;
+        e.key.kind = BW_UNIX_PATH;
+        std::memcpy(e.key.name, path.data(), path.size());
+        e.key.prefixlen = uint32_t(32 + 8 + 8 * (path.size() + 1));
+        e.value.op_mask = BW_NET_CONNECT;
+        e.value.connect_rule_id = id;
+        e.value.send_rule_id = BW_NO_RULE;
+        return e;
+    };
+    for (int i = 0; i < 999; ++i) ut.unix_sockets.push_back(unix_entry("/run/app-" + std::to_string(i) + "/s.sock", uint32_t(i)));
+    ut.unix_sockets.push_back(unix_entry(sock_path, 999));
+    const auto* unix_prog = b.loader->program("cgroup/connect_unix");  // attached (this bench runs no canary)
+    const bool unix_hooks = unix_prog && unix_prog->state != bulwark::bpf::ProgState::Unavailable;
+    uint64_t unix_id = 0;
+    std::string unix_leaf;
+    if (unix_hooks) {
+        auto hu = b.maps().load(ut);
+        if (!hu) return std::printf("load unix: %s\n", hu.error().message().c_str()), 1;
+        unix_leaf = make_cgroup(b.parent, "unix", &unix_id);
+        (void)b.maps().bind(unix_id, hu->handle);
+    }
+    sockaddr_un ua{};
+    ua.sun_family = AF_UNIX;
+    std::memcpy(ua.sun_path, sock_path.data(), sock_path.size());
+    const socklen_t ua_len = socklen_t(offsetof(sockaddr_un, sun_path) + sock_path.size() + 1);
+    unlink(sock_path.c_str());
+    int usrv = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (usrv < 0 || bind(usrv, reinterpret_cast<sockaddr*>(&ua), ua_len) != 0)
+        return std::printf("unix bind %s: %s\n", sock_path.c_str(), std::strerror(errno)), 1;
 
     // floor: programs at the same two hooks that allow at once, in a cgroup of their own
     std::string empty_cg = b.outside + "-empty";
@@ -113,6 +155,37 @@ int main() {
                     pct(pol.rounds, 50) / pct(none.rounds, 50), pct(pol.per_op, 50) / pct(none.per_op, 50),
                     pct(pol.per_op, 99) / pct(none.per_op, 99));
         std::fflush(stdout);
+        if (!unix_hooks) {
+            std::printf("unix connect loop: skipped, no cgroup connect_unix program on this kernel\n");
+            std::fflush(stdout);
+            join(b.outside);
+            std::_Exit(0);
+        }
+        std::vector<Cond> uconds = {{"no program", b.outside, {}, {}}, {"1,000-rule unix policy", unix_leaf, {}, {}}};
+        auto uloop = [&](std::vector<double>& per_op) {
+            uint64_t t0 = now_ns();
+            for (int i = 0; i < kOps; ++i) {
+                uint64_t s = now_ns();
+                int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                if (connect(fd, reinterpret_cast<const sockaddr*>(&ua), ua_len) != 0) std::_Exit(4);
+                close(fd);
+                per_op.push_back(double(now_ns() - s));
+            }
+            return double(now_ns() - t0) / kOps;
+        };
+        for (int r = 0; r < kRounds; ++r)
+            for (size_t k = 0; k < uconds.size(); ++k) {
+                Cond& cd = uconds[(k + size_t(r)) % uconds.size()];
+                join(cd.cg);
+                cd.rounds.push_back(uloop(cd.per_op));
+            }
+        std::printf("unix connect loop (datagram socket+connect+close, pathname), %d interleaved rounds x %d ops\n",
+                    kRounds, kOps);
+        for (const Cond& cd : uconds)
+            std::printf("  %-44s round median %5.0f ns/op (%.3fx), per-op p50 %5.0f ns (%.3fx), p99 %6.0f ns\n", cd.name,
+                        pct(cd.rounds, 50), pct(cd.rounds, 50) / pct(uconds[0].rounds, 50), pct(cd.per_op, 50),
+                        pct(cd.per_op, 50) / pct(uconds[0].per_op, 50), pct(cd.per_op, 99));
+        std::fflush(stdout);
         join(b.outside);
         std::_Exit(0);
     }
@@ -120,6 +193,12 @@ int main() {
     waitpid(c, &st, 0);
     (void)b.maps().unbind(leaf_id);
     (void)b.maps().unbind(lo_id);
+    if (unix_hooks) {
+        (void)b.maps().unbind(unix_id);
+        rmdir(unix_leaf.c_str());
+    }
+    close(usrv);
+    unlink(sock_path.c_str());
     rmdir(leaf.c_str());
     rmdir(lo_leaf.c_str());
     empty_sock__destroy(skel);

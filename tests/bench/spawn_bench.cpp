@@ -15,7 +15,9 @@
 #include <cstdlib>
 #include <string>
 #include <functional>
+#include <filesystem>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "fixture.h"
@@ -24,6 +26,7 @@
 
 using namespace bulwark;
 using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
 using bench::stats;
 
 namespace {
@@ -75,6 +78,31 @@ int main(int argc, char** argv) {
     // This variant measures the launch, not enforcement: the no-op binding is
     // declared in force so that the network rules' coverage does not refuse it.
     req_nonet.bpf_layers = {{"sock_addr", ""}};
+    // The cost of deny masks: a tool with the work directory granted, and the
+    // same with four denies below it that the mount layer holds at launch
+    // (two inaccessible directories, a read-only bind, an absent path made a
+    // placeholder), side by side.
+    const std::string wd = test::make_workdir("bench");
+    for (const char* d : {"/secret", "/cache", "/.git"}) fs::create_directories(wd + d);
+    auto bundle_wd = test::make_bundle({.binaries = {"/usr/bin/true"}, .workdir = wd});
+    bundle_wd.limits = bundle.limits;
+    auto bundle_masks = bundle_wd;
+    uint32_t next_rule = 10;
+    for (const auto& [path, rights] : std::vector<std::pair<std::string, uint32_t>>{
+             {wd + "/secret", BW_FS_ALL}, {wd + "/cache", BW_FS_ALL}, {wd + "/.git", BW_FS_WRITE | BW_FS_CREATE | BW_FS_REMOVE},
+             {wd + "/later", BW_FS_ALL}})
+        bundle_masks.files.push_back({path, 0, rights, next_rule++});
+    RunRequest req_wd = req;
+    req_wd.workdir = wd;
+    {  // the masks must really be made: the mount layer holds the four denies
+        auto check = run_tool(bundle_masks, req_wd);
+        if (check.outcome != RunOutcome::Exited || check.coverage_summary.find("mount 4") == std::string::npos) {
+            std::fprintf(stderr, "masked run: the mount layer does not hold the four denies: %s (%s)\n",
+                         check.coverage_summary.c_str(), summary(check).c_str());
+            return 1;
+        }
+    }
+    std::vector<double> tg, tm;
     std::vector<double> tb, tw, ts, tn;
     std::vector<double> mem;
     // Warm up every path once.
@@ -92,6 +120,15 @@ int main(int argc, char** argv) {
             return 1;
         }
         mem.push_back(static_cast<double>(r.usage.peak_memory_bytes));
+        for (auto [b2, out, what] : {std::tuple{&bundle_wd, &tg, "workdir run"}, std::tuple{&bundle_masks, &tm, "masked run"}}) {
+            t0 = Clock::now();
+            auto rv = run_tool(*b2, req_wd);
+            out->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+            if (rv.outcome != RunOutcome::Exited || rv.exit_code != 0) {
+                std::fprintf(stderr, "%s failed: %s\n", what, summary(rv).c_str());
+                return 1;
+            }
+        }
         t0 = Clock::now();
         auto rn = run_tool(bundle_nonet, req_nonet);
         tn.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
@@ -109,6 +146,11 @@ int main(int argc, char** argv) {
                 1e6 / s.mean);
     std::printf("%-34s %10.0f %10.0f %10.0f %10.0f\n", "bulwark, host netns (cost of netns)", n.p50, n.p99,
                 n.mean, 1e6 / n.mean);
+    auto g = stats(tg), mk = stats(tm);
+    std::printf("%-34s %10.0f %10.0f %10.0f %10.0f\n", "bulwark, workdir granted", g.p50, g.p99, g.mean, 1e6 / g.mean);
+    std::printf("%-34s %10.0f %10.0f %10.0f %10.0f\n", "the same + 4 deny masks below it", mk.p50, mk.p99, mk.mean,
+                1e6 / mk.mean);
+    std::printf("ratio masks/no masks p50 %.2fx, p99 %.2fx\n", mk.p50 / g.p50, mk.p99 / g.p99);
     std::printf("ratio bulwark/bwrap p50 %.2fx (target <= 0.5x), p99 %.2fx\n", s.p50 / w.p50, s.p99 / w.p99);
     std::printf("ratio bulwark/bare  p50 %.2fx (target <= 2x), p99 %.2fx\n", s.p50 / b.p50, s.p99 / b.p99);
     std::printf("memory charged to the run's memory cgroup (peak): p50 %.0f KiB, p99 %.0f KiB\n", m.p50 / 1024,
@@ -163,5 +205,6 @@ int main(int argc, char** argv) {
         std::printf("%-12d %12.0f %12.0f %12.0f %15.2fx\n", k, tb1, tw1, ts1, ts1 / tb1);
     }
     std::printf("bulwark best: %.0f spawns/s on one core (target >= 500)\n", best);
+    test::remove_tree(wd);
     return 0;
 }
