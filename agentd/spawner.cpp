@@ -86,6 +86,10 @@ struct ChildCtx {
     int n_rlimits = 0;
     const int* keep_fds = nullptr;
     size_t n_keep = 0;
+    // Every descriptor the launch itself uses, ascending (the rest are the
+    // daemon's, closed at once in the child).
+    const int* own_fds = nullptr;
+    size_t n_own = 0;
 };
 
 // ---- async-signal-safe helpers for the child ----
@@ -111,8 +115,26 @@ void copy_str(char* dst, size_t cap, const char* src) {
 // after the ones whose privileges it removes.
 [[noreturn]] void child_main(ChildCtx& c) {
     const int s = c.sock;
+    // (c0) Nothing here may outlive the daemon. The parent-death signal
+    //      first (SIGKILL reaches a pid namespace's init from the parent's
+    //      namespace); then every descriptor the launch does not use is
+    //      closed, so the daemon's store, BPF objects, API connections and
+    //      other launches' sync sockets are not held open by this child. The
+    //      parent's end of this launch's sync socket is among those closed:
+    //      if the parent died before the signal was armed, the read below
+    //      sees EOF and the child exits.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) ::_exit(kExitSetupFailed);
+    {
+        unsigned lo = 0;
+        for (size_t i = 0; i < c.n_own; ++i) {
+            const unsigned fd = static_cast<unsigned>(c.own_fds[i]);
+            if (fd > lo && ::syscall(SYS_close_range, lo, fd - 1, 0u) != 0) ::_exit(kExitSetupFailed);
+            lo = fd + 1;
+        }
+        if (::syscall(SYS_close_range, lo, ~0u, 0u) != 0) ::_exit(kExitSetupFailed);
+    }
     // (c1) Wait until the parent has written the id maps and moved us into
-    //      the v1 limit cgroups (EOF: the parent gave up; do nothing).
+    //      the v1 limit cgroups (EOF: the parent gave up or died; do nothing).
     char go = 0;
     if (::read(s, &go, 1) != 1 || go != 'G') ::_exit(kExitSetupFailed);
     // (c2) New session: no controlling terminal, so no TIOCSTI into the caller's.
@@ -692,6 +714,14 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     c.hostname = req.hostname.c_str();
     c.keep_fds = req.keep_fds.data();
     c.n_keep = req.keep_fds.size();
+    std::vector<int> own_fds = {c.sock, c.stdin_fd, c.stdout_fd, c.stderr_fd, c.bin_fd};
+    if (ll->ruleset) own_fds.push_back(ll->ruleset.get());
+    own_fds.insert(own_fds.end(), req.keep_fds.begin(), req.keep_fds.end());
+    std::erase_if(own_fds, [](int fd) { return fd < 0; });
+    std::sort(own_fds.begin(), own_fds.end());
+    own_fds.erase(std::unique(own_fds.begin(), own_fds.end()), own_fds.end());
+    c.own_fds = own_fds.data();
+    c.n_own = own_fds.size();
 
     // (p10) clone3 straight into the v2 leaf, in every new namespace.
     clone_args ca{};

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <pthread.h>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <set>
@@ -396,6 +398,156 @@ TEST_CASE("SIGKILL of the launcher: the tool dies with it, its cgroups are reape
     // Its leaves are still there until a restart reaps them.
     CHECK(reap_stale_cgroups() >= 2);  // at least the v2 and memory leaves
     CHECK(reap_stale_cgroups() == 0);
+}
+
+namespace {
+
+// The processes left in a cgroup v2 directory ("" when it is gone).
+std::string procs_of(const std::string& cg) {
+    std::ifstream in(cg + "/cgroup.procs");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// Where each descriptor of pid points.
+std::vector<std::string> fd_targets(pid_t pid) {
+    std::vector<std::string> out;
+    std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+    for (const auto& e : std::filesystem::directory_iterator(dir, std::filesystem::directory_options::skip_permission_denied)) {
+        std::error_code ec;
+        out.push_back(std::filesystem::read_symlink(e.path(), ec).string());
+    }
+    return out;
+}
+
+bool gone_within(pid_t pid, int ms) {
+    for (int i = 0; i < ms / 10; ++i) {
+        std::string st;
+        std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+        std::getline(in, st);
+        auto rp = st.rfind(')');
+        if (st.empty() || (rp != std::string::npos && rp + 2 < st.size() && st[rp + 2] == 'Z')) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("SIGKILL of the launcher before the child may proceed: the child dies and held none of its descriptors") {
+    Workdir wd("setupkill");
+    auto b = make_bundle({.binaries = {SPAWN_HELPER}, .workdir = wd.path});
+    const std::string marker = wd.path + "/marker";
+    std::ofstream(marker) << "launcher's own file\n";
+    constexpr int kLaunches = 4;
+    int report[2];
+    REQUIRE(::pipe(report) == 0);
+    pid_t launcher = fork();
+    if (launcher == 0) {
+        // Descriptors of the launcher's that no child may hold: a file and a
+        // socket pair (the shape of a client connection).
+        int held = ::open(marker.c_str(), O_RDONLY);
+        int sp[2];
+        if (held < 0 || ::socketpair(AF_UNIX, SOCK_STREAM, 0, sp) != 0) _exit(3);
+        std::vector<std::thread> ts;
+        for (int i = 0; i < kLaunches; ++i)
+            ts.emplace_back([&] {
+                RunRequest rq;
+                rq.argv = {SPAWN_HELPER, "exit", "0"};
+                rq.workdir = wd.path;
+                // The launch stops between clone and the child's go-ahead (the
+                // child waits on its sync socket) and never goes on.
+                rq.on_cgroup = [&](const std::string& cg, pid_t pid) {
+                    std::string line = std::to_string(pid) + " " + cg + "\n";
+                    (void)!::write(report[1], line.data(), line.size());
+                    ::pause();
+                };
+                run_tool(b, rq);
+            });
+        for (auto& t : ts) t.join();
+        _exit(0);
+    }
+    ::close(report[1]);
+    std::vector<std::pair<pid_t, std::string>> kids;
+    {
+        FILE* f = ::fdopen(report[0], "r");
+        char cg[4096];
+        long pid;
+        while (kids.size() < kLaunches && std::fscanf(f, "%ld %4095s", &pid, cg) == 2) kids.emplace_back(pid_t(pid), cg);
+        std::fclose(f);
+    }
+    REQUIRE(kids.size() == kLaunches);
+    // Each child soon holds only its launch's own descriptors: the sync
+    // socket, stdio pipes, the binary, its Landlock ruleset.
+    for (const auto& [pid, cg] : kids) {
+        std::vector<std::string> fds;
+        for (int i = 0; i < 200; ++i) {
+            fds = fd_targets(pid);
+            if (fds.size() <= 7) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        INFO("child " << pid << " fds: " << fds.size());
+        CHECK(fds.size() <= 7);
+        for (const auto& t : fds) CHECK(t != marker);
+    }
+    ::kill(launcher, SIGKILL);
+    ::waitpid(launcher, nullptr, 0);
+    for (const auto& [pid, cg] : kids) {
+        INFO("child " << pid << " in " << cg);
+        CHECK(gone_within(pid, 2000));
+        CHECK(procs_of(cg).empty());
+    }
+    CHECK(reap_stale_cgroups() >= kLaunches);
+    CHECK(reap_stale_cgroups() == 0);
+}
+
+TEST_CASE("SIGKILL of the launcher at random instants of concurrent launches: nothing of theirs survives") {
+    Workdir wd("chaoskill");
+    auto b = make_bundle({.binaries = {SPAWN_HELPER}, .workdir = wd.path});
+    const unsigned seed = static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count());
+    std::printf("launcher-kill seed %u\n", seed);
+    std::srand(seed);
+    for (int round = 0; round < 12; ++round) {
+        pid_t launcher = fork();
+        if (launcher == 0) {
+            std::vector<std::thread> ts;
+            for (int i = 0; i < 4; ++i)
+                ts.emplace_back([&] {
+                    for (;;) {
+                        RunRequest rq;
+                        rq.argv = {SPAWN_HELPER, "exit", "0"};
+                        rq.workdir = wd.path;
+                        run_tool(b, rq);
+                    }
+                });
+            for (auto& t : ts) t.join();
+            _exit(0);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(std::rand() % 60000));
+        ::kill(launcher, SIGKILL);
+        ::waitpid(launcher, nullptr, 0);
+        // Every leaf of the launcher's runs empties at once (parent-death
+        // signal, or EOF on the sync socket for a child not yet armed).
+        const std::string prefix = std::string(kRunCgroupPrefix) + std::to_string(launcher) + "-";
+        std::string mnt = cgroup_mount(""), own = own_cgroup("");
+        std::string dir = mnt + (own == "/" ? "" : own);
+        bool all_empty = false;
+        std::string left;
+        for (int i = 0; i < 200 && !all_empty; ++i) {
+            all_empty = true;
+            left.clear();
+            for (const auto& e : std::filesystem::directory_iterator(dir)) {
+                if (!e.path().filename().string().starts_with(prefix)) continue;
+                std::string p = procs_of(e.path().string());
+                if (!p.empty()) all_empty = false, left += e.path().string() + ": " + p;
+            }
+            if (!all_empty) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        INFO("seed " << seed << " round " << round << " left: " << left);
+        CHECK(all_empty);
+        reap_stale_cgroups();
+    }
 }
 
 TEST_CASE("the posture check flags a weak process (the unconfined test process itself)") {
