@@ -62,6 +62,9 @@ CREATE INDEX records_decision ON records(decision, seq) WHERE decision IS NOT NU
 CREATE INDEX records_layer    ON records(layer, seq);
 CREATE TABLE store_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 )sql"},
+    {2, "index of run start and exit records (open runs at restart)", R"sql(
+CREATE INDEX records_runs ON records(run_id, kind) WHERE kind IN (2, 3);
+)sql"},
 };
 static_assert(std::size(kMigrations) == kSchemaVersion);
 

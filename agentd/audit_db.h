@@ -68,7 +68,7 @@ struct Metrics;
 
 namespace bulwark::audit {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 struct DbError {
     enum class Code { Open, Schema, Sql, Timeout, Full, Invalid, Closed } code = Code::Sql;

@@ -350,6 +350,20 @@ std::expected<std::string, SysError> cgroup2_mount() {
     return std::unexpected(SysError{"find cgroup2 mount in /proc/self/mountinfo", ENOENT});
 }
 
+std::expected<std::string, SysError> resolve_cgroup_parent(const std::string& configured) {
+    auto mnt = cgroup2_mount();
+    if (!mnt) return std::unexpected(mnt.error());
+    std::string parent = configured;
+    if (parent.empty()) {
+        auto own = own_cgroup2_path();
+        if (!own) return std::unexpected(own.error());
+        parent = *mnt + (*own == "/" ? "" : *own) + "/bulwark";
+    }
+    if (parent.rfind(*mnt + "/", 0) != 0)
+        return std::unexpected(SysError{"sandbox parent " + parent + " is not below the cgroup v2 mount " + *mnt, EINVAL});
+    return parent;
+}
+
 std::expected<std::string, SysError> own_cgroup2_path() {
     std::ifstream in("/proc/self/cgroup");
     std::string line;
@@ -557,14 +571,9 @@ std::expected<std::unique_ptr<BpfLoader>, SysError> BpfLoader::start(LoaderOptio
 
     auto mnt = cgroup2_mount();
     if (!mnt) return std::unexpected(mnt.error());
-    std::string parent = o.cgroup_parent;
-    if (parent.empty()) {
-        auto own = own_cgroup2_path();
-        if (!own) return std::unexpected(own.error());
-        parent = *mnt + (*own == "/" ? "" : *own) + "/bulwark";
-    }
-    if (parent.rfind(*mnt + "/", 0) != 0)
-        return std::unexpected(SysError{"sandbox parent " + parent + " is not below the cgroup v2 mount " + *mnt, EINVAL});
+    auto resolved = resolve_cgroup_parent(o.cgroup_parent);
+    if (!resolved) return std::unexpected(resolved.error());
+    const std::string parent = *resolved;
     if (auto r = mkdir_p(parent); !r) return std::unexpected(r.error());
     L->parent_path_ = parent;
     L->parent_fd_ = Fd(::open(parent.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));

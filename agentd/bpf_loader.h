@@ -103,6 +103,9 @@ std::string bpf_build_id();
 // cgroup v2 helpers used by the loader and its tests.
 std::expected<std::string, SysError> cgroup2_mount();           // e.g. /sys/fs/cgroup/unified
 std::expected<std::string, SysError> own_cgroup2_path();        // v2 path of this process, e.g. "/"
+// The sandbox parent a loader with LoaderOptions::cgroup_parent = configured
+// uses: configured, or "bulwark" below this process's cgroup ("" configured).
+std::expected<std::string, SysError> resolve_cgroup_parent(const std::string& configured);
 std::expected<uint64_t, SysError> cgroup_id(const std::string& dir);  // kernfs id (bpf_get_current_cgroup_id)
 std::expected<void, SysError> ensure_bpffs();
 

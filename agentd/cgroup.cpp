@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <string_view>
 #include <sstream>
@@ -78,8 +79,8 @@ void rmdir_retry(const std::string& dir) {
 
 }  // namespace
 
-size_t reap_stale_cgroups(const std::string& v2_extra) {
-    size_t removed = 0;
+std::vector<StaleLeaf> reap_stale_leaves(const std::string& v2_extra) {
+    std::vector<StaleLeaf> out;
     for (const char* ctrl : {"", "memory", "pids", "cpu", "cpuacct", "+"}) {
         std::string dir;
         if (std::string_view(ctrl) == "+") {
@@ -93,26 +94,46 @@ size_t reap_stale_cgroups(const std::string& v2_extra) {
         }
         DIR* d = ::opendir(dir.c_str());
         if (!d) continue;
-        std::vector<std::string> stale;
+        std::vector<StaleLeaf> stale;
         while (auto* e = ::readdir(d)) {
             std::string n = e->d_name;
             const std::string prefix = kRunCgroupPrefix;
             if (!n.starts_with(prefix)) continue;
-            long pid = std::strtol(n.c_str() + prefix.size(), nullptr, 10);
+            char* end = nullptr;
+            long pid = std::strtol(n.c_str() + prefix.size(), &end, 10);
             if (pid <= 0 || pid == ::getpid()) continue;
-            if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(dir + "/" + n);
+            if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+            StaleLeaf l;
+            l.path = dir + "/" + n;
+            l.daemon_pid = pid;
+            // <pid>-<n>[-<label>]
+            if (end && *end == '-')
+                if (const char* lab = std::strchr(end + 1, '-')) l.label = lab + 1;
+            stale.push_back(std::move(l));
         }
         ::closedir(d);
-        for (const auto& leaf : stale) {
+        for (auto& leaf : stale) {
             if (ctrl[0] == '\0') {
-                write_file(leaf + "/cgroup.kill", "1");
-                for (int i = 0; i < 1000 && keyed(read_file(leaf + "/cgroup.events"), "populated") != 0; ++i)
+                std::istringstream procs(read_file(leaf.path + "/cgroup.procs"));
+                std::string pid;
+                while (procs >> pid) ++leaf.processes;
+                write_file(leaf.path + "/cgroup.kill", "1");
+                for (int i = 0; i < 1000 && keyed(read_file(leaf.path + "/cgroup.events"), "populated") != 0; ++i)
                     std::this_thread::sleep_for(std::chrono::milliseconds(1));
             }
-            rmdir_retry(leaf);
-            if (::access(leaf.c_str(), F_OK) != 0) ++removed;
+            rmdir_retry(leaf.path);
+            leaf.removed = ::access(leaf.path.c_str(), F_OK) != 0;
+            if (!leaf.removed && ::rmdir(leaf.path.c_str()) != 0)
+                leaf.error = std::string("rmdir: ") + std::strerror(errno);
+            out.push_back(std::move(leaf));
         }
     }
+    return out;
+}
+
+size_t reap_stale_cgroups(const std::string& v2_extra) {
+    size_t removed = 0;
+    for (const auto& l : reap_stale_leaves(v2_extra)) removed += l.removed;
     return removed;
 }
 

@@ -67,13 +67,26 @@ private:
     std::string mem_, pids_, cpu_, cpuacct_;
 };
 
-// Every per-run leaf is named <prefix><agentd pid>-<run number>.
+// Every per-run leaf is named <prefix><agentd pid>-<run number>, followed by
+// "-<label>" when the launcher gave one (agentd serve: "r<run id>").
 inline constexpr const char* kRunCgroupPrefix = "bulwark-run-";
 
-// Removes leaves left by an agentd that died (bulwark-run-<pid>-<n> whose pid is
-// gone): kills what is still inside, then removes them. Returns how many
-// leaves were removed. run_tool calls it once per process (on restart).
-// v2_extra: another cgroup v2 directory holding run leaves (the BPF cgroup parent).
+// A leaf an agentd that died left behind, and what became of it.
+struct StaleLeaf {
+    std::string path;
+    long daemon_pid = 0;
+    std::string label;      // "" when the leaf has none
+    size_t processes = 0;   // alive in it when found (then killed); v2 leaves
+    bool removed = false;
+    std::string error;      // why it is still there
+};
+
+// Finds the leaves of agentd processes that are gone (bulwark-run-<pid>-...
+// whose pid is not alive), kills what is still inside (cgroup.kill), waits
+// for them to empty and removes them. v2_extra: another cgroup v2 directory
+// holding run leaves (the BPF cgroup parent).
+std::vector<StaleLeaf> reap_stale_leaves(const std::string& v2_extra = {});
+// The same, counting the leaves removed. run_tool calls it once per process.
 size_t reap_stale_cgroups(const std::string& v2_extra = {});
 
 // Where this process sits: "" on error. `controller` "" = cgroup v2 line.

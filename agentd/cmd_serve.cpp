@@ -24,6 +24,7 @@
 #include "http_tasks.h"
 #include "host_layers.h"
 #include "kernel_audit.h"
+#include "reconcile.h"
 #include "run_registry.h"
 #include "tasks.h"
 #include "tool_catalog.h"
@@ -140,6 +141,11 @@ int run_serve(const ServeArgs& a) {
     if (!(*store)->accepting_runs())
         spdlog::error("audit store refuses new runs: {}", (*store)->status().reason);
 
+    // What a previous agentd that died left: its sandboxes' cgroups (what
+    // still runs there is killed), before the BPF runtime starts so that its
+    // sweep drops their policy bindings; its open runs, once the store is up.
+    ReconcileReport recon = reap_previous_sandboxes(a.no_bpf ? std::string() : a.bpf_cgroup_parent);
+
     // The BPF layer: programs loaded or re-adopted from the pin root (shared
     // with `agentd run` on this host under its lock), decisions into the store,
     // ring-buffer losses as gap records.
@@ -170,13 +176,16 @@ int run_serve(const ServeArgs& a) {
     };
     (*store)->enqueue(audit::host_status_record({{"event", "bpf_layer"}, {"bpf", bpf_status()}}));
 
-    // Sandboxes of a daemon that died (kill -9, crash): their tools were
-    // killed with it (parent-death signal, pid namespace); what is left is
-    // killed and the leaves removed, deterministically, before serving.
-    if (size_t n = reap_stale_cgroups(bpf_rt ? bpf_rt->cgroup_parent() : std::string())) {
-        spdlog::warn("removed {} run cgroup(s) left by a previous agentd", n);
-        (*store)->enqueue(audit::host_status_record({{"event", "stale_runs_reaped"}, {"cgroups", n}}));
+    if (bpf_rt) {
+        auto c = bpf_rt->counters();
+        recon.bpf_bindings = c.reaped_bindings;
+        recon.bpf_slots = c.reaped_slots;
     }
+    close_abandoned_runs(**store, recon);
+    if (recon.found_anything()) spdlog::warn("reconciled: {}", recon.summary());
+    else spdlog::info("reconciled: {}", recon.summary());
+    (*store)->enqueue(audit::host_status_record({{"event", "reconciled"}, {"reconciliation", recon.to_json()}}));
+    auto reconciliation = std::make_shared<const nlohmann::json>(recon.to_json());
 
     // Every rule file must compile, or the daemon does not start.
     auto catalog = ToolCatalog::load(cfg->rules_dir);
@@ -279,9 +288,10 @@ int run_serve(const ServeArgs& a) {
     auto host_status = std::make_shared<const nlohmann::json>(probe_host_layers(nullptr));
     auto tools_coverage = std::make_shared<const nlohmann::json>(plan_catalog(*catalog, topts.work_root, bpf_rt.get(),
                                                                               bpf_unavailable));
-    auto host_now = [host_status, tools_coverage, &kaudit, &kaudit_error, bpf_status] {
+    auto host_now = [host_status, tools_coverage, reconciliation, &kaudit, &kaudit_error, bpf_status] {
         nlohmann::json j = *host_status;
         j["tools"] = *tools_coverage;
+        j["reconciliation"] = *reconciliation;
         nlohmann::json bpf = bpf_status();
         nlohmann::json bpf_layers = bpf_layers_from_status(bpf);
         for (auto& [name, l] : bpf_layers.items()) j["layers"][name] = l;

@@ -63,6 +63,9 @@ struct RunReport {
     nlohmann::json coverage;
     std::string coverage_summary;
     std::vector<std::string> unenforced;
+    // Empty directories this run made on the host for deny masks (removed
+    // when the run ends; a restarted daemon removes those a crash left).
+    std::vector<std::string> placeholders;
 
     // The status `agentd run` exits with.
     int exit_status() const;

@@ -595,6 +595,8 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
         ~ReleaseOnReturn() { release_placeholders(p); }
     } release_masks{mounts};
     for (const auto& m : mounts.masks)
+        if (m.created) rep.placeholders.push_back(m.placeholder);
+    for (const auto& m : mounts.masks)
         if (!m.placeholder.empty())
             rep.warnings.push_back("mount: " + m.placeholder + " is absent, in a directory the tool may create in: "
                                    "an empty directory stands there for the run, masked, so that " +
@@ -635,7 +637,8 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     //      process, leaves of a previous agentd that died are reaped first.
     static std::once_flag reaped;
     std::call_once(reaped, [&] { reap_stale_cgroups(req.cgroup_v2_parent); });
-    std::string name = std::string(kRunCgroupPrefix) + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++);
+    std::string name = std::string(kRunCgroupPrefix) + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++) +
+                       (req.cgroup_label.empty() ? "" : "-" + req.cgroup_label);
     CgroupLimits cl{bundle.limits.memory_bytes, bundle.limits.pids, bundle.limits.cpu_percent};
     auto cgx = SandboxCgroup::create(name, cl, req.cgroup_v2_parent);
     if (!cgx) return setup_failed("cgroup: " + cgx.error().message());

@@ -65,6 +65,10 @@ struct RunRequest {
     // runtime's cgroup parent, where its cgroup programs are attached. Empty:
     // the cgroup this process runs in.
     std::string cgroup_v2_parent;
+    // Appended to the run's cgroup leaf names ("[A-Za-z0-9_]*", no "-"), so
+    // that a restarted daemon can tell which run a leftover leaf was
+    // (agentd serve: "r<run id>").
+    std::string cgroup_label;
     // Bytes written to the tool's stdin (then closed); none: /dev/null. The
     // caller ignores SIGPIPE (a tool may stop reading early).
     std::optional<std::string> stdin_data;

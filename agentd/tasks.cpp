@@ -726,6 +726,8 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
             start["rules"] = start_detail["rules"];
             if (!plan->unenforced.empty()) start["rules_unenforced"] = plan->unenforced;
         }
+        // What a restarted daemon removes if this one dies during the run.
+        if (plan && !plan->placeholders.empty()) start_detail["placeholders"] = plan->placeholders;
         if (!store_) return;
         start_seq = store_->enqueue(audit::run_start_record(task_id, run_id, req->tool, version, start_detail));
         if (!start_seq) start_not_taken = true;
@@ -751,6 +753,7 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     };
     rr.argv = req->argv;
     rr.workdir = task->workdir;
+    rr.cgroup_label = "r" + std::to_string(run_id);
     rr.stdin_data = req->stdin_data;
     rr.on_output = hooks.on_output;
     rr.cancel_fd = cancel.get();

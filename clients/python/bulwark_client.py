@@ -19,8 +19,11 @@ Then:
 
 Every error the API answers ({"error": {"code", "message", ...}}) is raised as
 an ApiError subclass chosen by status and code, carrying the status, the code,
-the message and the whole error body; a daemon that cannot be reached raises
-TransportError.
+the message and the whole error body. A daemon that cannot be reached raises
+TransportError: DaemonUnavailable when nothing accepted the connection (the
+request was not sent; Client(retry_unavailable=30) retries for up to 30 s,
+e.g. across a daemon restart), ConnectionLost when the connection ended
+after the request was sent (a daemon that died: every call ends at once).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import time
 import urllib.parse
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -36,6 +40,8 @@ __all__ = [
     "Task",
     "BulwarkError",
     "TransportError",
+    "DaemonUnavailable",
+    "ConnectionLost",
     "ApiError",
     "BadRequest",
     "Unauthorized",
@@ -56,6 +62,19 @@ class BulwarkError(Exception):
 
 class TransportError(BulwarkError):
     """The daemon could not be reached, or the connection broke."""
+
+
+class DaemonUnavailable(TransportError):
+    """No daemon accepted the connection (down, or restarting): the request was
+    not sent, so it is safe to send again. Client(retry_unavailable=seconds)
+    does that by itself."""
+
+
+class ConnectionLost(TransportError):
+    """The connection ended after the request was sent, before the whole reply
+    (the daemon died or was restarted): it may have acted on the request. An
+    exec may have run: find it by its client_ref in the audit before sending
+    it again."""
 
 
 class ApiError(BulwarkError):
@@ -163,11 +182,13 @@ class Client:
         url: Optional[str] = None,
         token: Optional[str] = None,
         timeout: float = 600.0,
+        retry_unavailable: float = 0.0,
     ):
         if (socket_path is None) == (url is None):
             raise ValueError("give either socket_path or url")
         self.socket_path = socket_path
         self.timeout = timeout
+        self.retry_unavailable = retry_unavailable
         self.token = token
         self._host = self._port = None
         if url is not None:
@@ -204,13 +225,29 @@ class Client:
             headers["Content-Type"] = "application/json"
         if self.token is not None:
             headers["Authorization"] = f"Bearer {self.token}"
-        conn = self._connection()
+        conn = self._connect(method, target)
         try:
             conn.request(method, target, body=data, headers=headers)
             return conn, conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
             conn.close()
-            raise TransportError(f"{method} {target}: {e}") from e
+            raise ConnectionLost(f"{method} {target}: the connection ended before the reply: {e}") from e
+
+    def _connect(self, method: str, target: str) -> http.client.HTTPConnection:
+        """A connected connection; DaemonUnavailable (after retry_unavailable seconds of tries) if none."""
+        deadline = time.monotonic() + self.retry_unavailable
+        pause = 0.05
+        while True:
+            conn = self._connection()
+            try:
+                conn.connect()
+                return conn
+            except OSError as e:
+                conn.close()
+                if time.monotonic() + pause > deadline:
+                    raise DaemonUnavailable(f"{method} {target}: no daemon accepted the connection: {e}") from e
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     @staticmethod
     def _raise(method: str, path: str, status: int, raw: bytes) -> None:
@@ -231,7 +268,7 @@ class Client:
         try:
             raw = resp.read()
         except (OSError, http.client.HTTPException) as e:
-            raise TransportError(f"{method} {path}: {e}") from e
+            raise ConnectionLost(f"{method} {path}: the connection ended during the reply: {e}") from e
         finally:
             conn.close()
         if resp.status >= 400:
@@ -351,7 +388,7 @@ class Client:
             while True:
                 line = resp.readline()
                 if not line:
-                    return
+                    raise ConnectionLost(f"POST {path}: the stream ended before the run's exit event")
                 line = line.decode("utf-8", "replace").rstrip("\r\n")
                 if line == "":
                     if data:
@@ -368,7 +405,7 @@ class Client:
                 elif line.startswith("data:"):
                     data.append(line[5:].lstrip(" "))
         except (OSError, http.client.HTTPException) as e:
-            raise TransportError(f"POST {path}: {e}") from e
+            raise ConnectionLost(f"POST {path}: the stream broke: {e}") from e
         finally:
             conn.close()
 

@@ -334,15 +334,36 @@ TEST_CASE("kill -9 of agentd during a run: the tool dies, a restart leaves nothi
     CHECK(empty);
 
     // Restart on the same state: the leaves are reaped before it serves, the
-    // store is intact and holds the acknowledged start of the killed run.
+    // store is intact and holds the acknowledged start of the killed run,
+    // now closed by an exit record that says what was found of it.
     auto state = d->state;
     d->start("agentd2.log");
     CHECK(leaves() == 0);
     auto db = std::filesystem::path(state) / "audit.db";
     CHECK(sql_value(db, "PRAGMA integrity_check") == "ok");
     CHECK(sql_value(db, "SELECT count(*) FROM records WHERE kind = 2 AND run_id = " + std::to_string(run)) == "1");
-    auto reaped = d->call("GET", "/v1/audit?kind=host_status");
-    CHECK_THAT(reaped.raw, Catch::Contains("stale_runs_reaped"));
+    CHECK(sql_value(db, "SELECT json_extract(detail, '$.outcome') FROM records WHERE kind = 3 AND run_id = " +
+                            std::to_string(run)) == "abandoned");
+    CHECK(sql_value(db, "SELECT count(*) FROM records r WHERE kind = 2 AND NOT EXISTS (SELECT 1 FROM records e "
+                        "WHERE e.kind = 3 AND e.run_id = r.run_id)") == "0");
+    auto health = d->call("GET", "/v1/health");
+    REQUIRE(health.status == 200);
+    const auto& rec = health.body["host"]["reconciliation"];
+    INFO(rec.dump(2));
+    REQUIRE(rec["runs_closed"].size() == 1);
+    CHECK(rec["runs_closed"][0]["run_id"] == run);
+    // The run's own leaf, found by its label, with the tool's process gone already.
+    CHECK(rec["runs_closed"][0]["found"]["cgroup"]["removed"] == true);
+    CHECK_THAT(rec["runs_closed"][0]["found"]["cgroup"]["path"].get<std::string>(),
+               Catch::Contains("-r" + std::to_string(run)));
+    CHECK(rec["bpf"]["bindings_removed"].get<int>() >= 1);
+    CHECK_THAT(rec["summary"].get<std::string>(), Catch::Contains("1 run(s) without an exit record"));
+    auto reconciled = d->call("GET", "/v1/audit?kind=host_status");
+    CHECK_THAT(reconciled.raw, Catch::Contains("reconciled"));
+    // After a clean stop, a restart finds nothing.
+    d->child.reset();
+    d->start("agentd3.log");
+    CHECK(d->call("GET", "/v1/health").body["host"]["reconciliation"]["summary"] == "nothing left by a previous agentd");
 }
 
 TEST_CASE("exec files: working files land in the workdir; a planted symlink, `..` and absolute paths are refused",

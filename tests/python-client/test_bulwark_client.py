@@ -62,6 +62,20 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             bc.Client()
 
+    def test_daemon_unavailable_is_retried_then_reported(self):
+        # Nothing listens: raised at once, the request was never sent.
+        t0 = time.monotonic()
+        with self.assertRaises(bc.DaemonUnavailable):
+            bc.Client.unix("/nonexistent/agentd.sock").health()
+        self.assertLess(time.monotonic() - t0, 1.0)
+        # With retry_unavailable, the client keeps trying for that long ...
+        t0 = time.monotonic()
+        with self.assertRaises(bc.DaemonUnavailable):
+            bc.Client.unix("/nonexistent/agentd.sock", retry_unavailable=0.6).health()
+        self.assertGreaterEqual(time.monotonic() - t0, 0.3)
+        # ... and gets through once the socket answers (the real daemon's, here).
+        self.assertEqual(bc.Client.unix(SOCKET, retry_unavailable=5).health()["status"], "ok")
+
     def test_exec_with_files_stdin_and_stream(self):
         t = self.task(["cat", "sh"], label="client exec")
         r = t.exec("cat", ["cat", "in/a.txt"], files={"in/a.txt": "from a file\n"})
