@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "bpf_bench_util.h"
+#include "bulwark/policy/bpf_tables.h"
 #include "empty_sock.skel.h"
 
 using namespace bwbench;
@@ -69,18 +70,12 @@ int main() {
     ut.header.flags = BW_POL_UNIX_RULES;
     ut.header.af_allow = 1ull << AF_UNIX;
     ut.header.sock_type_allow = (1u << SOCK_STREAM) | (1u << SOCK_DGRAM);
-    auto unix_entry = [](const std::string& path, uint32_t id) {
-        bulwark::policy::BpfUnixEntry e;
-        e.key.kind = BW_UNIX_PATH;
-        std::memcpy(e.key.name, path.data(), path.size());
-        e.key.prefixlen = uint32_t(32 + 8 + 8 * (path.size() + 1));
-        e.value.op_mask = BW_NET_CONNECT;
-        e.value.connect_rule_id = id;
-        e.value.send_rule_id = BW_NO_RULE;
-        return e;
-    };
-    for (int i = 0; i < 999; ++i) ut.unix_sockets.push_back(unix_entry("/run/app-" + std::to_string(i) + "/s.sock", uint32_t(i)));
-    ut.unix_sockets.push_back(unix_entry(sock_path, 999));
+    std::vector<bulwark::policy::UnixRule> urules;
+    for (int i = 0; i < 999; ++i) urules.push_back({"/run/app-" + std::to_string(i) + "/s.sock", BW_NET_CONNECT, uint32_t(i)});
+    urules.push_back({sock_path, BW_NET_CONNECT, 999});
+    auto uentries = bulwark::policy::build_unix_entries(urules);  // the compiler's own map entries
+    if (!uentries) return std::printf("unix entries: %s\n", uentries.error().message.c_str()), 1;
+    ut.unix_sockets = std::move(*uentries);
     const auto* unix_prog = b.loader->program("cgroup/connect_unix");  // attached (this bench runs no canary)
     const bool unix_hooks = unix_prog && unix_prog->state != bulwark::bpf::ProgState::Unavailable;
     uint64_t unix_id = 0;

@@ -148,6 +148,7 @@ class Load:
         self.errors: list[str] = []     # anything but the expected transport errors
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
+        self.t0 = time.monotonic()  # when the load started
 
     def _thread(self, body):
         def run():
@@ -216,7 +217,7 @@ class Load:
             pass
 
     def start(self):
-        self._t0 = time.monotonic()
+        self.t0 = time.monotonic()
         for n in range(6):
             self._thread(lambda n=n: self.execs(n)).start()
         for body in (self.streams, self.cancels, self.grants):
@@ -272,13 +273,9 @@ def daemon_round(env: Env, rng: random.Random, round_no: int, figures: dict) -> 
     figures["kills"] += 1
     figures["acked"] += len(load.acked)
     figures["abandoned"] = abandoned
-    print(f"round {round_no}: killed pid {pid} after {killed_at - load_start_time(load):.2f} s; "
+    print(f"round {round_no}: killed pid {pid} after {killed_at - load.t0:.2f} s; "
           f"{len(load.acked)} run(s) acknowledged and checked; restart to first exec {recovery:.2f} s; "
           f"reconciled: {rec.get('summary', '?')}", flush=True)
-
-
-def load_start_time(load: Load) -> float:
-    return getattr(load, "_t0", time.monotonic())
 
 
 def cli_round(env: Env, rng: random.Random, round_no: int, workdir: str) -> None:
