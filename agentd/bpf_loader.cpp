@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,12 +30,43 @@
 
 #include "lsm.skel.h"
 #include "monitor.skel.h"
+#include "cgroup.h"
 #include "ringbuf_reader.h"
 #include "sock_addr.skel.h"
 #include "sock_unix.skel.h"
 
 namespace bulwark::bpf {
 namespace fs = std::filesystem;
+
+std::vector<MapHolder> flock_holders(const std::string& path) {
+    std::vector<MapHolder> out;
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) return out;
+    char want[64];
+    std::snprintf(want, sizeof want, "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev),
+                  static_cast<unsigned long long>(st.st_ino));
+    std::ifstream locks("/proc/locks");
+    std::string line;
+    while (std::getline(locks, line)) {
+        // "1: FLOCK  ADVISORY  WRITE 1234 00:1f:5678 0 EOF"; waiters show "1: -> FLOCK ..."
+        std::istringstream in(line);
+        std::string id, kind, advisory, mode, pid, dev;
+        in >> id >> kind >> advisory >> mode >> pid >> dev;
+        if (kind != "FLOCK" || dev != want) continue;
+        MapHolder h{static_cast<pid_t>(std::strtol(pid.c_str(), nullptr, 10)), {}};
+        std::ifstream(std::string("/proc/") + pid + "/comm") >> h.comm;
+        out.push_back(std::move(h));
+    }
+    return out;
+}
+
+std::string describe_holders(const std::vector<MapHolder>& holders) {
+    if (holders.empty()) return "a process this host's /proc/locks does not name";
+    std::string s;
+    for (const auto& h : holders)
+        s += (s.empty() ? "" : ", ") + ("pid " + std::to_string(h.pid) + " (" + (h.comm.empty() ? "?" : h.comm) + ")");
+    return s;
+}
 
 namespace {
 
@@ -762,7 +794,7 @@ int errno_of(long rc) { return rc < 0 ? errno : 0; }
 }  // namespace
 
 std::expected<void, SysError> BpfLoader::truth_check() {
-    const std::string canary = parent_path_ + "/canary-" + std::to_string(getpid());
+    const std::string canary = parent_path_ + "/" + kCanaryCgroupPrefix + std::to_string(getpid());
     ::rmdir(canary.c_str());
     if (::mkdir(canary.c_str(), 0700) != 0) return std::unexpected(SysError::last("mkdir(" + canary + ")"));
     auto cleanup_cg = [&] { ::rmdir(canary.c_str()); };

@@ -95,6 +95,11 @@ struct MapHolder {
     std::string comm;
 };
 std::vector<MapHolder> other_map_holders(uint32_t map_id);
+// Processes holding an flock() on this file or directory (from /proc/locks;
+// a holder in another pid namespace shows with the pid it has there).
+std::vector<MapHolder> flock_holders(const std::string& path);
+// "pid 12 (agentd), pid 40 (python3)", or what to say when none is visible.
+std::string describe_holders(const std::vector<MapHolder>& holders);
 
 // The identity of this build's BPF objects (ABI version, size and digest of
 // their ELF images) as pinned in <pin_root>/bw_build.

@@ -52,14 +52,33 @@ bool cgroup_alive(int mnt_fd, int handle_type, uint64_t id) {
 
 // ---------------------------------------------------------------- lock
 
-BpfRuntime::MapsLock::MapsLock(BpfRuntime& rt) : rt_(rt), lk_(rt.maps_mu_) {
-    while (::flock(rt_.lock_fd_.get(), LOCK_EX) != 0 && errno == EINTR) {
+BpfRuntime::MapsLock::MapsLock(BpfRuntime& rt, std::chrono::milliseconds wait)
+    : rt_(rt), lk_(rt.maps_mu_, std::defer_lock), wait_(wait) {
+    auto deadline = std::chrono::steady_clock::now() + wait;
+    if (!lk_.try_lock_until(deadline)) return;
+    // Our own reader's shared hold is brief; another process's exclusive one
+    // may not be (a stopped `agentd run`): polled, never waited for blindly.
+    for (;;) {
+        if (::flock(rt_.lock_fd_.get(), LOCK_EX | LOCK_NB) == 0) {
+            held_ = true;
+            rt_.ex_held_.store(true);
+            return;
+        }
+        if (errno != EWOULDBLOCK && errno != EINTR) break;
+        if (std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    rt_.ex_held_.store(true);
+    lk_.unlock();
 }
 BpfRuntime::MapsLock::~MapsLock() {
+    if (!held_) return;
     rt_.ex_held_.store(false);
     ::flock(rt_.lock_fd_.get(), LOCK_UN);
+}
+std::string BpfRuntime::MapsLock::refused() const {
+    return "the lock of the pin root " + rt_.opts_.pin_root + " was held by " +
+           describe_holders(flock_holders(rt_.opts_.pin_root)) + " for the " + std::to_string(wait_.count()) +
+           " ms waited (another agentd sharing it, stopped or stuck?)";
 }
 
 // ---------------------------------------------------------------- start / stop
@@ -78,7 +97,8 @@ std::expected<std::unique_ptr<BpfRuntime>, SysError> BpfRuntime::start(RuntimeOp
     if (!rt->consume_lock_fd_)
         return std::unexpected(SysError::last("open(" + rt->opts_.pin_root + ", O_DIRECTORY)"));
     {
-        MapsLock lk(*rt);
+        MapsLock lk(*rt, rt->opts_.start_lock_wait);
+        if (!lk) return std::unexpected(SysError{lk.refused(), EWOULDBLOCK});
         LoaderOptions lo;
         lo.pin_root = rt->opts_.pin_root;
         lo.cgroup_parent = rt->opts_.cgroup_parent;
@@ -258,13 +278,84 @@ bool BpfRuntime::drain() {
     // exclusive lock (release() draining a run) it consumes directly.
     bool shared = false;
     if (!ex_held_.load()) {
-        if (::flock(consume_lock_fd_.get(), LOCK_SH | LOCK_NB) != 0) return false;
+        if (::flock(consume_lock_fd_.get(), LOCK_SH | LOCK_NB) != 0) {
+            note_held_back();
+            check_drops();  // what the kernel drops meanwhile is a gap now, not later
+            return false;
+        }
         shared = true;
     }
+    note_reading();
     if (auto r = reader_->consume(); !r) spdlog::warn("bpf: {}", r.error().message());
     if (shared) ::flock(consume_lock_fd_.get(), LOCK_UN);
     check_drops();
     return true;
+}
+
+namespace {
+int64_t steady_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+// A hold-back shorter than this (a peer's truth check, a map change) is routine.
+constexpr int64_t kNotableHoldBackNs = 100'000'000;
+}  // namespace
+
+void BpfRuntime::note_held_back() {
+    if (blocked_since_ns_.load() != 0) return;
+    std::string by = describe_holders(flock_holders(opts_.pin_root));
+    std::lock_guard lk(block_mu_);
+    blocked_by_ = std::move(by);
+    blocked_since_ns_.store(steady_ns());
+}
+
+void BpfRuntime::note_reading() {
+    int64_t since = blocked_since_ns_.load();
+    if (since == 0) return;
+    int64_t took = steady_ns() - since;
+    blocked_since_ns_.store(0);
+    if (took < kNotableHoldBackNs) return;
+    reader_blocks_.fetch_add(1);
+    std::lock_guard lk(block_mu_);
+    last_block_ = "held back by " + blocked_by_ + " for " + std::to_string(took / 1'000'000) + " ms";
+    spdlog::warn("bpf: the ring buffer reader was {}", last_block_);
+}
+
+nlohmann::json BpfRuntime::reader_status() const {
+    int64_t since = blocked_since_ns_.load();
+    std::lock_guard lk(block_mu_);
+    nlohmann::json j{{"state", since ? "blocked" : "reading"}, {"hold_backs", reader_blocks_.load()}};
+    if (since) {
+        j["blocked_ms"] = (steady_ns() - since) / 1'000'000;
+        j["by"] = blocked_by_;
+    }
+    if (!last_block_.empty()) j["last_hold_back"] = last_block_;
+    return j;
+}
+
+void BpfRuntime::retry_deferred() {
+    {
+        std::lock_guard lk(deferred_mu_);
+        if (deferred_.empty()) return;
+    }
+    MapsLock ml(*this, std::chrono::milliseconds(0));
+    if (!ml) return;
+    std::vector<Deferred> todo;
+    {
+        std::lock_guard lk(deferred_mu_);
+        todo.swap(deferred_);
+    }
+    for (const auto& d : todo) {
+        if (d.cgid)
+            if (auto r = loader_->maps().unbind(d.cgid); !r) spdlog::warn("bpf: {}", r.error().message());
+        for (uint32_t s : d.slots)
+            if (auto r = loader_->maps().free(s); !r) spdlog::warn("bpf: free slot {}: {}", s, r.error().message());
+        if (d.cgid) {
+            std::lock_guard cl(ctx_mu_);
+            runs_.erase(d.cgid);
+        }
+        spdlog::info("bpf: deferred release of cgroup {} done", d.cgid);
+    }
 }
 
 void BpfRuntime::reader_loop() {
@@ -282,6 +373,7 @@ void BpfRuntime::reader_loop() {
         for (int i = 0; i < n; ++i)
             if (got[i].data.u32 == 2) stop = true;
         if (!drain() && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        else retry_deferred();
         if (stop) return;
     }
 }
@@ -388,6 +480,8 @@ nlohmann::json BpfRuntime::status() const {
             {"decisions", c.decisions},
             {"foreign_events", c.foreign},
             {"drops", {{"reserve_failures", c.reserve_failures}, {"malformed", c.malformed}}},
+            {"reader", reader_status()},
+            {"deferred_releases", c.deferred_releases},
             {"reaped_at_start", {{"bindings", c.reaped_bindings}, {"slots", c.reaped_slots}}}};
 }
 
@@ -400,6 +494,8 @@ BpfRuntime::Counters BpfRuntime::counters() const {
     c.reserve_failures = reserve_failures_.load();
     c.reaped_bindings = reaped_bindings_.load();
     c.reaped_slots = reaped_slots_.load();
+    c.reader_blocks = reader_blocks_.load();
+    c.deferred_releases = deferred_total_.load();
     return c;
 }
 
@@ -448,6 +544,7 @@ std::expected<std::string, std::string> Attachment::bind(const std::string& cgro
     auto id = bpf::cgroup_id(cgroup_path);
     if (!id) return std::unexpected(id.error().message());
     BpfRuntime::MapsLock ml(*rt_);
+    if (!ml) return std::unexpected(ml.refused());
     auto ep = rt_->load_epoch(*bundle_, policy_version_);
     if (!ep) return std::unexpected(ep.error());
     {
@@ -466,6 +563,8 @@ std::expected<std::string, std::string> Attachment::bind(const std::string& cgro
         return std::unexpected(r.error().message());
     }
     cgid_ = *id;
+    if (auto st = maps.stats()) reserve_failures_at_bind_ = st->ringbuf_reserve_failures;
+    blocks_at_bind_ = rt_->reader_blocks_.load();
     slots_.push_back(ep->slot);
     bundle_.reset();
     return "cgroup " + std::to_string(cgid_) + " bound to policy slot " + std::to_string(ep->slot) + " (version " +
@@ -483,6 +582,7 @@ std::expected<void, std::string> Attachment::rebind(const policy::Bundle& bundle
         return {};
     }
     BpfRuntime::MapsLock ml(*rt_);
+    if (!ml) return std::unexpected(ml.refused());
     auto ep = rt_->load_epoch(bundle, policy_version);
     if (!ep) return std::unexpected(ep.error());
     {
@@ -518,8 +618,19 @@ void Attachment::release() {
     if (released_) return;
     released_ = true;
     if (!cgid_) return;
+    std::vector<uint32_t> slots = slots_;
+    for (const auto& [s, at] : retired_) slots.push_back(s);
+    slots_.clear();
+    retired_.clear();
+    auto defer = [&](uint64_t cgid, const std::string& why) {
+        spdlog::warn("bpf: run {} (cgroup {}): {}; its release is retried until the lock is free", run_id_, cgid_, why);
+        rt_->deferred_total_.fetch_add(1);
+        std::lock_guard dl(rt_->deferred_mu_);
+        rt_->deferred_.push_back({cgid, std::move(slots)});
+    };
     {
         BpfRuntime::MapsLock ml(*rt_);
+        if (!ml) return defer(cgid_, ml.refused());
         if (auto r = rt_->loader_->maps().unbind(cgid_); !r) spdlog::warn("bpf: {}", r.error().message());
     }
     // The run's processes are gone: everything they caused is in the buffer.
@@ -527,14 +638,37 @@ void Attachment::release() {
     for (int i = 0; i < 1000 && !rt_->drain(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     {
         BpfRuntime::MapsLock ml(*rt_);
-        for (uint32_t s : slots_) retired_.emplace_back(s, std::chrono::steady_clock::time_point{});
-        for (const auto& [s, at] : retired_)
+        if (!ml) return defer(0, ml.refused());
+        for (uint32_t s : slots)
             if (auto r = rt_->loader_->maps().free(s); !r) spdlog::warn("bpf: free slot {}: {}", s, r.error().message());
     }
-    slots_.clear();
-    retired_.clear();
     std::lock_guard cl(rt_->ctx_mu_);
     rt_->runs_.erase(cgid_);
+}
+
+std::vector<std::string> Attachment::warnings() const {
+    std::vector<std::string> out = rt_->reader_warnings();
+    uint64_t at_bind, blocks_at_bind;
+    {
+        std::lock_guard lk(mu_);
+        if (!cgid_) return out;
+        at_bind = reserve_failures_at_bind_;
+        blocks_at_bind = blocks_at_bind_;
+    }
+    auto st = rt_->loader_->maps().stats();
+    if (!st || st->ringbuf_reserve_failures <= at_bind) return out;
+    std::string why = "its reader did not keep up";
+    if (rt_->blocked_since_ns_.load()) {
+        std::lock_guard bl(rt_->block_mu_);
+        why = "its reader is held back by " + rt_->blocked_by_;
+    } else if (rt_->reader_blocks_.load() > blocks_at_bind) {
+        std::lock_guard bl(rt_->block_mu_);
+        why = "its reader was " + rt_->last_block_;
+    }
+    out.push_back("bpf: " + std::to_string(st->ringbuf_reserve_failures - at_bind) +
+                  " event(s) of the host's sandboxes could not be queued while this run was bound: the ring buffer "
+                  "was full (" + why + "); a gap record counts them, so this run's decisions may be incomplete");
+    return out;
 }
 
 }  // namespace bulwark::bpf

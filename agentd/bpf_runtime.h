@@ -63,6 +63,12 @@ struct RuntimeOptions {
     // Records lost before they became audit records: source and count.
     std::function<void(const std::string& source, uint64_t count)> on_drops;
     int poll_interval_ms = 200;  // allow/observe records wake the reader only in bulk
+    // How long a change of the maps (a run's binding, a grant's rebind, a
+    // run's release) waits for the pin root's lock while another process
+    // holds it; past that the change fails naming the holders (a release is
+    // retried by the reader thread). start() waits start_lock_wait.
+    std::chrono::milliseconds lock_wait{5000};
+    std::chrono::milliseconds start_lock_wait{30000};
 };
 
 class BpfRuntime;
@@ -80,6 +86,10 @@ public:
     std::function<std::expected<std::string, std::string>(int cgroup_v2_fd, const std::string& cgroup_path)> hook();
     std::expected<void, std::string> rebind(const policy::Bundle& bundle, uint64_t policy_version);
     void release();
+    // For the run's report: other readers of the ring buffer, and events the
+    // kernel could not queue since the run was bound (the ring buffer was
+    // full), with why when the reader was held back meanwhile.
+    std::vector<std::string> warnings() const;
 
     uint64_t cgroup_id() const;
 
@@ -95,6 +105,8 @@ private:
     std::shared_ptr<const policy::Bundle> bundle_;  // until bound
     uint64_t policy_version_ = 0;
     uint64_t cgid_ = 0;
+    uint64_t reserve_failures_at_bind_ = 0;  // the kernel's count (bw_stats) when bound
+    uint64_t blocks_at_bind_ = 0;            // the reader's hold-backs when bound
     std::vector<uint32_t> slots_;  // the slot of the epoch in force
     // Slots of earlier epochs, with when they were switched away from: an
     // operation that read the old binding just before a switch still finds
@@ -149,9 +161,13 @@ public:
 
     struct Counters {
         uint64_t events = 0, decisions = 0, foreign = 0, malformed = 0, reserve_failures = 0, reaped_bindings = 0,
-                 reaped_slots = 0;
+                 reaped_slots = 0, reader_blocks = 0, deferred_releases = 0;
     };
     Counters counters() const;
+    // The reader: "reading", or "blocked" while another process holds the pin
+    // root's exclusive lock (it stands back so that process's canary gets its
+    // events), with since when and by whom; the last hold-back that ended.
+    nlohmann::json reader_status() const;
 
 private:
     friend class Attachment;
@@ -172,19 +188,37 @@ private:
     };
 
     // Pin-root lock (flock) plus this process's mutex: PolicyMaps is not thread-safe.
+    // Waits at most `wait` (opts_.lock_wait by default) for both; false when
+    // not taken, refused() then says who holds the pin root's lock.
     class MapsLock {
     public:
-        explicit MapsLock(BpfRuntime& rt);
+        explicit MapsLock(BpfRuntime& rt) : MapsLock(rt, rt.opts_.lock_wait) {}
+        MapsLock(BpfRuntime& rt, std::chrono::milliseconds wait);
         ~MapsLock();
+        MapsLock(const MapsLock&) = delete;
+        MapsLock& operator=(const MapsLock&) = delete;
+        explicit operator bool() const { return held_; }
+        std::string refused() const;
     private:
         BpfRuntime& rt_;
-        std::unique_lock<std::mutex> lk_;
+        std::unique_lock<std::timed_mutex> lk_;
+        bool held_ = false;
+        std::chrono::milliseconds wait_;
     };
+    // A run's unbinding and slots, when release() could not take the lock:
+    // retried by the reader thread until it can.
+    struct Deferred {
+        uint64_t cgid = 0;
+        std::vector<uint32_t> slots;
+    };
+    void retry_deferred();
 
     std::expected<Epoch, std::string> load_epoch(const policy::Bundle& bundle, uint64_t policy_version);
     void reap_dead_bindings();
     void on_event(const bw_event& ev);
     void check_drops();
+    void note_held_back();
+    void note_reading();
     void reader_loop();
     std::string in_force() const;
 
@@ -197,7 +231,7 @@ private:
     // process's reader takes the events it is waiting for.
     Fd consume_lock_fd_;
     std::atomic<bool> ex_held_{false};  // this process holds the exclusive lock
-    std::mutex maps_mu_;
+    std::timed_mutex maps_mu_;
     bool lsm_files_ = false;  // a BPF LSM file program enforces: file tables are written
 
     mutable std::mutex ctx_mu_;
@@ -210,6 +244,16 @@ private:
     int64_t boot_offset_ns_ = 0;
     uint64_t last_reserve_failures_ = 0;
     uint64_t reported_malformed_ = 0;
+    // The reader held back by another process's exclusive lock: since when
+    // (steady ns, 0: reading), how often, and the last hold-back that ended.
+    std::atomic<int64_t> blocked_since_ns_{0};
+    std::atomic<uint64_t> reader_blocks_{0};
+    mutable std::mutex block_mu_;
+    std::string blocked_by_;       // holders seen when the current hold-back began
+    std::string last_block_;       // "held back by ... for N ms", the last one that ended
+    std::mutex deferred_mu_;
+    std::vector<Deferred> deferred_;
+    std::atomic<uint64_t> deferred_total_{0};
     std::atomic<uint64_t> events_{0}, decisions_{0}, foreign_{0}, reserve_failures_{0}, reaped_bindings_{0},
         reaped_slots_{0};
 };

@@ -6,8 +6,10 @@
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -68,13 +70,16 @@ std::expected<std::string, SysError> make_leaf(const std::string& controller,
     return dir;
 }
 
-void rmdir_retry(const std::string& dir) {
-    if (dir.empty()) return;
+// "" once gone; else why it stays (after up to 1 s of EBUSY retries).
+std::string rmdir_retry(const std::string& dir) {
+    if (dir.empty()) return "";
+    std::string why;
     for (int i = 0; i < 200; ++i) {
-        if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return;
-        if (errno != EBUSY) return;
+        why = try_remove_cgroup(dir);
+        if (why.empty() || why.find("EBUSY") == std::string::npos) return why;
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    return why;
 }
 
 }  // namespace
@@ -97,8 +102,15 @@ std::vector<StaleLeaf> reap_stale_leaves(const std::string& v2_extra) {
         std::vector<StaleLeaf> stale;
         while (auto* e = ::readdir(d)) {
             std::string n = e->d_name;
-            const std::string prefix = kRunCgroupPrefix;
-            if (!n.starts_with(prefix)) continue;
+            // Run leaves; in the BPF parent also a truth check's canary
+            // leaf (canary-<pid>) of a launcher killed during its check.
+            std::string prefix = kRunCgroupPrefix;
+            if (!n.starts_with(prefix)) {
+                if (std::string_view(ctrl).empty() && dir == v2_extra && n.starts_with(kCanaryCgroupPrefix))
+                    prefix = kCanaryCgroupPrefix;
+                else
+                    continue;
+            }
             char* end = nullptr;
             long pid = std::strtol(n.c_str() + prefix.size(), &end, 10);
             if (pid <= 0 || pid == ::getpid()) continue;
@@ -121,10 +133,8 @@ std::vector<StaleLeaf> reap_stale_leaves(const std::string& v2_extra) {
                 for (int i = 0; i < 1000 && keyed(read_file(leaf.path + "/cgroup.events"), "populated") != 0; ++i)
                     std::this_thread::sleep_for(std::chrono::milliseconds(1));
             }
-            rmdir_retry(leaf.path);
-            leaf.removed = ::access(leaf.path.c_str(), F_OK) != 0;
-            if (!leaf.removed && ::rmdir(leaf.path.c_str()) != 0)
-                leaf.error = std::string("rmdir: ") + std::strerror(errno);
+            leaf.error = rmdir_retry(leaf.path);
+            leaf.removed = leaf.error.empty();
             out.push_back(std::move(leaf));
         }
     }
@@ -312,19 +322,106 @@ bool SandboxCgroup::cpu_usage(uint64_t& user_us, uint64_t& system_us) const {
     return true;
 }
 
-void SandboxCgroup::remove() {
+std::vector<CgroupLeft> SandboxCgroup::remove() {
+    std::vector<CgroupLeft> left;
     if (!v2_path_.empty()) {
         if (!wait_empty(0)) {
             kill_all();
             wait_empty(5000);
         }
         v2_fd_.reset();
-        rmdir_retry(v2_path_);
+        if (auto why = rmdir_retry(v2_path_); !why.empty()) left.push_back({v2_path_, why});
         v2_path_.clear();
     }
     for (auto* p : {&mem_, &pids_, &cpu_, &cpuacct_}) {
-        rmdir_retry(*p);
+        if (auto why = rmdir_retry(*p); !why.empty()) left.push_back({*p, why});
         p->clear();
+    }
+    return left;
+}
+
+std::string try_remove_cgroup(const std::string& dir) {
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return "";
+    int e = errno;
+    std::string why = SysError{"rmdir", e}.message();
+    if (e != EBUSY && e != ENOTEMPTY) return why;
+    std::vector<std::string> children;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (auto* ent = ::readdir(d))
+            if (ent->d_type == DT_DIR && std::strcmp(ent->d_name, ".") != 0 && std::strcmp(ent->d_name, "..") != 0)
+                children.push_back(ent->d_name);
+        ::closedir(d);
+    }
+    size_t procs = 0;
+    {
+        std::istringstream in(read_file(dir + "/cgroup.procs"));
+        std::string pid;
+        while (in >> pid) ++procs;
+    }
+    std::string what;
+    if (!children.empty()) {
+        what = "child cgroups made in it: ";
+        for (size_t i = 0; i < children.size(); ++i) what += (i ? ", " : "") + children[i];
+    }
+    if (procs) what += (what.empty() ? "" : "; ") + std::to_string(procs) + " process(es) in it";
+    return what.empty() ? why : why + " (" + what + ")";
+}
+
+LeftCgroups::LeftCgroups() : thread_([this] { loop(); }) {}
+
+LeftCgroups::~LeftCgroups() {
+    {
+        std::lock_guard lk(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+void LeftCgroups::add(const std::vector<CgroupLeft>& left, uint64_t run_id) {
+    if (left.empty()) return;
+    int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch()).count();
+    std::lock_guard lk(mu_);
+    for (const auto& l : left) entries_.push_back({l.path, l.error, run_id, now, 1});
+    cv_.notify_all();
+}
+
+std::vector<LeftCgroups::Entry> LeftCgroups::list() const {
+    std::lock_guard lk(mu_);
+    return entries_;
+}
+
+uint64_t LeftCgroups::removed_later() const {
+    std::lock_guard lk(mu_);
+    return removed_;
+}
+
+void LeftCgroups::loop() {
+    std::unique_lock lk(mu_);
+    for (;;) {
+        cv_.wait(lk, [&] { return stop_ || !entries_.empty(); });
+        if (stop_) return;
+        if (cv_.wait_for(lk, std::chrono::seconds(1), [&] { return stop_; })) return;
+        std::vector<std::string> paths;
+        for (const auto& e : entries_) paths.push_back(e.path);
+        lk.unlock();
+        std::vector<std::string> why;
+        for (const auto& p : paths) why.push_back(try_remove_cgroup(p));
+        lk.lock();
+        for (size_t i = 0; i < paths.size(); ++i) {
+            auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.path == paths[i]; });
+            if (it == entries_.end()) continue;
+            if (why[i].empty()) {
+                spdlog::info("cgroup {} (left by run {}) removed after {} attempt(s)", it->path, it->run_id,
+                             it->attempts + 1);
+                entries_.erase(it);
+                ++removed_;
+            } else {
+                it->error = why[i];
+                ++it->attempts;
+            }
+        }
     }
 }
 

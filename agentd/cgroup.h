@@ -7,8 +7,11 @@
 // at a hierarchy's root, and removed by remove() / the destructor.
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <expected>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +20,13 @@
 #include "sys_error.h"
 
 namespace bulwark {
+
+// A leaf remove() could not remove, and why (e.g. another process made a
+// child cgroup in it, or something in it does not die).
+struct CgroupLeft {
+    std::string path;
+    std::string error;
+};
 
 struct CgroupLimits {
     std::optional<uint64_t> memory_bytes;
@@ -57,8 +67,10 @@ public:
     bool cpu_usage(uint64_t& user_us, uint64_t& system_us) const;  // v2 cpu.stat
     bool has_memory() const { return !mem_.empty(); }
 
-    // Kills what is left, waits, removes every leaf. Idempotent.
-    void remove();
+    // Kills what is left, waits, removes every leaf. Idempotent. Returns the
+    // leaves that could not be removed (a bounded retry each); never a
+    // cgroup made by someone else below a leaf: that one holds its leaf.
+    std::vector<CgroupLeft> remove();
 
 private:
     SandboxCgroup() = default;
@@ -70,6 +82,8 @@ private:
 // Every per-run leaf is named <prefix><agentd pid>-<run number>, followed by
 // "-<label>" when the launcher gave one (agentd serve: "r<run id>").
 inline constexpr const char* kRunCgroupPrefix = "bulwark-run-";
+// The BPF loader's truth check runs its canary in <BPF parent>/canary-<pid>.
+inline constexpr const char* kCanaryCgroupPrefix = "canary-";
 
 // A leaf an agentd that died left behind, and what became of it.
 struct StaleLeaf {
@@ -88,6 +102,40 @@ struct StaleLeaf {
 std::vector<StaleLeaf> reap_stale_leaves(const std::string& v2_extra = {});
 // The same, counting the leaves removed. run_tool calls it once per process.
 size_t reap_stale_cgroups(const std::string& v2_extra = {});
+
+// Tries rmdir once: "" once the directory is gone, else why it stays
+// ("rmdir: EBUSY (child cgroups: x, y)", "rmdir: EBUSY (3 process(es) in it)").
+std::string try_remove_cgroup(const std::string& dir);
+
+// Leaves left behind by runs of this process, retried once a second until
+// they go (the fault gone: the child cgroup removed, the stuck process
+// dead). Thread-safe.
+class LeftCgroups {
+public:
+    struct Entry {
+        std::string path;
+        std::string error;     // the last attempt's
+        uint64_t run_id = 0;
+        int64_t since_ns = 0;  // realtime, when the run left it
+        uint64_t attempts = 0;
+    };
+    LeftCgroups();
+    ~LeftCgroups();
+    LeftCgroups(const LeftCgroups&) = delete;
+    LeftCgroups& operator=(const LeftCgroups&) = delete;
+    void add(const std::vector<CgroupLeft>& left, uint64_t run_id);
+    std::vector<Entry> list() const;
+    uint64_t removed_later() const;  // entries removed by a retry
+
+private:
+    void loop();
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    bool stop_ = false;
+    std::vector<Entry> entries_;
+    uint64_t removed_ = 0;
+    std::thread thread_;
+};
 
 // Where this process sits: "" on error. `controller` "" = cgroup v2 line.
 std::string own_cgroup(const std::string& controller);

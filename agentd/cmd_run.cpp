@@ -173,8 +173,9 @@ void register_run(CLI::App& app) {
             rep = run_tool(*bundle, req);
             if (rt && att) {
                 // Another reader of the ring buffer (e.g. a running agentd
-                // serve) may have consumed some of this run's events.
-                for (auto& w : rt->reader_warnings()) rep.warnings.push_back(std::move(w));
+                // serve) may have consumed some of this run's events; a full
+                // ring buffer may have lost some.
+                for (auto& w : att->warnings()) rep.warnings.push_back(std::move(w));
             }
             if (att) att->release();  // delivers the run's last events
             att.reset();

@@ -213,9 +213,13 @@ int run_serve(const ServeArgs& a) {
                           kaudit_error);
         }
     }
+    // Run cgroups that could not be removed when their run ended, retried
+    // until they go.
+    LeftCgroups left_cgroups;
     TaskOptions topts;
     topts.work_root = cfg->work_root;
     topts.metrics = &metrics;
+    topts.left_cgroups = &left_cgroups;
     if (kaudit) {
         topts.runs = &runs;
         topts.kernel_audit_barrier = [k = kaudit.get()](std::chrono::milliseconds t) { return k->barrier(t); };
@@ -240,7 +244,7 @@ int run_serve(const ServeArgs& a) {
         out.attach = at->hook();
         out.rebind = [at](const policy::Bundle& nb, uint64_t v) { return at->rebind(nb, v); };
         out.release = [at] { at->release(); };
-        out.warnings = [rt = bpf_rt.get()] { return rt->reader_warnings(); };
+        out.warnings = [at] { return at->warnings(); };
         out.cgroup_parent = bpf_rt->cgroup_parent();
         out.layers = bpf_rt->layer_states();
         return out;
@@ -288,8 +292,13 @@ int run_serve(const ServeArgs& a) {
     auto host_status = std::make_shared<const nlohmann::json>(probe_host_layers(nullptr));
     auto tools_coverage = std::make_shared<const nlohmann::json>(plan_catalog(*catalog, topts.work_root, bpf_rt.get(),
                                                                               bpf_unavailable));
-    auto host_now = [host_status, tools_coverage, reconciliation, &kaudit, &kaudit_error, bpf_status] {
+    auto host_now = [host_status, tools_coverage, reconciliation, &kaudit, &kaudit_error, bpf_status,
+                     &left_cgroups] {
         nlohmann::json j = *host_status;
+        j["cgroups_left"] = nlohmann::json::array();
+        for (const auto& e : left_cgroups.list())
+            j["cgroups_left"].push_back({{"path", e.path}, {"error", e.error}, {"run_id", e.run_id},
+                                         {"since_ns", e.since_ns}, {"attempts", e.attempts}});
         j["tools"] = *tools_coverage;
         j["reconciliation"] = *reconciliation;
         nlohmann::json bpf = bpf_status();

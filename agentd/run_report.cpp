@@ -78,6 +78,12 @@ nlohmann::json to_json(const RunReport& r) {
                    {"unenforced", r.unenforced}}},
     };
     if (!r.refusal_code.empty()) j["refusal_code"] = r.refusal_code;
+    if (!r.cgroups_left.empty()) {
+        nlohmann::json left = nlohmann::json::array();
+        for (const auto& [path, why] : r.cgroups_left) left.push_back({{"path", path}, {"error", why}});
+        j["cgroups_left"] = std::move(left);
+    }
+    if (r.workdir_vanished) j["workdir_vanished"] = true;
     return j;
 }
 

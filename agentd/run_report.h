@@ -55,7 +55,9 @@ struct RunReport {
     std::string network;                 // network design in force for this run
     std::string error;                   // why the launch was refused / failed
     // Why it was refused, for callers that answer with a code of their own:
-    // "rule_unenforced" (a rule no layer in force holds), else "".
+    // "rule_unenforced" (a rule no layer in force holds), "bpf_binding" (the
+    // run's BPF policy could not be bound, e.g. the pin root's lock is held
+    // by a stuck peer), else "".
     std::string refusal_code;
     // Per rule: the layers in force that hold it (rule_coverage.h), the
     // one-line summary, and the rules run with no layer holding them
@@ -66,6 +68,10 @@ struct RunReport {
     // Empty directories this run made on the host for deny masks (removed
     // when the run ends; a restarted daemon removes those a crash left).
     std::vector<std::string> placeholders;
+    // Cgroup leaves of the run that could not be removed: path, why.
+    std::vector<std::pair<std::string, std::string>> cgroups_left;
+    // The work directory was gone (removed or replaced) when the run ended.
+    bool workdir_vanished = false;
 
     // The status `agentd run` exits with.
     int exit_status() const;

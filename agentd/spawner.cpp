@@ -308,6 +308,15 @@ private:
 }
 #endif
 
+// Leaves the run could not remove: in the report, said as a warning.
+void note_cgroups_left(RunReport& rep, const std::vector<CgroupLeft>& left) {
+    for (const auto& l : left) {
+        rep.cgroups_left.push_back({l.path, l.error});
+        rep.warnings.push_back("cgroup: the run's cgroup " + l.path + " could not be removed: " + l.error +
+                               "; it is empty of the run's processes and retried until it goes");
+    }
+}
+
 std::string errname(int e) {
     const char* n = strerrorname_np(e);
     return std::string(std::strerror(e)) + " (" + (n ? n : std::to_string(e)) + ")";
@@ -560,6 +569,8 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
 
     // (p6) Ids and the workdir.
     std::string workdir;
+    dev_t workdir_dev = 0;
+    ino_t workdir_ino = 0;
     uid_t uid = 65534;
     gid_t gid = 65534;
     IdSource ids_from = IdSource::RootOwnedWorkdir;
@@ -569,6 +580,8 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
         if (!::realpath(req.workdir.c_str(), real) || ::stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
             return refuse("workdir " + req.workdir + " is not an existing directory");
         workdir = real;
+        workdir_dev = st.st_dev;
+        workdir_ino = st.st_ino;
         if (st.st_uid != 0) {
             uid = st.st_uid;
             gid = st.st_gid;
@@ -782,7 +795,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
         cg.kill_all();
         reap(nullptr, nullptr);
         recycle();
-        cg.remove();
+        note_cgroups_left(rep, cg.remove());
         rep.outcome = o;
         rep.error = std::move(why);
         rep.usage.wall_us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
@@ -811,7 +824,10 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
         return abort_child(RunOutcome::SetupFailed, "user namespace: " + r.error().message());
     if (req.attach_bpf) {
         auto r = req.attach_bpf(cg.v2_fd(), cg.v2_path());
-        if (!r) return abort_child(RunOutcome::SetupFailed, "BPF policy binding: " + r.error());
+        if (!r) {
+            rep.refusal_code = "bpf_binding";
+            return abort_child(RunOutcome::SetupFailed, "BPF policy binding: " + r.error());
+        }
         rep.layers.push_back({"bpf", LayerState::Enforcing, *r, {}});
     } else {
         rep.layers.push_back({"bpf", LayerState::Unavailable,
@@ -1011,7 +1027,19 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     cg.kill_all();
     if (!cg.wait_empty(5000)) rep.warnings.push_back("cgroup " + cg.v2_path() + " still populated after kill");
     recycle();
-    cg.remove();
+    note_cgroups_left(rep, cg.remove());
+    // The work directory may have gone while the tool ran (removed or moved
+    // away from under it): what the tool wrote there went with it.
+    if (!workdir.empty()) {
+        struct stat now{};
+        if (::lstat(workdir.c_str(), &now) != 0 || now.st_dev != workdir_dev || now.st_ino != workdir_ino) {
+            rep.workdir_vanished = true;
+            rep.warnings.push_back("workdir: " + workdir + " vanished during the run (" +
+                                   (::lstat(workdir.c_str(), &now) != 0 ? "removed or moved away"
+                                                                        : "another file stands there now") +
+                                   "); what the tool wrote there is not there");
+        }
+    }
     return rep;
 }
 

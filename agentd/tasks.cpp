@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "audit_db.h"
+#include "cgroup.h"
 #include "bulwark/policy/evaluator.h"
 #include "bulwark/policy/grants.h"
 #include "bulwark/policy/match.h"
@@ -616,6 +617,23 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
                                          : err(400, "bad_request", req.error().message);
     if (store_ && !store_->accepting_runs())
         return err(503, "store_refusing", "the audit store refuses new runs: " + store_->status().reason);
+    // The task's work directory must still be there (someone may have
+    // removed it from the host): no run in a directory that is gone.
+    {
+        std::string workdir;
+        {
+            std::lock_guard lk(mu_);
+            auto it = tasks_.find(id);
+            if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
+            workdir = it->second->workdir;
+        }
+        struct stat st{};
+        if (::lstat(workdir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+            return err(409, "workdir_gone",
+                       "task " + std::to_string(id) + ": its work directory " + workdir + " is " +
+                           (errno == ENOENT ? "gone (removed from the host)" : "no longer a directory") +
+                           "; make it again (owned by the tool's uid) or create another task");
+    }
 
     std::shared_ptr<Task> task;
     std::shared_ptr<const policy::Bundle> bundle, tool_bundle;
@@ -825,6 +843,11 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         for (auto& w : b->warnings()) rep.warnings.push_back(std::move(w));
     release_bpf();
     rep.tool = req->tool;
+    if (opts_.left_cgroups && !rep.cgroups_left.empty()) {
+        std::vector<CgroupLeft> left;
+        for (const auto& [path, why] : rep.cgroups_left) left.push_back({path, why});
+        opts_.left_cgroups->add(left, run_id);
+    }
 
     std::string reason = rep.timed_out ? "timeout"
                          : rep.oom_killed ? "oom"
@@ -833,6 +856,7 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
                                                              : outcome_name(rep.outcome);
     int code = rep.outcome == RunOutcome::Signaled ? rep.signal : rep.exit_status();
     json decisions = json::array(), denials = json::array();
+    json report = to_json(rep);
     std::optional<uint64_t> exit_seq;
     if (store_) {
         auto seq = store_->enqueue(audit::run_exit_record(
@@ -841,8 +865,9 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
              {"cpu_user_us", rep.usage.cpu_user_us}, {"cpu_system_us", rep.usage.cpu_system_us},
              {"peak_memory_bytes", rep.usage.peak_memory_bytes}, {"wall_us", rep.usage.wall_us},
              {"error", rep.error}, {"denials", rep.denials}, {"hardening", rep.hardening},
-             {"layers", to_json(rep)["layers"]}, {"rules", rep.coverage_summary},
-             {"rules_unenforced", rep.unenforced}}));
+             {"layers", report["layers"]}, {"rules", rep.coverage_summary},
+             {"rules_unenforced", rep.unenforced}, {"workdir_vanished", rep.workdir_vanished},
+             {"cgroups_left", report.value("cgroups_left", json::array())}}));
         exit_seq = seq;
         // The reply is built while the exit record commits (below).
         auto taken = watch->decisions_before(seq ? *seq : UINT64_MAX);
@@ -863,7 +888,6 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     out["stderr"] = rep.stderr_data;
     out["stdout_truncated"] = rep.stdout_truncated;
     out["stderr_truncated"] = rep.stderr_truncated;
-    json report = to_json(rep);
     report.erase("stdout");
     report.erase("stderr");
     out["report"] = std::move(report);
@@ -893,6 +917,10 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         return err(422, "rule_unenforced", rep.error,
                    {{"run_id", run_id}, {"task_id", task_id}, {"tool", req->tool}, {"rules", std::move(unheld)}});
     }
+    // The BPF layer could not take the run now (a peer holds the maps): the
+    // same request may succeed later.
+    if (rep.refusal_code == "bpf_binding")
+        return err(503, "bpf_unavailable", rep.error, {{"run_id", run_id}, {"task_id", task_id}, {"tool", req->tool}});
     return out;
 }
 

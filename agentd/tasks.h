@@ -34,6 +34,7 @@
 #include "bulwark/policy/instantiate.h"
 
 namespace bulwark {
+class LeftCgroups;
 class ToolCatalog;
 class RunRegistry;
 struct Metrics;
@@ -88,6 +89,9 @@ struct TaskOptions {
     std::function<uint64_t()> kernel_audit_losses;
     std::chrono::milliseconds kernel_audit_wait{2000};
     Metrics* metrics = nullptr;
+    // Cgroup leaves a run could not remove are handed here (retried until
+    // they go; /v1/health lists them). nullptr: only the run's report says so.
+    LeftCgroups* left_cgroups = nullptr;
 };
 
 class TaskManager {

@@ -281,7 +281,19 @@ class Client:
     # -- API -------------------------------------------------------------
 
     def health(self) -> Dict[str, Any]:
-        return self.request("GET", "/v1/health")
+        """The daemon's state. A daemon that refuses runs (e.g. its audit store
+        is out of space) answers 503 with the same document: returned, not raised;
+        its "status" is then "refusing" and "audit.reason" says why."""
+        try:
+            return self.request("GET", "/v1/health")
+        except ServiceUnavailable as e:
+            try:
+                doc = json.loads(e.error.get("message", ""))
+            except ValueError:
+                raise e from None
+            if isinstance(doc, dict) and "status" in doc:
+                return doc
+            raise
 
     def tools(self) -> List[Dict[str, Any]]:
         return self.request("GET", "/v1/tools")["tools"]

@@ -69,20 +69,21 @@ def own_cgroup() -> str:
 
 
 class Env:
-    def __init__(self, agentd: str, rules: str):
+    def __init__(self, agentd: str, rules: str, prefix: str = "bulwark-chaos"):
         self.agentd, self.rules = agentd, rules
-        self.dir = tempfile.mkdtemp(prefix="bulwark-chaos-")
+        self.dir = tempfile.mkdtemp(prefix=prefix + "-")
         os.chmod(self.dir, 0o711)
         self.state = os.path.join(self.dir, "state")
         self.work = os.path.join(self.dir, "work")
         self.sock = os.path.join(self.dir, "agentd.sock")
-        name = f"bulwark-chaos-{os.getpid()}"
+        name = f"{prefix}-{os.getpid()}"
         self.pin_root = f"/sys/fs/bpf/{name}"
         base = cgroup2_mount() + own_cgroup().rstrip("/")
         self.cgroup_parent = f"{base}/{name}"
         self.leaf_dirs = [self.cgroup_parent, base]  # where run leaves live (v2)
         self.proc: subprocess.Popen | None = None
         self.logs = 0
+        self.extra: list[str] = []  # more `agentd serve` arguments
 
     def start(self) -> float:
         self.logs += 1
@@ -91,11 +92,21 @@ class Env:
         self.proc = subprocess.Popen(
             [self.agentd, "serve", "--state-dir", self.state, "--rules", self.rules, "--work-root", self.work,
              "--socket", self.sock, "--http", "off", "--bpf-pin-root", self.pin_root,
-             "--bpf-cgroup-parent", self.cgroup_parent],
+             "--bpf-cgroup-parent", self.cgroup_parent, *self.extra],
             stdout=log, stderr=subprocess.STDOUT)
-        api = bc.Client.unix(self.sock, timeout=30, retry_unavailable=60)
-        api.health()
-        return t0
+        api = bc.Client.unix(self.sock, timeout=30, retry_unavailable=0.5)
+        for _ in range(120):
+            try:
+                api.health()
+                return t0
+            except bc.DaemonUnavailable:
+                if self.proc.poll() is not None:
+                    break
+        log.close()
+        with open(log.name) as f:
+            tail = f.read()[-2000:]
+        failures.append(f"agentd serve did not start (status {self.proc.poll()})")
+        raise SystemExit(f"agentd serve did not start (status {self.proc.poll()}):\n{tail}")
 
     def db(self) -> sqlite3.Connection:
         return sqlite3.connect(f"file:{os.path.join(self.state, 'audit.db')}?mode=ro", uri=True, timeout=30)
