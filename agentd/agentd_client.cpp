@@ -23,14 +23,17 @@ std::string AgentdReply::error_text() const {
     return "HTTP " + std::to_string(status) + ": " + raw;
 }
 
-std::expected<AgentdReply, std::string> AgentdClient::call(std::string_view method, std::string_view target,
+std::expected<AgentdReply, AgentdError> AgentdClient::call(std::string_view method, std::string_view target,
                                                           const std::optional<json>& body) const {
+    using K = AgentdError::Kind;
+    const std::string what = std::string(method) + " " + std::string(target);
+    bool sent = false;
     try {
         asio::io_context io;
         asio::local::stream_protocol::socket sock(io);
         beast::error_code ec;
         sock.connect(asio::local::stream_protocol::endpoint(socket_), ec);
-        if (ec) return std::unexpected("connect " + socket_ + ": " + ec.message());
+        if (ec) return std::unexpected(AgentdError{K::Unavailable, "connect " + socket_ + ": " + ec.message()});
 
         bhttp::request<bhttp::string_body> req(bhttp::string_to_verb(beast::string_view(method.data(), method.size())),
                                              std::string(target), 11);
@@ -41,14 +44,15 @@ std::expected<AgentdReply, std::string> AgentdClient::call(std::string_view meth
             req.body() = body->dump(-1, ' ', false, json::error_handler_t::replace);
         }
         req.prepare_payload();
+        sent = true;  // from here on, some of it may have reached the daemon
         bhttp::write(sock, req, ec);
-        if (ec) return std::unexpected(std::string(method) + " " + std::string(target) + ": write: " + ec.message());
+        if (ec) return std::unexpected(AgentdError{K::Lost, what + ": write: " + ec.message()});
 
         beast::flat_buffer buf;
         bhttp::response_parser<bhttp::string_body> parser;
         parser.body_limit(256ull << 20);
         bhttp::read(sock, buf, parser, ec);
-        if (ec) return std::unexpected(std::string(method) + " " + std::string(target) + ": read: " + ec.message());
+        if (ec) return std::unexpected(AgentdError{K::Lost, what + ": the connection ended before the reply: " + ec.message()});
         AgentdReply r;
         r.status = static_cast<int>(parser.get().result_int());
         r.raw = std::move(parser.get().body());
@@ -56,7 +60,7 @@ std::expected<AgentdReply, std::string> AgentdClient::call(std::string_view meth
         if (r.body.is_discarded()) r.body = nullptr;
         return r;
     } catch (const std::exception& e) {
-        return std::unexpected(std::string(method) + " " + std::string(target) + ": " + e.what());
+        return std::unexpected(AgentdError{sent ? K::Lost : K::Unavailable, what + ": " + e.what()});
     }
 }
 

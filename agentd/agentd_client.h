@@ -20,13 +20,21 @@ struct AgentdReply {
     std::string error_text() const;
 };
 
+// A transport failure. Unavailable: no daemon accepted the connection, so
+// nothing was sent (safe to send again). Lost: the connection ended after
+// the request was sent and before the whole reply came (the daemon may have
+// acted on it).
+struct AgentdError {
+    enum class Kind { Unavailable, Lost } kind = Kind::Unavailable;
+    std::string message;
+};
+
 class AgentdClient {
 public:
     explicit AgentdClient(std::string socket_path) : socket_(std::move(socket_path)) {}
 
-    // A transport failure (no daemon, connection dropped) is the error; any
-    // HTTP status is a reply.
-    std::expected<AgentdReply, std::string> call(std::string_view method, std::string_view target,
+    // A transport failure is the error; any HTTP status is a reply.
+    std::expected<AgentdReply, AgentdError> call(std::string_view method, std::string_view target,
                                                 const std::optional<nlohmann::json>& body = std::nullopt) const;
 
     const std::string& socket_path() const { return socket_; }

@@ -1,6 +1,8 @@
 #include "mcp_server.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -298,7 +300,7 @@ std::expected<json, RpcError> Server::initialize(const json& params) {
 
     auto fail = [](const std::string& what) { return std::unexpected(RpcError{kInternalError, what}); };
     auto listed = api_("GET", "/v1/tools", std::nullopt);
-    if (!listed) return fail("agentd: " + listed.error());
+    if (!listed) return fail("agentd: " + listed.error().message);
     if (listed->status != 200) return fail("agentd: GET /v1/tools: " + listed->error_text());
     std::vector<json> chosen;
     for (const auto& t : listed->body["tools"])
@@ -318,7 +320,7 @@ std::expected<json, RpcError> Server::initialize(const json& params) {
     // Tools named with --tools are all required.
     if (opts_.tools.empty()) create["skip_unavailable"] = true;
     auto made = api_("POST", "/v1/tasks", create);
-    if (!made) return fail("agentd: " + made.error());
+    if (!made) return fail("agentd: " + made.error().message);
     if (made->status != 201) return fail("agentd refused the session's task: " + made->error_text());
     uint64_t task = made->body["id"].get<uint64_t>();
     std::string workdir = made->body.value("workdir", std::string());
@@ -373,6 +375,7 @@ std::expected<json, RpcError> Server::initialize(const json& params) {
     version_ = version;
     task_ = task;
     workdir_ = workdir;
+    create_ = std::move(create);
     tools_ = std::move(tools);
     return json{{"protocolVersion", version},
                 {"capabilities", {{"tools", {{"listChanged", false}}}}},
@@ -427,10 +430,37 @@ std::expected<json, RpcError> Server::tools_call(const json& params, const std::
     auto body = exec_body(name, program, params.contains("arguments") ? params["arguments"] : json(nullptr));
     if (!body) return tool_error(body.error());
     (*body)["client_ref"] = client_ref;
-    auto r = api_("POST", "/v1/tasks/" + std::to_string(task) + "/exec", *body);
-    if (!r) return std::unexpected(RpcError{kInternalError, "agentd: " + r.error()});
-    if (r->status != 200) return tool_error(name + " was not run: " + r->error_text());
-    json result{{"content", {{{"type", "text"}, {"text", describe_exec(name, r->body)}}}},
+    auto exec = [&](uint64_t t) { return call_waiting("POST", "/v1/tasks/" + std::to_string(t) + "/exec", *body); };
+    auto r = exec(task);
+    std::string note;
+    if (r && r->status == 404 && r->body.is_object() && r->body.contains("error") &&
+        r->body["error"].value("code", std::string()) == "unknown_task") {
+        // agentd restarted: its tasks are gone; the session goes on in a new one.
+        auto renewed = renew_task(task);
+        if (!renewed)
+            return tool_error(name + " was not run: this session's task " + std::to_string(task) +
+                              " is gone (agentd restarted?) and no new one could be made: " + renewed.error());
+        std::string wd;
+        {
+            std::lock_guard lk(mu_);
+            wd = workdir_;
+        }
+        note = "Note: agentd restarted and this session's task " + std::to_string(task) +
+               " was gone; the session continues in task " + std::to_string(*renewed) +
+               " with the same tools and grant (work directory " + wd +
+               "). Earlier runs stay in the audit store under the old task.\n\n";
+        task = *renewed;
+        r = exec(task);
+    }
+    if (!r) {
+        if (r.error().kind == AgentdError::Kind::Lost)
+            return tool_error(name + ": agentd ended during the call (" + r.error().message +
+                              "); the tool may have run, but its result is lost. Calling it again runs it again.");
+        return tool_error(name + " was not run: no agentd accepted the connection within " +
+                          std::to_string(opts_.reconnect_wait.count() / 1000) + " s (" + r.error().message + ")");
+    }
+    if (r->status != 200) return tool_error(note + name + " was not run: " + r->error_text());
+    json result{{"content", {{{"type", "text"}, {"text", note + describe_exec(name, r->body)}}}},
                 {"isError", exec_failed(r->body)}};
     if (has_structured_content(version)) result["structuredContent"] = structured(r->body);
     return result;
@@ -448,9 +478,47 @@ std::expected<void, std::string> Server::close() {
         task = task_;
     }
     auto r = api_("DELETE", "/v1/tasks/" + std::to_string(*task), std::nullopt);
-    if (!r) return std::unexpected(r.error());
+    if (!r) return std::unexpected(r.error().message);
     if (r->status != 200) return std::unexpected(r->error_text());
     return {};
+}
+
+std::expected<AgentdReply, AgentdError> Server::call_waiting(std::string_view method, std::string_view target,
+                                                             const std::optional<json>& body) const {
+    auto deadline = std::chrono::steady_clock::now() + opts_.reconnect_wait;
+    auto pause = std::chrono::milliseconds(50);
+    for (;;) {
+        auto r = api_(method, target, body);
+        if (r || r.error().kind != AgentdError::Kind::Unavailable ||
+            std::chrono::steady_clock::now() + pause > deadline)
+            return r;
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+    }
+}
+
+std::expected<uint64_t, std::string> Server::renew_task(uint64_t gone) {
+    std::lock_guard rl(renew_mu_);
+    json body;
+    {
+        std::lock_guard lk(mu_);
+        if (closed_) return std::unexpected("the session is closed");
+        if (task_ && *task_ != gone) return *task_;  // another call renewed it already
+        body = create_;
+        std::error_code ec;
+        if (!workdir_.empty() && std::filesystem::is_directory(workdir_, ec)) body["workdir"] = workdir_;
+    }
+    auto made = call_waiting("POST", "/v1/tasks", body);
+    if (!made) return std::unexpected("agentd: " + made.error().message);
+    if (made->status != 201) return std::unexpected("agentd refused the session's new task: " + made->error_text());
+    uint64_t task = made->body["id"].get<uint64_t>();
+    std::string workdir = made->body.value("workdir", std::string());
+    spdlog::warn("agentd mcp: task {} is gone (agentd restarted?); the session continues in task {} ({})", gone, task,
+                 workdir);
+    std::lock_guard lk(mu_);
+    task_ = task;
+    workdir_ = workdir;
+    return task;
 }
 
 }  // namespace bulwark::mcp

@@ -16,6 +16,7 @@
 // cancels (notifications/cancelled) has its run ended by the daemon and gets
 // no response. close() ends the task.
 #include <expected>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -45,13 +46,16 @@ enum ErrorCode : int {
 };
 
 // The daemon's HTTP API, as AgentdClient::call offers it.
-using ApiCall = std::function<std::expected<AgentdReply, std::string>(
+using ApiCall = std::function<std::expected<AgentdReply, AgentdError>(
     std::string_view method, std::string_view target, const std::optional<nlohmann::json>& body)>;
 
 struct Options {
     std::vector<std::string> tools;      // empty: every tool the daemon serves
     nlohmann::json grant = nullptr;      // the task's grant (null: the tools' rules)
     std::string label = "mcp session";
+    // Once the session is up, a call that finds no daemon accepting
+    // connections (agentd restarting) is tried again for this long.
+    std::chrono::milliseconds reconnect_wait{30000};
 };
 
 class Server {
@@ -79,6 +83,14 @@ private:
     // notifications/cancelled: the daemon ends the call's run; the call
     // gets no response.
     void cancel_request(const nlohmann::json& params);
+    // api_, tried again while no daemon accepts the connection, up to
+    // opts_.reconnect_wait.
+    std::expected<AgentdReply, AgentdError> call_waiting(std::string_view method, std::string_view target,
+                                                         const std::optional<nlohmann::json>& body) const;
+    // The session's task `gone` no longer exists (a restarted agentd knows
+    // no task of the one before): a new task with the same tools, grant and
+    // label, in the same work directory while it is there. The task to use.
+    std::expected<uint64_t, std::string> renew_task(uint64_t gone);
 
     struct Tool {
         std::string name;
@@ -97,6 +109,8 @@ private:
     std::string version_;
     std::optional<uint64_t> task_;
     std::string workdir_;
+    nlohmann::json create_;   // the session's POST /v1/tasks body
+    std::mutex renew_mu_;     // one renewal at a time
     std::vector<Tool> tools_;
     // tools/call requests in flight: request id (as JSON text) -> the
     // client_ref their exec carries; those a client cancelled.

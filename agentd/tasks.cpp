@@ -294,7 +294,15 @@ std::expected<json, ApiError> TaskManager::create(const json& body) {
     if (!r) return std::unexpected(r.error());
     tasks_[t->id] = t;
     if (opts_.metrics) opts_.metrics->tasks_open.fetch_add(1, std::memory_order_relaxed);
-    return t->summary();
+    json summary = t->summary();
+    // The task's epoch record carries its id: once it is durable, a daemon
+    // restarted after a crash numbers its tasks above it, so a client of the
+    // dead daemon holding this id never reaches another client's task.
+    uint64_t seq = store_ ? store_->last_seq() : 0;
+    lk.unlock();
+    if (store_ && !store_->wait_committed(seq, std::chrono::milliseconds(5000)))
+        spdlog::warn("task {}: its epoch record was not acknowledged within 5 s", t->id);
+    return summary;
 }
 
 // Builds the epoch's bundles (narrowing every tool), then appends it. Called

@@ -24,8 +24,10 @@ acknowledged and checked, the slowest recovery. Exit 0 only if every check held.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import select
 import shutil
 import signal
 import sqlite3
@@ -148,11 +150,58 @@ class Env:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class McpSession:
+    """`agentd mcp` on stdio, one session for the whole tier: it outlives
+    every daemon it talks to (it waits for the restart, then goes on in a new
+    task)."""
+
+    def __init__(self, env: Env):
+        self.log = open(os.path.join(env.dir, "agentd-mcp.log"), "w")
+        self.p = subprocess.Popen([env.agentd, "mcp", "--socket", env.sock, "--tools", "sh", "--label", "chaos mcp"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
+        self.next_id = 0
+        self.lock = threading.Lock()
+        r = self.rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "chaos", "version": "0"}}, timeout=30)
+        if "result" not in r:
+            raise SystemExit(f"agentd mcp did not start a session: {r}")
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, msg: dict):
+        self.p.stdin.write((json.dumps(msg) + "\n").encode())
+        self.p.stdin.flush()
+
+    def rpc(self, method: str, params: dict, timeout: float) -> dict:
+        """One call at a time (the chaos load has one MCP thread)."""
+        with self.lock:
+            self.next_id += 1
+            self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+            fd = self.p.stdout.fileno()
+            if not select.select([fd], [], [], timeout)[0]:
+                return {"timeout": timeout}
+            line = self.p.stdout.readline()
+            return json.loads(line) if line else {"eof": True}
+
+    def sh(self, script: str, timeout: float = 60) -> dict:
+        return self.rpc("tools/call", {"name": "sh", "arguments": {"args": ["-c", script]}}, timeout)
+
+    def close(self):
+        self.p.stdin.close()
+        try:
+            self.p.wait(15)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+
+
 class Load:
     """Client threads against one daemon until it dies."""
 
-    def __init__(self, env: Env, rng: random.Random, round_no: int):
-        self.env, self.rng, self.round = env, rng, round_no
+    def __init__(self, env: Env, rng: random.Random, round_no: int, mcp: McpSession | None = None):
+        self.env, self.rng, self.round, self.mcp = env, rng, round_no, mcp
+        self.stop = threading.Event()  # the MCP thread ends once the daemon is killed
+        self.mcp_calls = 0
+        self.mcp_renewed = False
+        self.mcp_errors: list[str] = []
         self.api = bc.Client.unix(env.sock, timeout=120)
         self.acked: list[int] = []      # run ids whose reply arrived
         self.ended_at: list[float] = []  # when each thread saw the daemon gone
@@ -220,6 +269,26 @@ class Load:
             self._ack(task.exec("sh", ["sh", "-c", "echo x > top.txt"]))
             task.update_grant(narrow)
 
+    def mcp_calls_loop(self):
+        """MCP tool calls until the kill: each a run of the session's task, or,
+        for the one in flight at the kill, an error that says agentd ended."""
+        while not self.stop.is_set():
+            self.mcp_calls += 1
+            i = self.mcp_calls
+            r = self.mcp.sh(f"echo m{i} > m; cat m")
+            res = r.get("result", {})
+            sc = res.get("structuredContent", {})
+            text = (res.get("content") or [{}])[0].get("text", "")
+            if "agentd restarted" in text:
+                self.mcp_renewed = True
+            if res.get("isError") is False and sc.get("stdout") == f"m{i}\n":
+                self._ack(sc)
+                continue
+            if "result" in r and (self.stop.is_set() or "agentd ended during the call" in text):
+                return
+            self.mcp_errors.append(f"mcp call {i}: {str(r)[:500]}")
+            return
+
     @staticmethod
     def _quiet(fn, *a):
         try:
@@ -233,15 +302,19 @@ class Load:
             self._thread(lambda n=n: self.execs(n)).start()
         for body in (self.streams, self.cancels, self.grants):
             self._thread(body).start()
+        if self.mcp:
+            self.mcp_thread = threading.Thread(target=self.mcp_calls_loop, daemon=True)
+            self.mcp_thread.start()
 
 
-def daemon_round(env: Env, rng: random.Random, round_no: int, figures: dict) -> None:
+def daemon_round(env: Env, rng: random.Random, round_no: int, figures: dict, mcp: McpSession) -> None:
     pid = env.proc.pid
-    load = Load(env, rng, round_no)
+    load = Load(env, rng, round_no, mcp)
     load.start()
     time.sleep(rng.uniform(0.3, 2.0))
     killed_at = time.monotonic()
     os.kill(pid, signal.SIGKILL)
+    load.stop.set()
     env.proc.wait()
     # Clients: every call ends with an error at once, none hangs.
     for t in load.threads:
@@ -267,6 +340,20 @@ def daemon_round(env: Env, rng: random.Random, round_no: int, figures: dict) -> 
     recovery = time.monotonic() - t0
     figures["slowest_recovery_s"] = max(figures["slowest_recovery_s"], recovery)
     check(r.get("exit_status") == 0 and r.get("stdout") == "back\n", f"round {round_no}: exec after restart: {r}")
+    # The MCP session outlived the daemon: its call in flight ended with an
+    # error that says so, or waited for the restart; the next call works in a
+    # new task, and says why.
+    load.mcp_thread.join(timeout=45)
+    check(not load.mcp_thread.is_alive(), f"round {round_no}: the MCP session's call still blocked after the restart")
+    check(not load.mcp_errors, f"round {round_no}: MCP calls failed otherwise than by the daemon's death: {load.mcp_errors}")
+    m = mcp.sh("echo again")
+    res = m.get("result", {})
+    text = (res.get("content") or [{}])[0].get("text", "")
+    check(res.get("isError") is False and res.get("structuredContent", {}).get("stdout") == "again\n",
+          f"round {round_no}: MCP call after the restart: {m}")
+    check("agentd restarted" in text or load.mcp_renewed,
+          f"round {round_no}: the MCP session did not say its task was renewed: {text[:300]}")
+    figures["mcp_calls"] += load.mcp_calls
     check(not env.leaves_of(pid), f"round {round_no}: run cgroups of the killed daemon left: {env.leaves_of(pid)}")
     rec = api.health()["host"].get("reconciliation", {})
     with env.db() as db:
@@ -322,27 +409,50 @@ def main() -> int:
     print(f"chaos seed {seed} (replay: chaos.py AGENTD RULES --seed {seed})", flush=True)
     rng = random.Random(seed)
     env = Env(a.agentd, a.rules)
-    figures = {"kills": 0, "acked": 0, "abandoned": 0, "slowest_recovery_s": 0.0, "slowest_client_error_s": 0.0}
+    figures = {"kills": 0, "acked": 0, "abandoned": 0, "slowest_recovery_s": 0.0, "slowest_client_error_s": 0.0,
+               "mcp_calls": 0}
+    mcp = None
     try:
         env.start()
+        mcp = McpSession(env)
         for i in range(a.kills):
-            daemon_round(env, rng, i, figures)
+            daemon_round(env, rng, i, figures, mcp)
+        mcp.close()
         env.stop()
         wd = os.path.join(env.dir, "cli-work")
         os.makedirs(wd)
         os.chown(wd, 65534, 65534)
         for i in range(a.cli_kills):
             cli_round(env, rng, i, wd)
+        # What a daemon that died leaves running is killed by the next one: a
+        # process planted in a leaf named for a dead launcher's run.
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        planted_leaf = os.path.join(env.cgroup_parent, f"bulwark-run-{gone.pid}-1-r999999")
+        os.mkdir(planted_leaf)
+        planted = subprocess.Popen(["sleep", "600"])
+        with open(os.path.join(planted_leaf, "cgroup.procs"), "w") as f:
+            f.write(str(planted.pid))
         # The next daemon reaps what the killed `agentd run`s left.
         env.start()
+        try:
+            planted.wait(5)
+        except subprocess.TimeoutExpired:
+            planted.kill()
+            check(False, "a process in a dead launcher's run cgroup survived the restart")
+        check(not os.path.exists(planted_leaf), f"the planted leaf is still there: {planted_leaf}")
+        rec = bc.Client.unix(env.sock).health()["host"].get("reconciliation", {})
+        check(any(l.get("path") == planted_leaf and l.get("processes_killed") == 1 for l in rec.get("leaves", [])),
+              f"the reconciliation does not report the planted process killed: {rec}")
         for n in os.listdir(env.cgroup_parent):
-            if n.startswith("bulwark-run-"):
-                pid = int(n.split("-")[2])
+            if n.startswith("bulwark-run-") or n.startswith("canary-"):  # a run's, a truth check's
+                pid = int(n.split("-")[2 if n.startswith("bulwark-run-") else 1])
                 check(os.path.exists(f"/proc/{pid}"), f"a leaf of a dead launcher is left after restart: {n}")
     finally:
         env.cleanup()
     print(f"CHAOS kills survived {figures['kills']}/{a.kills} (+{a.cli_kills} agentd run launches killed); "
-          f"runs acknowledged and checked {figures['acked']}; runs closed as abandoned {figures['abandoned']}; "
+          f"runs acknowledged and checked {figures['acked']} ({figures['mcp_calls']} MCP calls of one session "
+          f"that outlived every kill); runs closed as abandoned {figures['abandoned']}; "
           f"slowest recovery (restart to first exec) {figures['slowest_recovery_s']:.2f} s; "
           f"slowest client error after a kill {figures['slowest_client_error_s']:.2f} s; seed {seed}", flush=True)
     if failures:
