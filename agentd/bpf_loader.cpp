@@ -793,6 +793,21 @@ int errno_of(long rc) { return rc < 0 ? errno : 0; }
 
 }  // namespace
 
+size_t remove_stale_canary_scratch() {
+    size_t removed = 0;
+    const std::string prefix = fs::path(kCanaryScratchPrefix).filename().string();
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(kCanaryScratchPrefix).parent_path(), ec)) {
+        std::string n = e.path().filename().string();
+        if (!n.starts_with(prefix)) continue;
+        long pid = std::strtol(n.c_str() + prefix.size(), nullptr, 10);
+        if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+        std::error_code rec;
+        if (fs::remove_all(e.path(), rec) > 0 && !rec) ++removed;
+    }
+    return removed;
+}
+
 std::expected<void, SysError> BpfLoader::truth_check() {
     const std::string canary = parent_path_ + "/" + kCanaryCgroupPrefix + std::to_string(getpid());
     ::rmdir(canary.c_str());
@@ -800,9 +815,12 @@ std::expected<void, SysError> BpfLoader::truth_check() {
     auto cleanup_cg = [&] { ::rmdir(canary.c_str()); };
     auto cg = cgroup_id(canary);
     if (!cg) return cleanup_cg(), std::unexpected(cg.error());
-    char scratch_tmpl[] = "/tmp/bulwark-canary-XXXXXX";
-    const char* scratch = mkdtemp(scratch_tmpl);
-    if (!scratch) return cleanup_cg(), std::unexpected(SysError::last("mkdtemp(/tmp/bulwark-canary-XXXXXX)"));
+    // Named for this process, so that one killed during its check leaves a
+    // directory the next truth check on the host removes.
+    remove_stale_canary_scratch();
+    std::string tmpl = std::string(kCanaryScratchPrefix) + std::to_string(getpid()) + "-XXXXXX";
+    const char* scratch = mkdtemp(tmpl.data());
+    if (!scratch) return cleanup_cg(), std::unexpected(SysError::last("mkdtemp(" + tmpl + ")"));
     const std::string scratch_dir = scratch;
     // What the unix canaries reach: a listening stream socket and a datagram
     // socket (not at "d", which the mkdir canary must find free).

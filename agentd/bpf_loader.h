@@ -101,6 +101,12 @@ std::vector<MapHolder> flock_holders(const std::string& path);
 // "pid 12 (agentd), pid 40 (python3)", or what to say when none is visible.
 std::string describe_holders(const std::vector<MapHolder>& holders);
 
+// The truth check's scratch directory: <prefix><pid>-XXXXXX.
+inline constexpr const char* kCanaryScratchPrefix = "/tmp/bulwark-canary-";
+// Removes scratch directories of truth checks whose process is gone (killed
+// during its check). Returns how many.
+size_t remove_stale_canary_scratch();
+
 // The identity of this build's BPF objects (ABI version, size and digest of
 // their ELF images) as pinned in <pin_root>/bw_build.
 std::string bpf_build_id();
