@@ -111,6 +111,17 @@ def stream_run(task: bc.Task, tool: str, argv: list[str], started: threading.Eve
     return t
 
 
+def busy_run(env: chaos.Env, what: str, script: str = "while :; do :; done"):
+    """A task and a streamed sh run of `script` (1.5 s timeout), started:
+    (client, task, thread, box)."""
+    api = bc.Client.unix(env.sock, timeout=60)
+    task = api.create_task(["sh"], label=f"faults {what}")
+    started, box = threading.Event(), {}
+    t = stream_run(task, "sh", ["sh", "-c", "echo go; " + script], started, box, timeout_ms=1500)
+    started.wait(30)
+    return api, task, t, box
+
+
 def warnings_of(reply: dict) -> str:
     return "\n".join(reply.get("report", {}).get("warnings", []) or [])
 
@@ -119,11 +130,7 @@ def warnings_of(reply: dict) -> str:
 
 def disk_full(env: chaos.Env) -> None:
     """The store's filesystem fills during a run, then space comes back."""
-    api = bc.Client.unix(env.sock, timeout=60)
-    task = api.create_task(["sh"], label="faults disk_full")
-    started, box = threading.Event(), {}
-    t = stream_run(task, "sh", ["sh", "-c", "echo go; while :; do :; done"], started, box, timeout_ms=1500)
-    started.wait(30)
+    api, task, t, box = busy_run(env, "disk_full")
     filler = os.path.join(env.fs, "filler")
     with open(filler, "wb") as f:
         try:
@@ -252,11 +259,7 @@ def leaf_of(env: chaos.Env, run_id: int) -> str | None:
 
 
 def cgroup_busy(env: chaos.Env) -> None:
-    api = bc.Client.unix(env.sock, timeout=60)
-    task = api.create_task(["sh"], label="faults cgroup")
-    started, box = threading.Event(), {}
-    t = stream_run(task, "sh", ["sh", "-c", "echo go; while :; do :; done"], started, box, timeout_ms=1500)
-    started.wait(30)
+    api, task, t, box = busy_run(env, "cgroup")
     rid = box["run"]["run_id"]
     leaf = leaf_of(env, rid)
     check(leaf is not None, f"cgroup_busy: no cgroup leaf for run {rid}")
@@ -282,13 +285,8 @@ def cgroup_busy(env: chaos.Env) -> None:
 
 
 def workdir_gone(env: chaos.Env) -> None:
-    api = bc.Client.unix(env.sock, timeout=60)
-    task = api.create_task(["sh"], label="faults workdir")
+    api, task, t, box = busy_run(env, "workdir", "while :; do echo x > f 2>/dev/null; done")
     wd = task.refresh()["workdir"]
-    started, box = threading.Event(), {}
-    t = stream_run(task, "sh", ["sh", "-c", "echo go; while :; do echo x > f 2>/dev/null; done"], started, box,
-                   timeout_ms=1500)
-    started.wait(30)
     time.sleep(0.2)
     while os.path.exists(wd):   # the tool writes there meanwhile
         shutil.rmtree(wd, ignore_errors=True)
