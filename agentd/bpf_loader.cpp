@@ -30,7 +30,6 @@
 
 #include "lsm.skel.h"
 #include "monitor.skel.h"
-#include "cgroup.h"
 #include "ringbuf_reader.h"
 #include "sock_addr.skel.h"
 #include "sock_unix.skel.h"
@@ -793,18 +792,21 @@ int errno_of(long rc) { return rc < 0 ? errno : 0; }
 
 }  // namespace
 
-size_t remove_stale_canary_scratch() {
+size_t remove_stale_canary_leftovers(const std::string& parent) {
     size_t removed = 0;
-    const std::string prefix = fs::path(kCanaryScratchPrefix).filename().string();
+    auto dead = [](const std::string& name, const std::string& prefix) {
+        if (!name.starts_with(prefix)) return false;
+        long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+        return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    };
+    const std::string scratch = fs::path(kCanaryScratchPrefix).filename().string();
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(fs::path(kCanaryScratchPrefix).parent_path(), ec)) {
-        std::string n = e.path().filename().string();
-        if (!n.starts_with(prefix)) continue;
-        long pid = std::strtol(n.c_str() + prefix.size(), nullptr, 10);
-        if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
         std::error_code rec;
-        if (fs::remove_all(e.path(), rec) > 0 && !rec) ++removed;
+        if (dead(e.path().filename().string(), scratch) && fs::remove_all(e.path(), rec) > 0 && !rec) ++removed;
     }
+    for (const auto& e : fs::directory_iterator(parent, ec))
+        if (dead(e.path().filename().string(), kCanaryCgroupPrefix) && ::rmdir(e.path().c_str()) == 0) ++removed;
     return removed;
 }
 
@@ -817,7 +819,8 @@ std::expected<void, SysError> BpfLoader::truth_check() {
     if (!cg) return cleanup_cg(), std::unexpected(cg.error());
     // Named for this process, so that one killed during its check leaves a
     // directory the next truth check on the host removes.
-    remove_stale_canary_scratch();
+    if (size_t n = remove_stale_canary_leftovers(parent_path_))
+        spdlog::info("bpf: removed {} leftover(s) of truth checks killed before they ended", n);
     std::string tmpl = std::string(kCanaryScratchPrefix) + std::to_string(getpid()) + "-XXXXXX";
     const char* scratch = mkdtemp(tmpl.data());
     if (!scratch) return cleanup_cg(), std::unexpected(SysError::last("mkdtemp(" + tmpl + ")"));

@@ -101,11 +101,14 @@ std::vector<MapHolder> flock_holders(const std::string& path);
 // "pid 12 (agentd), pid 40 (python3)", or what to say when none is visible.
 std::string describe_holders(const std::vector<MapHolder>& holders);
 
-// The truth check's scratch directory: <prefix><pid>-XXXXXX.
+// The truth check's scratch directory, <prefix><pid>-XXXXXX, and its canary
+// cgroup, <sandbox parent>/<prefix><pid>.
 inline constexpr const char* kCanaryScratchPrefix = "/tmp/bulwark-canary-";
-// Removes scratch directories of truth checks whose process is gone (killed
-// during its check). Returns how many.
-size_t remove_stale_canary_scratch();
+inline constexpr const char* kCanaryCgroupPrefix = "canary-";
+// Removes what truth checks of processes that are gone (killed during their
+// check) left: scratch directories and, below `parent`, canary cgroups
+// (empty: their processes died with the check). Returns how many.
+size_t remove_stale_canary_leftovers(const std::string& parent);
 
 // The identity of this build's BPF objects (ABI version, size and digest of
 // their ELF images) as pinned in <pin_root>/bw_build.

@@ -102,15 +102,8 @@ std::vector<StaleLeaf> reap_stale_leaves(const std::string& v2_extra) {
         std::vector<StaleLeaf> stale;
         while (auto* e = ::readdir(d)) {
             std::string n = e->d_name;
-            // Run leaves; in the BPF parent also a truth check's canary
-            // leaf (canary-<pid>) of a launcher killed during its check.
-            std::string prefix = kRunCgroupPrefix;
-            if (!n.starts_with(prefix)) {
-                if (std::string_view(ctrl).empty() && dir == v2_extra && n.starts_with(kCanaryCgroupPrefix))
-                    prefix = kCanaryCgroupPrefix;
-                else
-                    continue;
-            }
+            const std::string prefix = kRunCgroupPrefix;
+            if (!n.starts_with(prefix)) continue;
             char* end = nullptr;
             long pid = std::strtol(n.c_str() + prefix.size(), &end, 10);
             if (pid <= 0 || pid == ::getpid()) continue;

@@ -82,8 +82,6 @@ private:
 // Every per-run leaf is named <prefix><agentd pid>-<run number>, followed by
 // "-<label>" when the launcher gave one (agentd serve: "r<run id>").
 inline constexpr const char* kRunCgroupPrefix = "bulwark-run-";
-// The BPF loader's truth check runs its canary in <BPF parent>/canary-<pid>.
-inline constexpr const char* kCanaryCgroupPrefix = "canary-";
 
 // A leaf an agentd that died left behind, and what became of it.
 struct StaleLeaf {
