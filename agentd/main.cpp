@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "bulwark/version.h"
-#include "cmd_run.h"
+#include "cli/cmd_run.h"
 
 namespace bulwark {
 void register_serve(CLI::App& app);  // cmd_serve.cpp

@@ -12,7 +12,7 @@
 namespace bulwark::policy {
 namespace {
 
-// How the mount namespace holds a deny below an allow (agentd/mounts.cpp
+// How the mount namespace holds a deny below an allow (agentd/sandbox/mounts.cpp
 // applies exactly this): an inaccessible mount when read is denied, else a
 // read-only and/or noexec bind of the path onto itself.
 std::string mount_how(uint32_t deny) {

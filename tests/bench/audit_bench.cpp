@@ -26,8 +26,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "audit_db.h"
-#include "audit_record.h"
+#include "audit/audit_db.h"
+#include "audit/audit_record.h"
 
 using namespace bulwark;
 using namespace bulwark::audit;

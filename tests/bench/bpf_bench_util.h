@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "bpf_loader.h"
+#include "bpf/bpf_loader.h"
 
 namespace bwbench {
 

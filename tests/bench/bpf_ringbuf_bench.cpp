@@ -20,7 +20,7 @@
 #include "bpf_bench_util.h"
 #include "bpf/ringbuf_producer.h"
 #include "ringbuf_producer.skel.h"
-#include "ringbuf_reader.h"
+#include "bpf/ringbuf_reader.h"
 
 using namespace bwbench;
 

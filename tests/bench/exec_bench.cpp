@@ -26,16 +26,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "audit_db.h"
-#include "event_bus.h"
-#include "http_api.h"
-#include "http_server.h"
-#include "http_tasks.h"
-#include "metrics.h"
+#include "audit/audit_db.h"
+#include "audit/event_bus.h"
+#include "api/http_api.h"
+#include "api/http_server.h"
+#include "api/http_tasks.h"
+#include "audit/metrics.h"
 #include "bench_stats.h"
-#include "spawner.h"
-#include "tasks.h"
-#include "tool_catalog.h"
+#include "sandbox/spawner.h"
+#include "tasks/tasks.h"
+#include "tasks/tool_catalog.h"
 
 using namespace bulwark;
 using Clock = std::chrono::steady_clock;

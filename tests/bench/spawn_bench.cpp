@@ -22,7 +22,7 @@
 
 #include "fixture.h"
 #include "bench_stats.h"
-#include "spawner.h"
+#include "sandbox/spawner.h"
 
 using namespace bulwark;
 using Clock = std::chrono::steady_clock;

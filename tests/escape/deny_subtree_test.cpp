@@ -23,7 +23,7 @@
 #include "bulwark/policy/instantiate.h"
 #include "fixture.h"
 #include "private_runtime.h"
-#include "spawner.h"
+#include "sandbox/spawner.h"
 
 using namespace bulwark;
 namespace fs = std::filesystem;

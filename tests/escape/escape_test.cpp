@@ -24,9 +24,9 @@
 #include <set>
 #include <thread>
 
-#include "cgroup.h"
+#include "sandbox/cgroup.h"
 #include "fixture.h"
-#include "spawner.h"
+#include "sandbox/spawner.h"
 
 using namespace bulwark;
 
@@ -397,11 +397,11 @@ TEST_CASE("escape battery: every attempt succeeds unconfined and is contained in
 #include <filesystem>
 #include <mutex>
 
-#include "bpf_runtime.h"
+#include "bpf/bpf_runtime.h"
 #include "private_runtime.h"
 
 using bulwark::test::PrivateRuntime;
-#include "cmd_run.h"
+#include "cli/cmd_run.h"
 
 namespace {
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "audit_record.h"
-#include "bpf_loader.h"
-#include "bpf_runtime.h"
-#include "spawner.h"
+#include "audit/audit_record.h"
+#include "bpf/bpf_loader.h"
+#include "bpf/bpf_runtime.h"
+#include "sandbox/spawner.h"
 
 namespace bulwark::test {
 

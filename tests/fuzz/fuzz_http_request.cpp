@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "http_parse.h"
+#include "api/http_parse.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string_view in(reinterpret_cast<const char*>(data), size);

@@ -1,5 +1,5 @@
 // libFuzzer target: any bytes as a stream of kernel audit records (the
-// kernel audit source's parser, agentd/kernel_audit_parse.cpp). Input: lines
+// kernel audit source's parser, agentd/kaudit/kernel_audit_parse.cpp). Input: lines
 // "<type byte><body>"; the assembler must never crash, every record must be
 // counted exactly once (parsed, malformed or of another type), and after a
 // flush nothing may stay pending.
@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernel_audit_parse.h"
+#include "kaudit/kernel_audit_parse.h"
 
 using namespace bulwark::kaudit;
 

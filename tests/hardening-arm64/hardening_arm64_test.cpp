@@ -10,8 +10,8 @@
 
 #include <csignal>
 
-#include "elf_props.h"
-#include "hardening.h"
+#include "sandbox/elf_props.h"
+#include "sandbox/hardening.h"
 #include "tier_skip.h"
 
 namespace {

@@ -8,8 +8,8 @@
 #include <fcntl.h>
 #include <string>
 
-#include "elf_props.h"
-#include "hardening.h"
+#include "sandbox/elf_props.h"
+#include "sandbox/hardening.h"
 
 using namespace bulwark;
 

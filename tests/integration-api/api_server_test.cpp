@@ -15,15 +15,15 @@
 #include <thread>
 
 #include "api_client.h"
-#include "audit_db.h"
+#include "audit/audit_db.h"
 #include "audit_test_util.h"
-#include "event_bus.h"
-#include "http_api.h"
-#include "http_server.h"
-#include "http_tasks.h"
-#include "metrics.h"
-#include "tasks.h"
-#include "tool_catalog.h"
+#include "audit/event_bus.h"
+#include "api/http_api.h"
+#include "api/http_server.h"
+#include "api/http_tasks.h"
+#include "audit/metrics.h"
+#include "tasks/tasks.h"
+#include "tasks/tool_catalog.h"
 
 using namespace bulwark;
 using namespace bulwark::test;

@@ -1,7 +1,7 @@
 // agentd serve's YAML configuration: defaults, values, precise errors.
 #include <catch2/catch.hpp>
 
-#include "config.h"
+#include "cli/config.h"
 
 using namespace bulwark;
 

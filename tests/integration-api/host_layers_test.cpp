@@ -2,9 +2,9 @@
 // and the BPF status.
 #include <catch2/catch.hpp>
 
-#include "host_layers.h"
-#include "landlock.h"
-#include "seccomp_install.h"
+#include "cli/host_layers.h"
+#include "sandbox/landlock.h"
+#include "sandbox/seccomp_install.h"
 
 using namespace bulwark;
 using nlohmann::json;

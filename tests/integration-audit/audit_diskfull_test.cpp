@@ -10,9 +10,9 @@
 #include <fstream>
 #include <thread>
 
-#include "audit_db.h"
+#include "audit/audit_db.h"
 #include "audit_test_util.h"
-#include "metrics.h"
+#include "audit/metrics.h"
 
 using namespace bulwark;
 using namespace bulwark::audit;

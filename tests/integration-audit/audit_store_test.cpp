@@ -13,10 +13,10 @@
 #include <random>
 #include <thread>
 
-#include "audit_db.h"
+#include "audit/audit_db.h"
 #include "audit_test_util.h"
-#include "event_bus.h"
-#include "metrics.h"
+#include "audit/event_bus.h"
+#include "audit/metrics.h"
 
 using namespace bulwark;
 using namespace bulwark::audit;

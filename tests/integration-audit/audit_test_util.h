@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "audit_record.h"
+#include "audit/audit_record.h"
 
 namespace bulwark::test {
 

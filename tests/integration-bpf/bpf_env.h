@@ -12,9 +12,9 @@
 
 #include <bulwark_abi.h>
 
-#include "bpf_loader.h"
+#include "bpf/bpf_loader.h"
 #include "bulwark/policy/bundle.h"
-#include "ringbuf_reader.h"
+#include "bpf/ringbuf_reader.h"
 
 namespace bwtest {
 

@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <string>
 
-#include "audit_record.h"
+#include "audit/audit_record.h"
 #include "bpf_env.h"
 #include "unix_env.h"
 #include "bulwark/policy/bpf_tables.h"

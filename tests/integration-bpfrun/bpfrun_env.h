@@ -26,8 +26,8 @@
 #include "daemon.h"
 #include "api_client.h"
 #include "audit_test_util.h"
-#include "bpf_loader.h"
-#include "bpf_maps.h"
+#include "bpf/bpf_loader.h"
+#include "bpf/bpf_maps.h"
 
 namespace bpfrun_test {
 using namespace bulwark;

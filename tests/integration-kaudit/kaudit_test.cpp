@@ -22,10 +22,10 @@
 #include <nlohmann/json.hpp>
 
 #include "fixture.h"
-#include "kernel_audit.h"
-#include "landlock.h"
-#include "run_registry.h"
-#include "spawner.h"
+#include "kaudit/kernel_audit.h"
+#include "sandbox/landlock.h"
+#include "kaudit/run_registry.h"
+#include "sandbox/spawner.h"
 #include "tier_skip.h"
 
 using namespace bulwark;

@@ -16,8 +16,8 @@
 #include <sys/socket.h>
 #include <stdexcept>
 
-#include "cgroup.h"
-#include "landlock.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/landlock.h"
 
 namespace bulwark::test {
 namespace {

@@ -11,10 +11,10 @@
 #include <iterator>
 #include <random>
 
-#include "elf_props.h"
+#include "sandbox/elf_props.h"
 #include "fixture.h"
-#include "hardening.h"
-#include "spawner.h"
+#include "sandbox/hardening.h"
+#include "sandbox/spawner.h"
 
 using namespace bulwark;
 

@@ -19,10 +19,10 @@
 #include <set>
 #include <thread>
 
-#include "cgroup.h"
+#include "sandbox/cgroup.h"
 #include "fixture.h"
-#include "run_report.h"
-#include "spawner.h"
+#include "sandbox/run_report.h"
+#include "sandbox/spawner.h"
 
 using namespace bulwark;
 using bulwark::test::BundleOptions;

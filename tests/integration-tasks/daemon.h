@@ -19,7 +19,7 @@
 #include "agentd_child.h"
 #include "api_client.h"
 #include "audit_test_util.h"
-#include "bpf_loader.h"
+#include "bpf/bpf_loader.h"
 
 namespace bulwark::test {
 

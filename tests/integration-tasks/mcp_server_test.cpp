@@ -1,4 +1,4 @@
-// agentd/mcp_server.h without stdio: the protocol object driven message by
+// agentd/mcp/mcp_server.h without stdio: the protocol object driven message by
 // message, its backend a real `agentd serve` reached through AgentdClient.
 #include <catch2/catch.hpp>
 
@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agentd_client.h"
+#include "mcp/agentd_client.h"
 #include "daemon.h"
-#include "mcp_server.h"
+#include "mcp/mcp_server.h"
 
 using namespace bulwark::test;
 using nlohmann::json;

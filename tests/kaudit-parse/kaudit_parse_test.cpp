@@ -17,10 +17,10 @@
 
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/evaluator.h"
-#include "kernel_audit.h"
-#include "kernel_audit_parse.h"
-#include "record_operation.h"
-#include "run_registry.h"
+#include "kaudit/kernel_audit.h"
+#include "kaudit/kernel_audit_parse.h"
+#include "tasks/record_operation.h"
+#include "kaudit/run_registry.h"
 
 using namespace bulwark::kaudit;
 

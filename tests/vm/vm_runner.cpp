@@ -31,12 +31,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "bpf_loader.h"
-#include "bpf_maps.h"
+#include "bpf/bpf_loader.h"
+#include "bpf/bpf_maps.h"
 #include "empty_lsm.skel.h"
 #include "lsm.skel.h"
 #include "bpf_bench_util.h"
-#include "ringbuf_reader.h"
+#include "bpf/ringbuf_reader.h"
 
 using namespace bulwark::bpf;
 using bulwark::policy::BpfTables;

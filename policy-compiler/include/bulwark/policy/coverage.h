@@ -1,7 +1,7 @@
 #pragma once
 // Per-rule coverage: for every rule of a bundle, the enforcement layers that
 // can hold it on their own. agentd intersects these claims with the layers
-// proven in force on the host at each launch (agentd/rule_coverage.h): a
+// proven in force on the host at each launch (agentd/sandbox/rule_coverage.h): a
 // rule that no layer in force holds refuses the launch, unless the rule
 // (or its file) says `unenforceable: run`.
 //

@@ -1,0 +1,26 @@
+#pragma once
+// API v1 routes for tools, tasks, exec and replay (http_tasks.cpp).
+#include "api/http_api.h"
+
+namespace bulwark {
+class ToolCatalog;
+class TaskManager;
+namespace audit {
+class AuditStore;
+}
+}  // namespace bulwark
+
+namespace bulwark::http {
+
+struct TaskRoutes {
+    const ToolCatalog* catalog = nullptr;
+    TaskManager* tasks = nullptr;
+    audit::AuditStore* store = nullptr;
+};
+
+// GET /v1/tools, GET /v1/tools/{name}, GET|POST /v1/tools/{name}/explain,
+// POST|GET /v1/tasks, GET|DELETE /v1/tasks/{id}, PUT /v1/tasks/{id}/grant,
+// POST /v1/tasks/{id}/exec, POST /v1/tasks/{id}/exec/stream, POST /v1/replay, POST /v1/propose
+void register_task_routes(Router& r, const TaskRoutes& ctx);
+
+}  // namespace bulwark::http

@@ -1,0 +1,122 @@
+#include "audit/event_bus.h"
+
+#include <algorithm>
+
+#include "audit/metrics.h"
+
+namespace bulwark::audit {
+
+bool BusFilter::matches(const AuditRecord& r) const {
+    if (kind && r.kind != *kind) return false;
+    if (task_id && r.task_id != *task_id) return false;
+    if (tool && r.tool != *tool) return false;
+    // Layer and decision filters select decision rows only; gap records are
+    // always delivered so a filtered stream still learns about losses.
+    if (r.kind == RecordKind::Gap) return true;
+    if (layer && (r.kind != RecordKind::Decision || r.layer != *layer)) return false;
+    if (decision && (r.kind != RecordKind::Decision || r.decision != *decision)) return false;
+    return true;
+}
+
+std::string BusMessage::text() const {
+    if (type == Type::Record) return json ? *json : std::string("{}");
+    return nlohmann::json{{"kind", "gap"}, {"source", "subscriber"}, {"dropped", dropped}}.dump();
+}
+
+std::vector<BusMessage> Subscription::drain(size_t max) {
+    std::vector<BusMessage> out;
+    std::lock_guard lk(mu_);
+    while (!q_.empty() && out.size() < max) {
+        out.push_back(std::move(q_.front()));
+        q_.pop_front();
+    }
+    if (q_.empty() && pending_gap_ && out.size() < max) {
+        // drops happened after everything now queued: report them last
+        BusMessage g;
+        g.type = BusMessage::Type::Gap;
+        g.dropped = std::exchange(pending_gap_, 0);
+        out.push_back(std::move(g));
+    }
+    return out;
+}
+
+void Subscription::set_notify(std::function<void()> fn) {
+    bool have;
+    {
+        std::lock_guard lk(mu_);
+        notify_ = std::move(fn);
+        have = !q_.empty() || pending_gap_;
+    }
+    if (have && notify_) notify_();
+}
+
+bool Subscription::push(const std::shared_ptr<const std::string>& json, uint64_t seq, Metrics* m) {
+    std::lock_guard lk(mu_);
+    if (q_.size() >= capacity_) {
+        ++pending_gap_;
+        dropped_total_.fetch_add(1, std::memory_order_relaxed);
+        if (m) m->subscriber_drops.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    if (pending_gap_) {
+        // the gap precedes this record in the stream
+        BusMessage g;
+        g.type = BusMessage::Type::Gap;
+        g.dropped = std::exchange(pending_gap_, 0);
+        q_.push_back(std::move(g));
+    }
+    BusMessage msg;
+    msg.json = json;
+    msg.seq = seq;
+    q_.push_back(std::move(msg));
+    return true;
+}
+
+std::shared_ptr<Subscription> EventBus::subscribe(BusFilter f, size_t capacity) {
+    auto s = std::make_shared<Subscription>(std::move(f), std::max<size_t>(capacity, 1));
+    std::lock_guard lk(mu_);
+    subs_.push_back(s);
+    if (metrics_) metrics_->subscribers.store(subs_.size(), std::memory_order_relaxed);
+    return s;
+}
+
+size_t EventBus::subscriber_count() {
+    std::lock_guard lk(mu_);
+    std::erase_if(subs_, [](auto& w) { return w.expired(); });
+    return subs_.size();
+}
+
+void EventBus::on_committed(std::span<const AuditRecord> batch) {
+    std::vector<std::shared_ptr<Subscription>> live;
+    {
+        std::lock_guard lk(mu_);
+        std::erase_if(subs_, [](auto& w) { return w.expired(); });
+        if (metrics_) metrics_->subscribers.store(subs_.size(), std::memory_order_relaxed);
+        if (subs_.empty()) return;
+        live.reserve(subs_.size());
+        for (auto& w : subs_)
+            if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+    std::vector<uint8_t> notify(live.size(), 0);
+    for (const auto& r : batch) {
+        std::shared_ptr<const std::string> json;
+        for (size_t i = 0; i < live.size(); ++i) {
+            if (!live[i]->filter_.matches(r)) continue;
+            if (!json) json = std::make_shared<const std::string>(to_json(r).dump());
+            // a drop also needs a wake-up: the subscriber must drain to see its gap
+            live[i]->push(json, r.seq, metrics_);
+            notify[i] = 1;
+        }
+    }
+    for (size_t i = 0; i < live.size(); ++i) {
+        if (!notify[i]) continue;
+        std::function<void()> fn;
+        {
+            std::lock_guard lk(live[i]->mu_);
+            fn = live[i]->notify_;
+        }
+        if (fn) fn();
+    }
+}
+
+}  // namespace bulwark::audit

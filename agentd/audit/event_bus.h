@@ -1,0 +1,82 @@
+#pragma once
+// In-process fan-out of committed audit records to live subscribers (SSE and
+// WebSocket clients). The writer thread publishes; it never blocks on a
+// subscriber: each subscriber has its own bounded queue, and when it is full
+// the record is dropped for that subscriber only, counted, and the subscriber
+// is told with a gap message before its next record.
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "audit/audit_record.h"
+
+namespace bulwark {
+struct Metrics;
+}
+
+namespace bulwark::audit {
+
+struct BusFilter {
+    std::optional<uint64_t> task_id;
+    std::optional<std::string> tool;
+    std::optional<uint16_t> layer;
+    std::optional<uint8_t> decision;
+    std::optional<RecordKind> kind;
+    bool matches(const AuditRecord& r) const;
+};
+
+struct BusMessage {
+    enum class Type { Record, Gap } type = Type::Record;
+    std::shared_ptr<const std::string> json;  // record JSON (Record)
+    uint64_t dropped = 0;                     // Gap: records this subscriber missed
+    uint64_t seq = 0;                         // Record: its seq
+    std::string text() const;                 // JSON text of either type
+};
+
+class EventBus;
+
+class Subscription {
+public:
+    Subscription(BusFilter f, size_t capacity) : filter_(std::move(f)), capacity_(capacity) {}
+    // Next messages, oldest first; a pending gap comes before later records.
+    std::vector<BusMessage> drain(size_t max);
+    // Called on the publisher's thread whenever messages become available.
+    // Must be cheap and must not call back into the bus.
+    void set_notify(std::function<void()> fn);
+    uint64_t dropped() const { return dropped_total_.load(std::memory_order_relaxed); }
+    const BusFilter& filter() const { return filter_; }
+
+private:
+    friend class EventBus;
+    // returns true if the subscriber must be notified
+    bool push(const std::shared_ptr<const std::string>& json, uint64_t seq, Metrics* m);
+
+    BusFilter filter_;
+    size_t capacity_;
+    std::mutex mu_;
+    std::deque<BusMessage> q_;
+    uint64_t pending_gap_ = 0;
+    std::function<void()> notify_;
+    std::atomic<uint64_t> dropped_total_{0};
+};
+
+class EventBus final : public CommitListener {
+public:
+    explicit EventBus(Metrics* metrics = nullptr) : metrics_(metrics) {}
+    std::shared_ptr<Subscription> subscribe(BusFilter f, size_t capacity = 4096);
+    void on_committed(std::span<const AuditRecord> batch) override;
+    size_t subscriber_count();
+
+private:
+    Metrics* metrics_;
+    std::mutex mu_;
+    std::vector<std::weak_ptr<Subscription>> subs_;
+};
+
+}  // namespace bulwark::audit

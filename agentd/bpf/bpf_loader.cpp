@@ -1,0 +1,926 @@
+#include "bpf/bpf_loader.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <netinet/in.h>
+#include <spdlog/spdlog.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <tuple>
+
+#include "lsm.skel.h"
+#include "monitor.skel.h"
+#include "bpf/ringbuf_reader.h"
+#include "sock_addr.skel.h"
+#include "sock_unix.skel.h"
+
+namespace bulwark::bpf {
+namespace fs = std::filesystem;
+
+std::vector<MapHolder> flock_holders(const std::string& path) {
+    std::vector<MapHolder> out;
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) return out;
+    char want[64];
+    std::snprintf(want, sizeof want, "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev),
+                  static_cast<unsigned long long>(st.st_ino));
+    std::ifstream locks("/proc/locks");
+    std::string line;
+    while (std::getline(locks, line)) {
+        // "1: FLOCK  ADVISORY  WRITE 1234 00:1f:5678 0 EOF"; waiters show "1: -> FLOCK ..."
+        std::istringstream in(line);
+        std::string id, kind, advisory, mode, pid, dev;
+        in >> id >> kind >> advisory >> mode >> pid >> dev;
+        if (kind != "FLOCK" || dev != want) continue;
+        MapHolder h{static_cast<pid_t>(std::strtol(pid.c_str(), nullptr, 10)), {}};
+        std::ifstream(std::string("/proc/") + pid + "/comm") >> h.comm;
+        out.push_back(std::move(h));
+    }
+    return out;
+}
+
+std::string describe_holders(const std::vector<MapHolder>& holders) {
+    if (holders.empty()) return "a process this host's /proc/locks does not name";
+    std::string s;
+    for (const auto& h : holders)
+        s += (s.empty() ? "" : ", ") + ("pid " + std::to_string(h.pid) + " (" + (h.comm.empty() ? "?" : h.comm) + ")");
+    return s;
+}
+
+namespace {
+
+constexpr unsigned long kBpffsMagic = 0xcafe4a11UL;
+
+struct LinkDeleter {
+    void operator()(bpf_link* l) const { bpf_link__destroy(l); }
+};
+using LinkPtr = std::unique_ptr<bpf_link, LinkDeleter>;
+
+struct LoadCtx {
+    const LoaderOptions& opts;
+    uint64_t root_id;
+    uint32_t root_level;
+    int parent_fd;
+    std::string links_dir;
+};
+
+std::expected<void, SysError> mkdir_p(const std::string& path) {
+    std::error_code ec;
+    fs::create_directories(path, ec);
+    if (ec) return std::unexpected(SysError{"mkdir -p " + path, ec.value()});
+    return {};
+}
+
+// Programs at hooks the build's libbpf (1.1) and UAPI headers predate: their
+// sections are the kernel's names, unknown to that libbpf, so the program type
+// and expected attach type are set here between open and load. Attaching
+// (bpf_program__attach_cgroup) uses the expected attach type.
+struct LateHook {
+    const char* section;
+    bpf_prog_type type;
+    int attach_type;
+    const char* enumerator;  // the kernel's name of attach_type in enum bpf_attach_type
+};
+constexpr LateHook kLateHooks[] = {
+    {"cgroup/connect_unix", BPF_PROG_TYPE_CGROUP_SOCK_ADDR, BW_ATTACH_CGROUP_UNIX_CONNECT, "BPF_CGROUP_UNIX_CONNECT"},
+    {"cgroup/sendmsg_unix", BPF_PROG_TYPE_CGROUP_SOCK_ADDR, BW_ATTACH_CGROUP_UNIX_SENDMSG, "BPF_CGROUP_UNIX_SENDMSG"},
+};
+
+const LateHook* late_hook(const std::string& section) {
+    for (const auto& h : kLateHooks)
+        if (section == h.section) return &h;
+    return nullptr;
+}
+
+void set_late_hook_types(bpf_object* obj) {
+    bpf_program* p;
+    bpf_object__for_each_program(p, obj) {
+        if (const LateHook* h = late_hook(bpf_program__section_name(p))) {
+            bpf_program__set_type(p, h->type);
+            bpf_program__set_expected_attach_type(p, static_cast<bpf_attach_type>(h->attach_type));
+        }
+    }
+}
+
+// Whether the running kernel has the late hook: its enum bpf_attach_type
+// (from the kernel's BTF) names the attach type with the value we use.
+// "" when it does, else why not.
+std::string late_hook_missing(const LateHook& h) {
+    static std::map<std::string, std::string> cache;
+    if (auto it = cache.find(h.enumerator); it != cache.end()) return it->second;
+    std::string why;
+    btf* vmlinux = btf__load_vmlinux_btf();
+    if (libbpf_get_error(vmlinux)) {
+        why = "kernel BTF unreadable: cannot tell whether this kernel has " + std::string(h.enumerator);
+    } else {
+        int id = btf__find_by_name_kind(vmlinux, "bpf_attach_type", BTF_KIND_ENUM);
+        std::optional<long long> val;
+        if (id > 0) {
+            const btf_type* t = btf__type_by_id(vmlinux, id);
+            const struct btf_enum* e = btf_enum(t);
+            for (int i = 0; i < btf_vlen(t); ++i)
+                if (std::strcmp(btf__name_by_offset(vmlinux, e[i].name_off), h.enumerator) == 0) val = e[i].val;
+        }
+        if (!val)
+            why = "hook not in this kernel (no " + std::string(h.enumerator) +
+                  " in its enum bpf_attach_type; the cgroup unix hooks came with Linux 6.7)";
+        else if (*val != h.attach_type)
+            why = std::string(h.enumerator) + " is " + std::to_string(*val) + " in this kernel, not " +
+                  std::to_string(h.attach_type) + ": not attached";
+        btf__free(vmlinux);
+    }
+    cache[h.enumerator] = why;
+    return why;
+}
+
+template <class Skel>
+Skel* open_skel(const LoadCtx& c, bool pinned) {
+    LIBBPF_OPTS(bpf_object_open_opts, o, .pin_root_path = pinned ? c.opts.pin_root.c_str() : nullptr);
+    Skel* s = Skel::open(&o);
+    if (!s) return nullptr;
+    set_late_hook_types(s->obj);
+    s->rodata->bw_root_cgid = c.root_id;
+    s->rodata->bw_root_level = c.root_level;
+    if (!pinned) {  // throwaway probe object: private, small maps
+        bpf_map* m;
+        bpf_object__for_each_map(m, s->obj) {
+            if (bpf_map__is_internal(m)) continue;
+            bpf_map__set_pin_path(m, nullptr);
+            bpf_map__set_max_entries(m, bpf_map__type(m) == BPF_MAP_TYPE_RINGBUF ? 4096 : 1);
+        }
+    }
+    return s;
+}
+
+template <class Skel>
+struct SkelDeleter {
+    void operator()(Skel* s) const { Skel::destroy(s); }
+};
+
+// Loads one program alone; empty reason when it loads.
+template <class Skel>
+std::pair<std::string, std::string> probe_program(const LoadCtx& c, const std::string& prog) {
+    LibbpfCapture cap;
+    std::unique_ptr<Skel, SkelDeleter<Skel>> s(open_skel<Skel>(c, false));
+    if (!s) return {"cannot open object: " + errno_name(errno), {}};
+    bpf_program* p;
+    bpf_object__for_each_program(p, s->obj) bpf_program__set_autoload(p, prog == bpf_program__name(p));
+    int err = Skel::load(s.get());
+    if (err == 0) return {};
+    std::string log = cap.verifier_log();
+    return {load_failure_reason(err, log), log};
+}
+
+// The hook's program reduced to `return 0`. When the kernel refuses even
+// that with EPERM (the host refuses the program type, as BPF LSM is refused
+// here), it refuses the real program the same way, and the costly probe (the
+// whole object opened, relocated against the kernel's BTF and loaded, ~17 ms
+// a program) is skipped. Any other outcome leaves the verdict to that probe.
+class MinimalLsmProbe {
+public:
+    MinimalLsmProbe() = default;
+    MinimalLsmProbe(const MinimalLsmProbe&) = delete;
+    MinimalLsmProbe& operator=(const MinimalLsmProbe&) = delete;
+    ~MinimalLsmProbe() { btf__free(vmlinux_); }
+
+    // The refusal reason, or "" when the real program must be probed.
+    std::string refused(const std::string& section) {
+        if (!section.starts_with("lsm/")) return "";
+        if (!tried_) {
+            tried_ = true;
+            vmlinux_ = btf__load_vmlinux_btf();
+            if (libbpf_get_error(vmlinux_)) vmlinux_ = nullptr;
+        }
+        if (!vmlinux_) return "";
+        const std::string fn = "bpf_lsm_" + section.substr(4);
+        int id = btf__find_by_name_kind(vmlinux_, fn.c_str(), BTF_KIND_FUNC);
+        if (id < 0) return "";
+        bpf_insn insns[2] = {};
+        insns[0].code = BPF_ALU64 | BPF_MOV | BPF_K;  // r0 = 0
+        insns[1].code = BPF_JMP | BPF_EXIT;
+        LIBBPF_OPTS(bpf_prog_load_opts, o, .expected_attach_type = BPF_LSM_MAC,
+                    .attach_btf_id = static_cast<__u32>(id));
+        int fd = bpf_prog_load(BPF_PROG_TYPE_LSM, "bw_probe", "GPL", insns, 2, &o);
+        if (fd >= 0) {
+            ::close(fd);
+            return "";
+        }
+        return fd == -EPERM ? load_failure_reason(EPERM, "") : "";
+    }
+
+private:
+    btf* vmlinux_ = nullptr;
+    bool tried_ = false;
+};
+
+bool is_cgroup_prog(bpf_program* p) {
+    auto t = bpf_program__type(p);
+    return t == BPF_PROG_TYPE_CGROUP_SOCK_ADDR || t == BPF_PROG_TYPE_CGROUP_SOCK ||
+           t == BPF_PROG_TYPE_CGROUP_SKB || t == BPF_PROG_TYPE_CGROUP_SOCKOPT;
+}
+
+}  // namespace
+
+struct BpfLoader::Object {
+    std::string name;
+    std::shared_ptr<void> skel;  // destroyed after links (declared first)
+    std::vector<LinkPtr> links;
+    std::vector<Fd> adopted_links;
+    ~Object() {
+        // Pinned links stay in the kernel; only drop our handles without detaching.
+        for (auto& l : links) {
+            bpf_link__disconnect(l.get());
+            ::close(bpf_link__fd(l.get()));
+        }
+    }
+};
+
+namespace {
+
+template <class Skel>
+std::expected<std::unique_ptr<BpfLoader::Object>, SysError> load_object(const std::string& name, const LoadCtx& c,
+                                                                        std::vector<ProgramStatus>& out) {
+    auto obj = std::make_unique<BpfLoader::Object>();
+    obj->name = name;
+    std::unique_ptr<Skel, SkelDeleter<Skel>> s(open_skel<Skel>(c, true));
+    if (!s) return std::unexpected(SysError{"bpf_object__open(" + name + ")", errno});
+
+    std::vector<ProgramStatus> st;
+    bpf_program* p;
+    bpf_object__for_each_program(p, s->obj) {
+        ProgramStatus ps{name, bpf_program__name(p), bpf_program__section_name(p)};
+        std::string pin = c.links_dir + "/" + ps.name;
+        if (ps.name == "bw_sys_enter" && !c.opts.trace_syscalls) {
+            ps.reason = "not requested (LoaderOptions::trace_syscalls is off)";
+        } else if (int fd = bpf_obj_get(pin.c_str()); fd >= 0) {
+            obj->adopted_links.emplace_back(fd);
+            ps.adopted = true;
+            ps.state = ProgState::Attached;
+            ps.reason = "link re-adopted from " + pin;
+        }
+        st.push_back(std::move(ps));
+    }
+    // Programs whose hook the kernel refuses outright are settled before the
+    // object is loaded at all.
+    for (auto& ps : st)
+        if (const LateHook* h = late_hook(ps.section); h && !ps.adopted && ps.reason.empty())
+            if (std::string why = late_hook_missing(*h); !why.empty()) {
+                ps.state = ProgState::Unavailable;
+                ps.reason = std::move(why);
+            }
+    MinimalLsmProbe minimal;
+    if (!c.opts.full_probe)
+        for (auto& ps : st)
+            if (!ps.adopted && ps.reason.empty())
+                if (std::string why = minimal.refused(ps.section); !why.empty()) {
+                    ps.state = ProgState::Unavailable;
+                    ps.reason = std::move(why);
+                }
+    auto set_autoload = [&](Skel* sk) {
+        size_t i = 0;
+        bpf_object__for_each_program(p, sk->obj) {
+            bpf_program__set_autoload(p, !st[i].adopted && st[i].reason.empty());
+            ++i;
+        }
+    };
+    set_autoload(s.get());
+    int err;
+    {
+        LibbpfCapture quiet;  // an expected refusal (e.g. LSM here) is reported per program below
+        err = Skel::load(s.get());
+    }
+    if (err) {
+        spdlog::info("bpf: {} did not load as a whole ({}); probing each program", name, errno_name(-err));
+        s.reset();
+        for (auto& ps : st) {
+            if (ps.adopted || !ps.reason.empty()) continue;
+            auto [reason, log] = probe_program<Skel>(c, ps.name);
+            if (!reason.empty()) {
+                ps.state = ProgState::Unavailable;
+                ps.reason = reason;
+                ps.verifier_log = log;
+            }
+        }
+        s.reset(open_skel<Skel>(c, true));
+        if (!s) return std::unexpected(SysError{"bpf_object__open(" + name + ")", errno});
+        set_autoload(s.get());
+        err = Skel::load(s.get());
+        if (err) {
+            for (auto& ps : st)
+                if (!ps.adopted && ps.reason.empty()) {
+                    ps.state = ProgState::Unavailable;
+                    ps.reason = "object load failed with the rest: " + errno_name(-err);
+                }
+        }
+    }
+    if (!err) {
+        size_t i = 0;
+        bpf_object__for_each_program(p, s->obj) {
+            ProgramStatus& ps = st[i++];
+            if (!bpf_program__autoload(p)) continue;
+            bpf_link* l = is_cgroup_prog(p) ? bpf_program__attach_cgroup(p, c.parent_fd) : bpf_program__attach(p);
+            if (!l) {
+                ps.state = ProgState::Unavailable;
+                ps.reason = "attach failed: " + errno_name(errno);
+                continue;
+            }
+            std::string pin = c.links_dir + "/" + ps.name;
+            if (int perr = bpf_link__pin(l, pin.c_str()); perr) {
+                ps.reason = "attached but not pinned (" + errno_name(-perr) + "): ends with this process";
+                spdlog::warn("bpf: pin {}: {}", pin, errno_name(-perr));
+            }
+            ps.state = ProgState::Attached;
+            obj->links.emplace_back(l);
+        }
+    }
+    obj->skel = std::shared_ptr<void>(s.release(), [](void* v) { Skel::destroy(static_cast<Skel*>(v)); });
+    for (auto& ps : st) out.push_back(std::move(ps));
+    return obj;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- cgroups, bpffs
+
+std::expected<std::string, SysError> cgroup2_mount() {
+    std::ifstream in("/proc/self/mountinfo");
+    if (!in) return std::unexpected(SysError::last("open(/proc/self/mountinfo)"));
+    std::string line;
+    while (std::getline(in, line)) {
+        auto dash = line.find(" - ");
+        if (dash == std::string::npos) continue;
+        std::istringstream rest(line.substr(dash + 3));
+        std::string fstype;
+        rest >> fstype;
+        if (fstype != "cgroup2") continue;
+        std::istringstream f(line);
+        std::string id, parent, devno, root, mnt;
+        f >> id >> parent >> devno >> root >> mnt;
+        return mnt;
+    }
+    return std::unexpected(SysError{"find cgroup2 mount in /proc/self/mountinfo", ENOENT});
+}
+
+std::expected<std::string, SysError> resolve_cgroup_parent(const std::string& configured) {
+    auto mnt = cgroup2_mount();
+    if (!mnt) return std::unexpected(mnt.error());
+    std::string parent = configured;
+    if (parent.empty()) {
+        auto own = own_cgroup2_path();
+        if (!own) return std::unexpected(own.error());
+        parent = *mnt + (*own == "/" ? "" : *own) + "/bulwark";
+    }
+    if (parent.rfind(*mnt + "/", 0) != 0)
+        return std::unexpected(SysError{"sandbox parent " + parent + " is not below the cgroup v2 mount " + *mnt, EINVAL});
+    return parent;
+}
+
+std::expected<std::string, SysError> own_cgroup2_path() {
+    std::ifstream in("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("0::", 0) == 0) return line.substr(3);
+    return std::unexpected(SysError{"find 0:: line in /proc/self/cgroup", ENOENT});
+}
+
+std::expected<uint64_t, SysError> cgroup_id(const std::string& dir) {
+    struct {
+        struct file_handle fh;
+        uint64_t id;
+    } h{};
+    h.fh.handle_bytes = sizeof(uint64_t);
+    int mount_id = 0;
+    if (name_to_handle_at(AT_FDCWD, dir.c_str(), &h.fh, &mount_id, 0) != 0)
+        return std::unexpected(SysError::last("name_to_handle_at(" + dir + ")"));
+    uint64_t id = 0;
+    std::memcpy(&id, h.fh.f_handle, sizeof id);
+    return id;
+}
+
+std::expected<void, SysError> ensure_bpffs() {
+    struct statfs s{};
+    if (statfs("/sys/fs/bpf", &s) == 0 && static_cast<unsigned long>(s.f_type) == kBpffsMagic) return {};
+    if (auto r = mkdir_p("/sys/fs/bpf"); !r) return r;
+    if (mount("bpf", "/sys/fs/bpf", "bpf", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700") != 0)
+        return std::unexpected(SysError::last("mount(bpf, /sys/fs/bpf, bpf)"));
+    spdlog::info("bpf: mounted bpffs at /sys/fs/bpf");
+    return {};
+}
+
+// ---------------------------------------------------------------- loader
+
+// ---------------------------------------------------------------- build marker
+
+std::vector<MapHolder> other_map_holders(uint32_t map_id) {
+    std::vector<MapHolder> out;
+    const std::string want = "map_id:\t" + std::to_string(map_id);
+    const pid_t self = ::getpid();
+    std::error_code ec;
+    for (const auto& proc : fs::directory_iterator("/proc", ec)) {
+        const std::string name = proc.path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+        pid_t pid = static_cast<pid_t>(std::stol(name));
+        if (pid == self) continue;
+        std::error_code fec;
+        for (const auto& fd : fs::directory_iterator(proc.path() / "fd", fec)) {
+            std::error_code lec;
+            if (fs::read_symlink(fd.path(), lec).string() != "anon_inode:bpf-map") continue;
+            std::ifstream fi(proc.path() / "fdinfo" / fd.path().filename());
+            std::string line;
+            bool match = false;
+            while (std::getline(fi, line))
+                if (line == want) match = true;
+            if (!match) continue;
+            MapHolder h{pid, {}};
+            std::ifstream(proc.path() / "comm") >> h.comm;
+            out.push_back(std::move(h));
+            break;
+        }
+    }
+    return out;
+}
+
+namespace {
+
+// <pin_root>/bw_build: an array map of one entry naming the build whose
+// programs and maps are pinned there: the ABI version and a digest of the
+// objects' ELF images (FNV-1a, twice with different bases: it tells
+// builds apart, it is no defence against whoever can write bpffs, who is
+// root anyway).
+struct BuildMarker {
+    uint32_t abi = 0;
+    uint32_t elf_bytes = 0;
+    uint64_t digest[2] = {};
+};
+
+const BuildMarker& own_build() {
+    static const BuildMarker m = [] {
+        BuildMarker b;
+        b.abi = BW_ABI_VERSION;
+        uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+        for (auto elf : {&sock_addr__elf_bytes, &sock_unix__elf_bytes, &monitor__elf_bytes, &lsm__elf_bytes}) {
+            size_t n = 0;
+            const auto* p = static_cast<const uint8_t*>(elf(&n));
+            b.elf_bytes += static_cast<uint32_t>(n);
+            for (size_t i = 0; i < n; ++i)
+                for (auto& x : h) x = (x ^ p[i]) * 0x100000001b3ull;
+        }
+        b.digest[0] = h[0];
+        b.digest[1] = h[1];
+        return b;
+    }();
+    return m;
+}
+
+std::string build_text(const BuildMarker& b) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(b.digest[0]));
+    return "ABI " + std::to_string(b.abi) + ", objects " + std::to_string(b.elf_bytes) + " bytes, digest " + hex;
+}
+
+std::expected<void, SysError> pin_build_marker(const std::string& path) {
+    int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "bw_build", sizeof(uint32_t), sizeof(BuildMarker), 1, nullptr);
+    if (fd < 0) return std::unexpected(SysError::last("bpf_map_create(bw_build)"));
+    uint32_t k = 0;
+    int rc = bpf_map_update_elem(fd, &k, &own_build(), BPF_ANY);
+    if (rc == 0) rc = bpf_obj_pin(fd, path.c_str());
+    int e = errno;
+    ::close(fd);
+    if (rc != 0) return std::unexpected(SysError{"pin " + path, e});
+    return {};
+}
+
+// Removes everything pinned below pin_root, keeping the directory.
+std::expected<void, SysError> clear_pins(const std::string& pin_root) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(pin_root, ec)) {
+        std::error_code rec;
+        fs::remove_all(e.path(), rec);  // unlinking a pinned link detaches it once no fd holds it
+        if (rec) return std::unexpected(SysError{"rm -r " + e.path().string(), rec.value()});
+    }
+    return {};
+}
+
+bool cgroup_populated(const std::string& dir) {
+    std::ifstream in(dir + "/cgroup.events");
+    std::string k, v;
+    while (in >> k >> v)
+        if (k == "populated") return v == "1";
+    return false;
+}
+
+// Programs and maps pinned by another build are never re-adopted: old code
+// would enforce against maps this build lays out differently, or new maps
+// would be read by old code. Unused, they are replaced; in use (live
+// sandboxes, another process holding the maps), the start fails.
+std::expected<void, SysError> settle_pinned_build(const std::string& pin_root, const std::string& parent) {
+    const std::string marker = pin_root + "/bw_build";
+    std::string found;
+    if (int fd = bpf_obj_get(marker.c_str()); fd >= 0) {
+        BuildMarker m;
+        uint32_t k = 0;
+        bool ok = bpf_map_lookup_elem(fd, &k, &m) == 0;
+        ::close(fd);
+        if (ok && std::memcmp(&m, &own_build(), sizeof m) == 0) return {};
+        found = ok ? build_text(m) : "an unreadable build marker";
+    } else {
+        bool pinned = false;
+        std::error_code ec;
+        for (const auto& e : fs::recursive_directory_iterator(pin_root, ec))
+            if (!e.is_directory()) pinned = true;
+        if (!pinned) return pin_build_marker(marker);
+        found = "no build marker";
+    }
+    std::vector<std::string> users;
+    if (cgroup_populated(parent)) users.push_back("live sandboxes below " + parent);
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(pin_root, ec)) {
+        if (e.is_directory()) continue;
+        int fd = bpf_obj_get(e.path().c_str());
+        if (fd < 0) continue;
+        bpf_map_info info{};
+        uint32_t len = sizeof info;
+        bool got = bpf_obj_get_info_by_fd(fd, &info, &len) == 0;
+        ::close(fd);
+        if (!got) continue;
+        for (const auto& h : other_map_holders(info.id)) {
+            std::string u = "pid " + std::to_string(h.pid) + " (" + h.comm + ")";
+            if (std::find(users.begin(), users.end(), u) == users.end()) users.push_back(u);
+        }
+    }
+    if (!users.empty()) {
+        std::string list;
+        for (const auto& u : users) list += (list.empty() ? "" : ", ") + u;
+        return std::unexpected(SysError{
+            "the BPF programs and maps pinned under " + pin_root + " are another Bulwark build's (" + found +
+                "; this is " + build_text(own_build()) + ") and in use by " + list +
+                "; they are neither re-adopted nor replaced: stop those, then remove " + pin_root +
+                " (or use another pin root)",
+            EEXIST});
+    }
+    spdlog::warn("bpf: the programs and maps pinned under {} are another build's ({}) and unused: replacing them",
+                 pin_root, found);
+    // The directory itself stays: it is the lock that agentd run and serve share.
+    if (auto r = clear_pins(pin_root); !r) return r;
+    if (auto r = mkdir_p(pin_root + "/links"); !r) return r;
+    return pin_build_marker(marker);
+}
+
+}  // namespace
+
+std::string bpf_build_id() { return build_text(own_build()); }
+
+std::expected<std::unique_ptr<BpfLoader>, SysError> BpfLoader::start(LoaderOptions opts) {
+    route_libbpf_logs();
+    std::unique_ptr<BpfLoader> L(new BpfLoader());
+    L->opts_ = std::move(opts);
+    const LoaderOptions& o = L->opts_;
+
+    if (auto r = ensure_bpffs(); !r) return std::unexpected(r.error());
+    const std::string links_dir = o.pin_root + "/links";
+    if (auto r = mkdir_p(links_dir); !r) return std::unexpected(r.error());
+
+    auto mnt = cgroup2_mount();
+    if (!mnt) return std::unexpected(mnt.error());
+    auto resolved = resolve_cgroup_parent(o.cgroup_parent);
+    if (!resolved) return std::unexpected(resolved.error());
+    const std::string parent = *resolved;
+    if (auto r = mkdir_p(parent); !r) return std::unexpected(r.error());
+    L->parent_path_ = parent;
+    L->parent_fd_ = Fd(::open(parent.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+    if (!L->parent_fd_) return std::unexpected(SysError::last("open(" + parent + ", O_DIRECTORY)"));
+    auto id = cgroup_id(parent);
+    if (!id) return std::unexpected(id.error());
+    L->parent_id_ = *id;
+    for (const auto& part : fs::path(parent.substr(mnt->size())))
+        if (part != "/" && !part.empty()) ++L->parent_level_;
+
+    if (auto r = settle_pinned_build(o.pin_root, parent); !r) return std::unexpected(r.error());
+    LoadCtx c{o, L->parent_id_, L->parent_level_, L->parent_fd_.get(), links_dir};
+    auto add = [&](auto r) -> std::expected<void, SysError> {
+        if (!r) return std::unexpected(r.error());
+        L->objects_.push_back(std::move(*r));
+        return {};
+    };
+    // sock_addr first: its load creates and pins the shared maps on this kernel.
+    if (o.sock)
+        if (auto r = add(load_object<sock_addr>("sock_addr", c, L->programs_)); !r) return std::unexpected(r.error());
+    if (o.sock)
+        if (auto r = add(load_object<sock_unix>("sock_unix", c, L->programs_)); !r) return std::unexpected(r.error());
+    if (o.monitor)
+        if (auto r = add(load_object<monitor>("monitor", c, L->programs_)); !r) return std::unexpected(r.error());
+    if (o.lsm)
+        if (auto r = add(load_object<lsm>("lsm", c, L->programs_)); !r) return std::unexpected(r.error());
+
+    auto maps = PolicyMaps::open_pinned(o.pin_root);
+    if (!maps) return std::unexpected(maps.error());
+    L->maps_ = std::move(*maps);
+
+    if (o.truth_check)
+        if (auto r = L->truth_check(); !r) return std::unexpected(r.error());
+    for (const auto& p : L->programs_) spdlog::info("bpf: {}", p.line());
+    return L;
+}
+
+BpfLoader::~BpfLoader() = default;
+
+const ProgramStatus* BpfLoader::program(const std::string& section) const {
+    for (const auto& p : programs_)
+        if (p.section == section || p.name == section) return &p;
+    return nullptr;
+}
+
+bool BpfLoader::object_proven(const std::string& object) const {
+    bool any = false;
+    for (const auto& p : programs_) {
+        if (p.object != object) continue;
+        any = true;
+        if (p.state != ProgState::Enforcing && p.state != ProgState::Observing) return false;
+    }
+    return any;
+}
+
+std::string BpfLoader::report() const {
+    std::string s;
+    for (const auto& p : programs_) s += p.line() + "\n";
+    return s;
+}
+
+std::expected<void, SysError> BpfLoader::unpin_all(const std::string& pin_root) {
+    std::error_code ec;
+    if (!fs::exists(pin_root, ec)) return {};
+    if (auto r = clear_pins(pin_root); !r) return r;
+    if (!fs::remove(pin_root, ec) && ec) return std::unexpected(SysError{"rmdir " + pin_root, ec.value()});
+    return {};
+}
+
+// ---------------------------------------------------------------- truth check
+
+namespace {
+
+enum CanaryOp : int { kSockRaw, kConnect4, kConnect6, kSend4, kSend6, kBind4, kBind6, kOpen, kMkdir, kBpf, kKill,
+                      kFork, kUnixConnect, kUnixSend, kExec, kOpCount };
+
+struct Expect {
+    const char* prog;
+    int op;           // CanaryOp, or -1: event only
+    uint16_t layer;
+    uint16_t bw_op;
+    uint16_t family;  // 0: any
+};
+
+constexpr Expect kExpect[] = {
+    {"bw_connect4", kConnect4, BW_LAYER_SOCK_ADDR, BW_OP_CONNECT, AF_INET},
+    {"bw_connect6", kConnect6, BW_LAYER_SOCK_ADDR, BW_OP_CONNECT, AF_INET6},
+    {"bw_sendmsg4", kSend4, BW_LAYER_SOCK_ADDR, BW_OP_SENDMSG, AF_INET},
+    {"bw_sendmsg6", kSend6, BW_LAYER_SOCK_ADDR, BW_OP_SENDMSG, AF_INET6},
+    {"bw_bind4", kBind4, BW_LAYER_SOCK_ADDR, BW_OP_BIND, AF_INET},
+    {"bw_bind6", kBind6, BW_LAYER_SOCK_ADDR, BW_OP_BIND, AF_INET6},
+    {"bw_sock_create", kSockRaw, BW_LAYER_SOCK_CREATE, BW_OP_SOCK_CREATE, AF_INET},
+    {"bw_connect_unix", kUnixConnect, BW_LAYER_SOCK_UNIX, BW_OP_CONNECT, AF_UNIX},
+    {"bw_sendmsg_unix", kUnixSend, BW_LAYER_SOCK_UNIX, BW_OP_SENDMSG, AF_UNIX},
+    {"bw_file_open", kOpen, BW_LAYER_BPF_LSM, BW_OP_FILE_OPEN, 0},
+    {"bw_path_mkdir", kMkdir, BW_LAYER_BPF_LSM, BW_OP_MKDIR, 0},
+    {"bw_bpf", kBpf, BW_LAYER_BPF_LSM, BW_OP_BPF, 0},
+    {"bw_task_kill", kKill, BW_LAYER_BPF_LSM, BW_OP_SIGNAL, 0},
+    {"bw_bprm_check", kExec, BW_LAYER_BPF_LSM, BW_OP_EXEC, 0},
+    {"bw_socket_create", kSockRaw, BW_LAYER_BPF_LSM, BW_OP_SOCK_CREATE, AF_INET},
+    {"bw_socket_connect", kConnect4, BW_LAYER_BPF_LSM, BW_OP_CONNECT, AF_INET},
+    {"bw_socket_bind", kBind4, BW_LAYER_BPF_LSM, BW_OP_BIND, AF_INET},
+    {"bw_socket_sendmsg", kSend4, BW_LAYER_BPF_LSM, BW_OP_SENDMSG, AF_INET},
+    {"bw_proc_exit", -1, BW_LAYER_MONITOR, BW_OP_PROC_EXIT, 0},
+    {"bw_proc_fork", -1, BW_LAYER_MONITOR, BW_OP_PROC_FORK, 0},
+    {"bw_sys_enter", -1, BW_LAYER_MONITOR, BW_OP_SYSCALL, 0},
+    {"bw_proc_exec", -1, BW_LAYER_MONITOR, BW_OP_PROC_EXEC, 0},
+};
+
+int errno_of(long rc) { return rc < 0 ? errno : 0; }
+
+// Runs in the forked canary child: joins the canary cgroup, tries one
+// operation per program, reports errnos, then tries to exec.
+[[noreturn]] void canary_child(int procs_fd, int out_fd, const std::string& scratch) {
+    int res[kOpCount] = {};
+    if (write(procs_fd, "0", 1) != 1) _exit(90);
+    int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+    res[kSockRaw] = errno_of(fd);
+    if (fd >= 0) close(fd);
+
+    sockaddr_in a4{};
+    a4.sin_family = AF_INET;
+    a4.sin_port = htons(9);
+    a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_in6 a6{};
+    a6.sin6_family = AF_INET6;
+    a6.sin6_port = htons(9);
+    a6.sin6_addr = in6addr_loopback;
+    auto try_sock = [](int family, auto fn) {
+        int s = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0) return errno;
+        int r = fn(s);
+        close(s);
+        return r;
+    };
+    res[kConnect4] = try_sock(AF_INET, [&](int s) { return errno_of(connect(s, (sockaddr*)&a4, sizeof a4)); });
+    res[kConnect6] = try_sock(AF_INET6, [&](int s) { return errno_of(connect(s, (sockaddr*)&a6, sizeof a6)); });
+    res[kSend4] = try_sock(AF_INET, [&](int s) { return errno_of(sendto(s, "x", 1, 0, (sockaddr*)&a4, sizeof a4)); });
+    res[kSend6] = try_sock(AF_INET6, [&](int s) { return errno_of(sendto(s, "x", 1, 0, (sockaddr*)&a6, sizeof a6)); });
+    sockaddr_in b4 = a4;
+    b4.sin_port = 0;
+    sockaddr_in6 b6 = a6;
+    b6.sin6_port = 0;
+    res[kBind4] = try_sock(AF_INET, [&](int s) { return errno_of(bind(s, (sockaddr*)&b4, sizeof b4)); });
+    res[kBind6] = try_sock(AF_INET6, [&](int s) { return errno_of(bind(s, (sockaddr*)&b6, sizeof b6)); });
+    fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    res[kOpen] = errno_of(fd);
+    if (fd >= 0) close(fd);
+    res[kMkdir] = errno_of(mkdir((scratch + "/d").c_str(), 0700));
+    union bpf_attr attr;
+    std::memset(&attr, 0, sizeof attr);
+    attr.map_type = BPF_MAP_TYPE_ARRAY;
+    attr.key_size = 4;
+    attr.value_size = 4;
+    attr.max_entries = 1;
+    long m = syscall(SYS_bpf, BPF_MAP_CREATE, &attr, sizeof attr);
+    res[kBpf] = errno_of(m);
+    if (m >= 0) close(static_cast<int>(m));
+    res[kKill] = errno_of(kill(1, 0));
+    // unix sockets the loader listens on in the scratch directory
+    sockaddr_un us{};
+    us.sun_family = AF_UNIX;
+    std::snprintf(us.sun_path, sizeof us.sun_path, "%s/s", scratch.c_str());
+    if (int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); s < 0) {
+        res[kUnixConnect] = errno;
+    } else {
+        res[kUnixConnect] = errno_of(connect(s, (sockaddr*)&us, sizeof us));
+        close(s);
+    }
+    std::snprintf(us.sun_path, sizeof us.sun_path, "%s/u", scratch.c_str());
+    res[kUnixSend] = try_sock(AF_UNIX, [&](int s) { return errno_of(sendto(s, "x", 1, 0, (sockaddr*)&us, sizeof us)); });
+    pid_t g = fork();
+    if (g == 0) _exit(0);
+    res[kFork] = errno_of(g);
+    if (g > 0) waitpid(g, nullptr, 0);
+    if (write(out_fd, res, sizeof res) != sizeof res) _exit(91);
+    char arg0[] = "true";
+    char* argv[] = {arg0, nullptr};
+    char* envp[] = {nullptr};
+    execve("/bin/true", argv, envp);
+    int e = errno;
+    if (write(out_fd, &e, sizeof e) != sizeof e) _exit(92);
+    _exit(0);
+}
+
+}  // namespace
+
+size_t remove_stale_canary_leftovers(const std::string& parent) {
+    size_t removed = 0;
+    auto dead = [](const std::string& name, const std::string& prefix) {
+        if (!name.starts_with(prefix)) return false;
+        long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+        return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    };
+    const std::string scratch = fs::path(kCanaryScratchPrefix).filename().string();
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(kCanaryScratchPrefix).parent_path(), ec)) {
+        std::error_code rec;
+        if (dead(e.path().filename().string(), scratch) && fs::remove_all(e.path(), rec) > 0 && !rec) ++removed;
+    }
+    for (const auto& e : fs::directory_iterator(parent, ec))
+        if (dead(e.path().filename().string(), kCanaryCgroupPrefix) && ::rmdir(e.path().c_str()) == 0) ++removed;
+    return removed;
+}
+
+std::expected<void, SysError> BpfLoader::truth_check() {
+    const std::string canary = parent_path_ + "/" + kCanaryCgroupPrefix + std::to_string(getpid());
+    ::rmdir(canary.c_str());
+    if (::mkdir(canary.c_str(), 0700) != 0) return std::unexpected(SysError::last("mkdir(" + canary + ")"));
+    auto cleanup_cg = [&] { ::rmdir(canary.c_str()); };
+    auto cg = cgroup_id(canary);
+    if (!cg) return cleanup_cg(), std::unexpected(cg.error());
+    // Named for this process, so that one killed during its check leaves a
+    // directory the next truth check on the host removes.
+    if (size_t n = remove_stale_canary_leftovers(parent_path_))
+        spdlog::info("bpf: removed {} leftover(s) of truth checks killed before they ended", n);
+    std::string tmpl = std::string(kCanaryScratchPrefix) + std::to_string(getpid()) + "-XXXXXX";
+    const char* scratch = mkdtemp(tmpl.data());
+    if (!scratch) return cleanup_cg(), std::unexpected(SysError::last("mkdtemp(" + tmpl + ")"));
+    const std::string scratch_dir = scratch;
+    // What the unix canaries reach: a listening stream socket and a datagram
+    // socket (not at "d", which the mkdir canary must find free).
+    Fd unix_stream(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)), unix_dgram(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    for (auto [fd, name, listens] : {std::tuple{unix_stream.get(), "/s", true}, std::tuple{unix_dgram.get(), "/u", false}}) {
+        sockaddr_un us{};
+        us.sun_family = AF_UNIX;
+        std::snprintf(us.sun_path, sizeof us.sun_path, "%s%s", scratch, name);
+        if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&us), sizeof us) != 0 || (listens && ::listen(fd, 4) != 0))
+            spdlog::warn("bpf: unix canary socket {}: {}", us.sun_path, errno_name(errno));
+    }
+
+    policy::BpfTables deny_all;
+    deny_all.header.mode = BW_MODE_ENFORCE;
+    deny_all.header.flags = BW_POL_NET_NONE | BW_POL_FILES_ENFORCED | BW_POL_EXEC_ENFORCED | BW_POL_DENY_PTRACE |
+                            BW_POL_DENY_MOUNT | BW_POL_DENY_BPF | BW_POL_TRACE_PROC | BW_POL_TRACE_SYSCALLS;
+    deny_all.header.af_allow = (1ull << AF_INET) | (1ull << AF_INET6);
+    deny_all.header.sock_type_allow = (1u << SOCK_STREAM) | (1u << SOCK_DGRAM);
+    auto loaded = maps_.load(deny_all);
+    if (!loaded) return cleanup_cg(), std::unexpected(loaded.error());
+    const PolicyHandle h = loaded->handle;
+    auto finish = [&] {
+        (void)maps_.unbind(*cg);
+        (void)maps_.free(h.slot);
+        cleanup_cg();
+        std::error_code ec;
+        fs::remove_all(scratch_dir, ec);
+    };
+    if (auto r = maps_.bind(*cg, h); !r) return finish(), std::unexpected(r.error());
+
+    Fd procs(::open((canary + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (!procs) return finish(), std::unexpected(SysError::last("open(" + canary + "/cgroup.procs)"));
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return finish(), std::unexpected(SysError::last("pipe2"));
+    Fd rd(p[0]), wr(p[1]);
+    pid_t child = fork();
+    if (child < 0) return finish(), std::unexpected(SysError::last("fork (canary)"));
+    if (child == 0) canary_child(procs.get(), wr.get(), scratch_dir);
+    wr.reset();
+    int res[kOpCount];
+    for (int& r : res) r = -1;
+    int exec_err = 0;
+    ssize_t n = read(rd.get(), res, sizeof res);
+    if (n == sizeof res) {
+        if (read(rd.get(), &exec_err, sizeof exec_err) != sizeof exec_err) exec_err = 0;  // exec succeeded
+        res[kExec] = exec_err;
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+
+    std::vector<bw_event> seen;
+    auto reader = RingbufReader::create(maps_.events_fd(), [&](const bw_event& e) {
+        if (e.cgroup_id == *cg)
+            seen.push_back(e);
+        else if (opts_.foreign_event_sink)
+            opts_.foreign_event_sink(e);
+    });
+    if (!reader) return finish(), std::unexpected(reader.error());
+    (void)(*reader)->consume();
+    finish();
+    if (n != sizeof res)
+        return std::unexpected(SysError{"canary child (exit status " + std::to_string(status) + ")", EIO});
+
+    for (auto& ps : programs_) {
+        if (ps.state != ProgState::Attached) continue;
+        const Expect* ex = nullptr;
+        for (const auto& e : kExpect)
+            if (ps.name == e.prog) ex = &e;
+        if (!ex) {
+            ps.reason = "no canary for this hook";
+            continue;
+        }
+        bool event = false;
+        for (const auto& e : seen)
+            if (e.layer == ex->layer && e.op == ex->bw_op && (ex->family == 0 || e.obj.net.family == ex->family) &&
+                (ex->op < 0 ? e.decision == BW_DECISION_OBSERVE : e.decision == BW_DECISION_DENY))
+                event = true;
+        if (ex->op < 0) {
+            if (event) {
+                ps.state = ProgState::Observing;
+                ps.reason.clear();
+            } else {
+                ps.reason = "canary event not seen";
+            }
+            continue;
+        }
+        int err = res[ex->op];
+        if (err == EPERM && event) {
+            ps.state = ProgState::Enforcing;
+            ps.reason.clear();
+        } else if (err == EPERM) {
+            ps.reason = "canary denied before this program ran (an earlier hook)";
+        } else {
+            ps.reason = "canary not denied: " + (err == 0 ? std::string("operation succeeded") : errno_name(err));
+        }
+    }
+    return {};
+}
+
+}  // namespace bulwark::bpf

@@ -1,0 +1,126 @@
+#pragma once
+// Loads, attaches and pins Bulwark's BPF programs, and proves what enforces.
+//
+// start():
+//   1. bpffs at /sys/fs/bpf (mounted if absent); maps pinned by name under
+//      pin_root, links under pin_root/links, so enforcement survives this
+//      process; links already pinned there are re-adopted, not reloaded;
+//   2. per object (sock_addr, monitor, lsm): load everything at once; if the
+//      kernel refuses, load each program alone to find which and why
+//      ("lsm/file_open: kernel refused load: EPERM", verifier log kept), then
+//      load the rest with the refused ones switched off (autoload false);
+//   3. cgroup programs attach to the sandbox PARENT cgroup (cgroup v2, a
+//      child of the cgroup this process runs in), as multi-attach links, so
+//      every sandbox leaf below it inherits them;
+//   4. truth check: a canary child in a canary cgroup bound to a deny-all
+//      policy performs one operation per program; a program counts as
+//      enforcing only if its operation failed with EPERM and its own deny
+//      event arrived.
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <bulwark_abi.h>
+
+#include "bpf/bpf_maps.h"
+#include "common/fd.h"
+#include "bpf/feature_probe.h"
+#include "common/sys_error.h"
+
+namespace bulwark::bpf {
+
+struct LoaderOptions {
+    std::string pin_root = "/sys/fs/bpf/bulwark";
+    // Absolute path of the sandbox parent in the cgroup v2 hierarchy; empty:
+    // <v2 mount><cgroup of this process>/bulwark.
+    std::string cgroup_parent;
+    bool lsm = true;
+    bool sock = true;
+    bool monitor = true;
+    // raw_tp/sys_enter puts every task on the machine on the syscall tracepoint
+    // path while attached; load it only when policies use BW_POL_TRACE_SYSCALLS.
+    bool trace_syscalls = false;
+    bool truth_check = true;
+    // Probe every program the kernel refuses by loading it, even where a
+    // minimal program of its hook was already refused with EPERM (the
+    // shortcut's check: both must give the same verdicts).
+    bool full_probe = false;
+    // Events read from the ring buffer during the truth check that are not the
+    // canary's (e.g. from sandboxes that kept running across a restart).
+    std::function<void(const bw_event&)> foreign_event_sink;
+};
+
+class BpfLoader {
+public:
+    static std::expected<std::unique_ptr<BpfLoader>, SysError> start(LoaderOptions opts);
+    ~BpfLoader();  // closes handles only: pinned links keep enforcing
+
+    const std::vector<ProgramStatus>& programs() const { return programs_; }
+    const ProgramStatus* program(const std::string& section) const;
+    // Every program of the object proven (enforcing/observing).
+    bool object_proven(const std::string& object) const;
+    std::string report() const;  // one line per program
+
+    PolicyMaps& maps() { return maps_; }
+    const std::string& parent_cgroup() const { return parent_path_; }
+    uint64_t parent_cgroup_id() const { return parent_id_; }
+    const std::string& pin_root() const { return opts_.pin_root; }
+
+    // Detaches everything pinned under pin_root (links) and removes the pinned maps.
+    static std::expected<void, SysError> unpin_all(const std::string& pin_root);
+
+    struct Object;  // one loaded skeleton and its links (bpf_loader.cpp)
+
+private:
+    BpfLoader() = default;
+    std::expected<void, SysError> truth_check();
+
+    LoaderOptions opts_;
+    std::string parent_path_;
+    Fd parent_fd_;
+    uint64_t parent_id_ = 0;
+    uint32_t parent_level_ = 0;
+    std::vector<std::unique_ptr<Object>> objects_;
+    std::vector<ProgramStatus> programs_;
+    PolicyMaps maps_;
+};
+
+// Processes other than this one holding a descriptor of the BPF map with
+// this id (found through /proc/<pid>/fdinfo).
+struct MapHolder {
+    pid_t pid = 0;
+    std::string comm;
+};
+std::vector<MapHolder> other_map_holders(uint32_t map_id);
+// Processes holding an flock() on this file or directory (from /proc/locks;
+// a holder in another pid namespace shows with the pid it has there).
+std::vector<MapHolder> flock_holders(const std::string& path);
+// "pid 12 (agentd), pid 40 (python3)", or what to say when none is visible.
+std::string describe_holders(const std::vector<MapHolder>& holders);
+
+// The truth check's scratch directory, <prefix><pid>-XXXXXX, and its canary
+// cgroup, <sandbox parent>/<prefix><pid>.
+inline constexpr const char* kCanaryScratchPrefix = "/tmp/bulwark-canary-";
+inline constexpr const char* kCanaryCgroupPrefix = "canary-";
+// Removes what truth checks of processes that are gone (killed during their
+// check) left: scratch directories and, below `parent`, canary cgroups
+// (empty: their processes died with the check). Returns how many.
+size_t remove_stale_canary_leftovers(const std::string& parent);
+
+// The identity of this build's BPF objects (ABI version, size and digest of
+// their ELF images) as pinned in <pin_root>/bw_build.
+std::string bpf_build_id();
+
+// cgroup v2 helpers used by the loader and its tests.
+std::expected<std::string, SysError> cgroup2_mount();           // e.g. /sys/fs/cgroup/unified
+std::expected<std::string, SysError> own_cgroup2_path();        // v2 path of this process, e.g. "/"
+// The sandbox parent a loader with LoaderOptions::cgroup_parent = configured
+// uses: configured, or "bulwark" below this process's cgroup ("" configured).
+std::expected<std::string, SysError> resolve_cgroup_parent(const std::string& configured);
+std::expected<uint64_t, SysError> cgroup_id(const std::string& dir);  // kernfs id (bpf_get_current_cgroup_id)
+std::expected<void, SysError> ensure_bpffs();
+
+}  // namespace bulwark::bpf

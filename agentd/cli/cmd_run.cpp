@@ -1,0 +1,239 @@
+// agentd run --rules DIR --tool NAME [--workdir DIR] [--json] -- CMD ARGS...
+//
+// Exit status: the tool's own; 128+N when it died of signal N; 124 when the
+// wall-clock limit killed it; 125 when the policy refused the launch; 126
+// when the sandbox could not be built (nothing ran); 127 when exec of the
+// verified binary failed. The report (layers in force, hardening, usage,
+// denials) goes to stderr, or as one JSON document to stdout with --json
+// (the tool's output is then inside the document).
+#include "cli/cmd_run.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <mutex>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "audit/audit_record.h"
+#include "bpf/bpf_runtime.h"
+#include "bulwark/policy/compiler.h"
+#include "bulwark/policy/instantiate.h"
+#include "kaudit/kernel_audit.h"
+#include "kaudit/run_registry.h"
+#include "sandbox/run_report.h"
+#include "sandbox/spawner.h"
+#include "tasks/tool_catalog.h"
+
+namespace bulwark {
+
+std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& rules_dir,
+                                                           const std::string& tool,
+                                                           const std::string& workdir,
+                                                           const policy::Resolver& resolve) {
+    namespace fs = std::filesystem;
+    fs::path file = fs::path(rules_dir) / (tool + ".yaml");
+    if (!fs::exists(file)) return std::unexpected("no rule file " + file.string() + " for tool " + tool);
+    policy::CompileOptions opts;
+    opts.rules_dirs = {rules_dir};
+    auto compiled = policy::compile_file(file.string(), opts);
+    if (!compiled.ok())
+        return std::unexpected("cannot compile " + file.string() + ":\n" + policy::render_diagnostics(compiled));
+    // One-shot runs are their own task: ${workdir} is the bound directory,
+    // ${home} the caller's home (so rules about ~/.ssh mean the real one),
+    // ${tmp} the sandbox's private /tmp.
+    policy::TaskVars vars;
+    vars["workdir"] = workdir;
+    const char* home = std::getenv("HOME");
+    vars["home"] = (home && home[0] == '/' && std::string_view(home) != "/") ? std::string(home) : workdir;
+    vars["tmp"] = "/tmp";
+    vars["task_id"] = "run-" + std::to_string(::getpid());
+    return resolve ? instantiate_tool(*compiled.bundle, vars, resolve) : instantiate_tool(*compiled.bundle, vars);
+}
+
+void register_run(CLI::App& app) {
+    struct Opts {
+        std::string rules, tool, workdir;
+        bool json = false;
+        bool no_bpf = false;
+        std::string bpf_pin_root = "/sys/fs/bpf/bulwark";
+        std::string bpf_cgroup_parent;
+        std::vector<std::string> cmd;
+    };
+    auto o = std::make_shared<Opts>();
+    auto* run = app.add_subcommand("run", "run one tool in its sandbox and report");
+    run->add_option("--rules", o->rules, "directory of rule files")->required();
+    run->add_option("--tool", o->tool, "tool name (rules/<tool>.yaml)")->required();
+    run->add_option("--workdir", o->workdir, "directory bound read-write as the tool's cwd");
+    run->add_flag("--json", o->json, "print the run report as JSON on stdout");
+    run->add_option("--bpf-pin-root", o->bpf_pin_root, "bpffs directory of the shared BPF programs and maps");
+    run->add_option("--bpf-cgroup-parent", o->bpf_cgroup_parent,
+                    "cgroup v2 directory the BPF cgroup programs are attached to (default: <own cgroup>/bulwark)");
+    run->add_flag("--no-bpf", o->no_bpf, "run without the BPF layer (tools with network rules are refused)");
+    run->add_option("cmd", o->cmd, "command and arguments (after --)")->required();
+    run->callback([o] {
+        // stdout carries the tool's output or the JSON document: logs go to stderr.
+        if (!spdlog::get("agentd-run")) spdlog::set_default_logger(spdlog::stderr_color_mt("agentd-run"));
+        spdlog::set_level(spdlog::level::warn);
+        std::error_code ec;
+        std::string workdir = o->workdir.empty() ? std::filesystem::current_path(ec).string()
+                                                 : std::filesystem::canonical(o->workdir, ec).string();
+        auto bundle = ec ? std::expected<policy::Bundle, std::string>(std::unexpected(
+                               "workdir " + o->workdir + ": " + ec.message()))
+                         : load_tool_bundle(o->rules, o->tool, workdir);
+        RunReport rep;
+        // This run's decisions: the BPF runtime's ring buffer (cgroup socket
+        // programs, the monitor, BPF LSM where the kernel has it) and the
+        // kernel audit source (Landlock and seccomp denials,
+        // docs/kernel-audit.md). Both tag them with run id = this pid.
+        const auto run_id = static_cast<uint64_t>(::getpid());
+        std::mutex mu;
+        std::vector<audit::AuditRecord> decisions;
+        std::vector<std::string> gaps;
+        uint64_t lost = 0;
+        nlohmann::json bpf_status = nullptr;
+        RunRegistry registry;
+        KernelAuditOptions kopts;
+        kopts.resolve = [&](const kaudit::KernelDenial& d) { return registry.resolve(d); };
+        kopts.sink = [&](audit::AuditRecord r) {
+            std::lock_guard lk(mu);
+            decisions.push_back(std::move(r));
+        };
+        kopts.on_lost = [&](const std::string&, uint64_t n) {
+            std::lock_guard lk(mu);
+            lost += n;
+        };
+        std::unique_ptr<KernelAuditReader> reader;
+        nlohmann::json kaudit_status;
+        if (bundle) {
+            if (auto r = KernelAuditReader::start(std::move(kopts))) {
+                reader = std::move(*r);
+            } else {
+                kaudit_status = {{"state", "unavailable: " + r.error()}};
+            }
+        }
+        if (!bundle) {
+            rep.tool = o->tool;
+            rep.argv = o->cmd;
+            rep.outcome = RunOutcome::Refused;
+            rep.error = bundle.error();
+        } else {
+            RunRequest req;
+            req.argv = o->cmd;
+            req.workdir = workdir;
+            std::string cgroup;
+            req.on_cgroup = [&, shared = std::make_shared<const policy::Bundle>(*bundle)](const std::string& path,
+                                                                                     pid_t pid) {
+                cgroup = path;
+                registry.add(path, pid, RunContext{0, run_id, o->tool, 0, shared});
+            };
+            std::unique_ptr<bpf::BpfRuntime> rt;
+            std::shared_ptr<bpf::Attachment> att;
+            if (o->no_bpf) {
+                req.bpf_unavailable = "BPF layer switched off (--no-bpf)";
+            } else {
+                bpf::RuntimeOptions ro;
+                ro.pin_root = o->bpf_pin_root;
+                ro.cgroup_parent = o->bpf_cgroup_parent;
+                ro.sink = [&](audit::AuditRecord r) {
+                    std::lock_guard lk(mu);
+                    decisions.push_back(std::move(r));
+                };
+                ro.on_drops = [&](const std::string& source, uint64_t n) {
+                    std::lock_guard lk(mu);
+                    gaps.push_back(std::to_string(n) + " record(s) lost: " + source);
+                };
+                auto r = bpf::BpfRuntime::start(std::move(ro));
+                if (!r) {
+                    req.bpf_unavailable = "BPF runtime did not start: " + r.error().message();
+                } else {
+                    rt = std::move(*r);
+                    bpf_status = rt->status();
+                    auto a = rt->attach(*bundle, 0, run_id, o->tool, 0);
+                    if (!a) {
+                        req.bpf_unavailable = a.error();
+                    } else {
+                        att = std::move(*a);
+                        req.attach_bpf = att->hook();
+                        req.bpf_layers = rt->layer_states();
+                        req.cgroup_v2_parent = rt->cgroup_parent();
+                    }
+                }
+            }
+            rep = run_tool(*bundle, req);
+            if (rt && att) {
+                // Another reader of the ring buffer (e.g. a running agentd
+                // serve) may have consumed some of this run's events; a full
+                // ring buffer may have lost some.
+                for (auto& w : att->warnings()) rep.warnings.push_back(std::move(w));
+            }
+            if (att) att->release();  // delivers the run's last events
+            att.reset();
+            rt.reset();
+            if (reader) {
+                // Records arrive asynchronously: wait (bounded) until the
+                // reader has consumed the audit queue up to the run's end.
+                bool drained = reader->barrier(std::chrono::milliseconds(2000));
+                if (!drained)
+                    rep.warnings.push_back("kernel audit: the backlog up to the run's end was not consumed within 2 s; "
+                                           "decisions may be incomplete");
+                kaudit_status = reader->status();
+                kaudit_status["state"] = drained ? "read" : "incomplete";
+            }
+            registry.remove(cgroup);
+        }
+        reader.reset();
+        std::vector<audit::AuditRecord> mine;
+        {
+            std::lock_guard lk(mu);
+            for (auto& d : decisions)
+                if (d.run_id == run_id && d.task_id == 0) mine.push_back(std::move(d));
+            for (const auto& g : gaps) rep.warnings.push_back("audit gap: " + g);
+            if (lost) {
+                kaudit_status["lost_during_run"] = lost;
+                rep.warnings.push_back("kernel audit: " + std::to_string(lost) +
+                                       " record(s) lost during the run (kernel lost counter / socket overruns); "
+                                       "decisions may be incomplete");
+            }
+        }
+        std::sort(mine.begin(), mine.end(),
+                  [](const audit::AuditRecord& a, const audit::AuditRecord& b) { return a.ts_ns < b.ts_ns; });
+        if (o->json) {
+            nlohmann::json doc = to_json(rep);
+            nlohmann::json ds = nlohmann::json::array();
+            for (const auto& d : mine) ds.push_back(audit::to_json(d));
+            doc["decisions"] = std::move(ds);
+            doc["bpf"] = std::move(bpf_status);
+            if (!kaudit_status.is_null()) doc["kernel_audit"] = std::move(kaudit_status);
+            std::cout << doc.dump(2) << std::endl;
+        } else {
+            std::cout << rep.stdout_data << std::flush;
+            std::string lines;
+            for (const auto& d : mine) {
+                lines += "decision: " + std::string(audit::decision_name(d.decision)) + " " +
+                         std::string(audit::layer_name(d.layer)) + " " + std::string(audit::op_name(d.op)) + " " +
+                         d.object;
+                if (d.err) lines += " (errno " + std::to_string(d.err) + ")";
+                if (!d.rule_file.empty())
+                    lines += " by " + d.rule_file + ":" + std::to_string(d.rule_line) + " " + d.rule_text;
+                else if (d.rule_id == BW_NO_RULE)
+                    lines += " by the policy's default";
+                lines += "\n";
+            }
+            std::cerr << rep.stderr_data << summary(rep) << lines << std::flush;
+        }
+        throw CLI::RuntimeError(rep.exit_status());
+    });
+}
+
+}  // namespace bulwark

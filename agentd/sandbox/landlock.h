@@ -1,0 +1,68 @@
+#pragma once
+// Landlock layer. Parent: probe the ABI, create the ruleset from the bundle's
+// plan at the best ABI (rights the kernel lacks are dropped and reported one
+// by one), add the verified binary. Child: add rules for the sandbox's own
+// mounts (/tmp, /dev nodes, /proc), then restrict_self (async-signal-safe).
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <vector>
+
+#include "bulwark/policy/bundle.h"
+#include "common/fd.h"
+#include "sandbox/run_report.h"
+#include "common/sys_error.h"
+
+namespace bulwark {
+
+// Landlock UAPI values (the Debian 12 headers stop at ABI 1).
+namespace ll {
+inline constexpr uint64_t kExecute = 1ull << 0, kWriteFile = 1ull << 1, kReadFile = 1ull << 2,
+                          kReadDir = 1ull << 3, kRemoveDir = 1ull << 4, kRemoveFile = 1ull << 5,
+                          kMakeChar = 1ull << 6, kMakeDir = 1ull << 7, kMakeReg = 1ull << 8,
+                          kMakeSock = 1ull << 9, kMakeFifo = 1ull << 10, kMakeBlock = 1ull << 11,
+                          kMakeSym = 1ull << 12, kRefer = 1ull << 13, kTruncate = 1ull << 14,
+                          kIoctlDev = 1ull << 15;
+inline constexpr uint64_t kBindTcp = 1ull << 0, kConnectTcp = 1ull << 1;
+inline constexpr uint64_t kScopeAbstractUnix = 1ull << 0, kScopeSignal = 1ull << 1;
+inline constexpr uint64_t kFileRights = kExecute | kWriteFile | kReadFile | kTruncate | kIoctlDev;
+// Every fs right of ABI n (n = 1..7).
+uint64_t fs_rights_for_abi(int abi);
+uint64_t net_rights_for_abi(int abi);
+uint64_t scopes_for_abi(int abi);
+std::vector<std::string> fs_right_names(uint64_t rights);
+}  // namespace ll
+
+// Landlock ABI version of the running kernel (0: unavailable), probed once.
+int landlock_abi();
+
+// Truth check, run once: a forked child restricts itself with a ruleset that
+// handles read_file and grants nothing, then opens /proc/self/status (which
+// it must no longer be able to). "" when Landlock really denied it, else why
+// the layer cannot be counted as enforcing.
+const std::string& landlock_canary();
+
+struct LandlockPrep {
+    Fd ruleset;          // invalid when the layer is not in force
+    int abi = 0;
+    uint64_t handled_fs = 0;
+    uint32_t restrict_flags = 0;
+    // The private /tmp gets no grant when the workdir is mounted below it:
+    // Landlock rules cover everything beneath a directory, mounts included.
+    bool skip_private_tmp = false;
+    LayerStatus status;  // name "landlock"
+};
+
+// Builds the ruleset. binary_fd gets EXECUTE|READ_FILE (the verified tool).
+// A path rule whose path does not exist is reported (warnings) and skipped.
+// workdir: where the run's work directory is mounted in the sandbox.
+std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPlan& plan,
+                                                       int binary_fd, const std::string& workdir,
+                                                       std::vector<std::string>& warnings);
+
+// Child side, async-signal-safe: grants the sandbox's private mounts their
+// rights (each masked to what the ruleset handles), then restricts. Returns 0
+// or -errno.
+int landlock_child_apply(const LandlockPrep& prep);
+
+}  // namespace bulwark
