@@ -31,6 +31,7 @@
 #include "bulwark/policy/instantiate.h"
 #include "kaudit/kernel_audit.h"
 #include "kaudit/run_registry.h"
+#include "tasks/run_binding.h"
 #include "sandbox/run_report.h"
 #include "sandbox/spawner.h"
 #include "tasks/tool_catalog.h"
@@ -100,7 +101,6 @@ void register_run(CLI::App& app) {
         std::mutex mu;
         std::vector<audit::AuditRecord> decisions;
         std::vector<std::string> gaps;
-        uint64_t lost = 0;
         nlohmann::json bpf_status = nullptr;
         RunRegistry registry;
         KernelAuditOptions kopts;
@@ -108,10 +108,6 @@ void register_run(CLI::App& app) {
         kopts.sink = [&](audit::AuditRecord r) {
             std::lock_guard lk(mu);
             decisions.push_back(std::move(r));
-        };
-        kopts.on_lost = [&](const std::string&, uint64_t n) {
-            std::lock_guard lk(mu);
-            lost += n;
         };
         std::unique_ptr<KernelAuditReader> reader;
         nlohmann::json kaudit_status;
@@ -131,16 +127,12 @@ void register_run(CLI::App& app) {
             RunRequest req;
             req.argv = o->cmd;
             req.workdir = workdir;
-            std::string cgroup;
-            req.on_cgroup = [&, shared = std::make_shared<const policy::Bundle>(*bundle)](const std::string& path,
-                                                                                     pid_t pid) {
-                cgroup = path;
-                registry.add(path, pid, RunContext{0, run_id, o->tool, 0, shared});
-            };
+            DecisionSources sources;
+            sources.kaudit = reader.get();
+            sources.registry = &registry;
             std::unique_ptr<bpf::BpfRuntime> rt;
-            std::shared_ptr<bpf::Attachment> att;
             if (o->no_bpf) {
-                req.bpf_unavailable = "BPF layer switched off (--no-bpf)";
+                sources.bpf_unavailable = "BPF layer switched off (--no-bpf)";
             } else {
                 bpf::RuntimeOptions ro;
                 ro.pin_root = o->bpf_pin_root;
@@ -153,44 +145,27 @@ void register_run(CLI::App& app) {
                     std::lock_guard lk(mu);
                     gaps.push_back(std::to_string(n) + " record(s) lost: " + source);
                 };
-                auto r = bpf::BpfRuntime::start(std::move(ro));
-                if (!r) {
-                    req.bpf_unavailable = "BPF runtime did not start: " + r.error().message();
-                } else {
+                if (auto r = bpf::BpfRuntime::start(std::move(ro))) {
                     rt = std::move(*r);
                     bpf_status = rt->status();
-                    auto a = rt->attach(*bundle, 0, run_id, o->tool, 0);
-                    if (!a) {
-                        req.bpf_unavailable = a.error();
-                    } else {
-                        att = std::move(*a);
-                        req.attach_bpf = att->hook();
-                        req.bpf_layers = rt->layer_states();
-                        req.cgroup_v2_parent = rt->cgroup_parent();
-                    }
+                    sources.bpf = rt.get();
+                } else {
+                    sources.bpf_unavailable = "BPF runtime did not start: " + r.error().message();
                 }
             }
-            rep = run_tool(*bundle, req);
-            if (rt && att) {
-                // Another reader of the ring buffer (e.g. a running agentd
-                // serve) may have consumed some of this run's events; a full
-                // ring buffer may have lost some.
-                for (auto& w : att->warnings()) rep.warnings.push_back(std::move(w));
+            {
+                RunBinding binding(sources, *bundle,
+                                   RunContext{0, run_id, o->tool, 0, std::make_shared<const policy::Bundle>(*bundle)});
+                binding.prepare(req);
+                rep = run_tool(*bundle, req);
+                auto end = binding.finish(rep);
+                if (reader) {
+                    kaudit_status = reader->status();
+                    kaudit_status["state"] = end.kaudit_read ? "read" : "incomplete";
+                    if (end.kaudit_lost) kaudit_status["lost_during_run"] = end.kaudit_lost;
+                }
             }
-            if (att) att->release();  // delivers the run's last events
-            att.reset();
             rt.reset();
-            if (reader) {
-                // Records arrive asynchronously: wait (bounded) until the
-                // reader has consumed the audit queue up to the run's end.
-                bool drained = reader->barrier(std::chrono::milliseconds(2000));
-                if (!drained)
-                    rep.warnings.push_back("kernel audit: the backlog up to the run's end was not consumed within 2 s; "
-                                           "decisions may be incomplete");
-                kaudit_status = reader->status();
-                kaudit_status["state"] = drained ? "read" : "incomplete";
-            }
-            registry.remove(cgroup);
         }
         reader.reset();
         std::vector<audit::AuditRecord> mine;
@@ -199,12 +174,6 @@ void register_run(CLI::App& app) {
             for (auto& d : decisions)
                 if (d.run_id == run_id && d.task_id == 0) mine.push_back(std::move(d));
             for (const auto& g : gaps) rep.warnings.push_back("audit gap: " + g);
-            if (lost) {
-                kaudit_status["lost_during_run"] = lost;
-                rep.warnings.push_back("kernel audit: " + std::to_string(lost) +
-                                       " record(s) lost during the run (kernel lost counter / socket overruns); "
-                                       "decisions may be incomplete");
-            }
         }
         std::sort(mine.begin(), mine.end(),
                   [](const audit::AuditRecord& a, const audit::AuditRecord& b) { return a.ts_ns < b.ts_ns; });

@@ -220,35 +220,12 @@ int run_serve(const ServeArgs& a) {
     topts.work_root = cfg->work_root;
     topts.metrics = &metrics;
     topts.left_cgroups = &left_cgroups;
-    if (kaudit) {
-        topts.runs = &runs;
-        topts.kernel_audit_barrier = [k = kaudit.get()](std::chrono::milliseconds t) { return k->barrier(t); };
-        topts.kernel_audit_losses = [k = kaudit.get()] { return k->kernel_lost_since_start() + k->overruns(); };
-    }
-    // Every run's cgroup is bound to its policy through the runtime; grant
-    // updates rebind running tools (TaskManager::switch_epoch).
-    topts.bpf = [&bpf_rt, &bpf_unavailable](const policy::Bundle& b, uint64_t task_id, uint64_t run_id,
-                                            const std::string& tool,
-                                            uint64_t version) -> std::optional<BpfRunBinding> {
-        BpfRunBinding out;
-        if (!bpf_rt) {
-            out.unavailable = bpf_unavailable;
-            return out;
-        }
-        auto att = bpf_rt->attach(b, task_id, run_id, tool, version);
-        if (!att) {
-            out.unavailable = att.error();
-            return out;
-        }
-        std::shared_ptr<bpf::Attachment> at = std::move(*att);
-        out.attach = at->hook();
-        out.rebind = [at](const policy::Bundle& nb, uint64_t v) { return at->rebind(nb, v); };
-        out.release = [at] { at->release(); };
-        out.warnings = [at] { return at->warnings(); };
-        out.cgroup_parent = bpf_rt->cgroup_parent();
-        out.layers = bpf_rt->layer_states();
-        return out;
-    };
+    // Every run is bound to the BPF runtime and the kernel audit reader
+    // (tasks/run_binding.h); grant updates rebind running tools.
+    topts.sources.bpf = bpf_rt.get();
+    topts.sources.bpf_unavailable = bpf_unavailable;
+    topts.sources.kaudit = kaudit.get();
+    topts.sources.registry = &runs;
     if (!ensure_dir(topts.work_root, 0711)) return 1;
     TaskManager tasks(*catalog, store->get(), topts);
 

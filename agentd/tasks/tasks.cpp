@@ -19,6 +19,7 @@
 #include "audit/metrics.h"
 #include "tasks/record_operation.h"
 #include "kaudit/run_registry.h"
+#include "tasks/run_binding.h"
 #include "sandbox/run_report.h"
 #include "sandbox/spawner.h"
 #include "tasks/tool_catalog.h"
@@ -86,7 +87,9 @@ struct TaskManager::Task {
         std::string outcome = "running";
         int cancel_fd = -1;  // eventfd, owned by exec() while running
         std::string client_ref;  // the exec's client_ref: what cancel() finds it by
-        std::optional<BpfRunBinding> bpf;
+        // The run's binding to the decision sources while it runs (a grant
+        // change rebinds it).
+        std::shared_ptr<RunBinding> binding;
 
         // Tells a running run's exec to kill it; false if it is not running.
         bool request_cancel() const {
@@ -344,8 +347,8 @@ std::expected<json, ApiError> TaskManager::switch_epoch(Task& t, const json& gra
     // Running tools follow the switch on their next operation (BPF binding);
     // seccomp and Landlock are fixed at their launch.
     for (auto& r : t.runs) {
-        if (r.ended_ns || !r.bpf || !r.bpf->rebind) continue;
-        if (auto rb = r.bpf->rebind(*e.bundles.at(r.tool), e.policy_version); !rb)
+        if (r.ended_ns || !r.binding) continue;
+        if (auto rb = r.binding->rebind(*e.bundles.at(r.tool), e.policy_version); !rb)
             spdlog::warn("task {} run {}: epoch {} not applied to the running tool: {}", t.id, r.run_id, e.n, rb.error());
     }
     if (store_) {
@@ -707,7 +710,7 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
                 r.outcome = std::move(outcome);
                 r.exit_status = status;
                 r.cancel_fd = -1;
-                r.bpf.reset();
+                r.binding.reset();
             }
     };
 
@@ -784,72 +787,36 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     rr.on_output = hooks.on_output;
     rr.cancel_fd = cancel.get();
     rr.caller_env = std::vector<std::pair<std::string, std::string>>{};  // never the daemon's environment
-    if (opts_.bpf) {
-        auto binding = opts_.bpf(run_bundle, task_id, run_id, req->tool, version);
-        if (binding) {
-            rr.attach_bpf = binding->attach;
-            rr.cgroup_v2_parent = binding->cgroup_parent;
-            rr.bpf_unavailable = binding->unavailable;
-            rr.bpf_layers = binding->layers;
-            std::lock_guard lk(mu_);
-            for (auto& r : task->runs)
-                if (r.run_id == run_id) r.bpf = binding;
-        }
-    }
-    std::string run_cgroup;
-    if (opts_.runs)
-        rr.on_cgroup = [&, ctx = RunContext{task_id, run_id, req->tool, version, bundle}](const std::string& path, pid_t pid) {
-            run_cgroup = path;
-            opts_.runs->add(path, pid, ctx);
-        };
-    auto t_run = std::chrono::steady_clock::now();
-    if (opts_.metrics) opts_.metrics->runs_running.fetch_add(1, std::memory_order_relaxed);
-    uint64_t kaudit_lost = opts_.kernel_audit_losses ? opts_.kernel_audit_losses() : 0;
-    auto run_binding = [&] {
-        std::optional<BpfRunBinding> b;
+    auto binding = std::make_shared<RunBinding>(opts_.sources, run_bundle,
+                                                RunContext{task_id, run_id, req->tool, version, bundle});
+    binding->prepare(rr);
+    {
         std::lock_guard lk(mu_);
         for (auto& r : task->runs)
-            if (r.run_id == run_id) b = r.bpf;
-        return b;
-    };
-    auto release_bpf = [&] {
-        if (auto b = run_binding(); b && b->release) b->release();
-    };
+            if (r.run_id == run_id) r.binding = binding;
+    }
+    auto t_run = std::chrono::steady_clock::now();
+    if (opts_.metrics) opts_.metrics->runs_running.fetch_add(1, std::memory_order_relaxed);
     RunReport rep = run_tool(run_bundle, rr);
     enqueue_start(&rep);  // refused before (or at) its launch's planning
     if (start_not_taken || start_unacknowledged) {
-        if (!run_cgroup.empty()) opts_.runs->remove(run_cgroup);
+        binding->finish(rep);
         if (opts_.metrics) opts_.metrics->runs_running.fetch_sub(1, std::memory_order_relaxed);
-        release_bpf();
         finish_run("refused", std::nullopt);
         return err(503, "store_unacknowledged",
                    start_not_taken ? "the audit store did not take the run's start record; the tool was not started"
                                    : "the audit store did not acknowledge the run's start; the tool was not started");
     }
     announce_start();  // a run refused or failed before exec is announced too
-    if (!run_cgroup.empty()) {
-        // Kernel audit records of the run arrive asynchronously: before its
-        // exit record (and so before its decisions are read back), wait until
-        // the reader has consumed the audit queue up to the run's end.
-        if (opts_.kernel_audit_barrier && !opts_.kernel_audit_barrier(opts_.kernel_audit_wait))
-            rep.warnings.push_back("kernel audit: the backlog up to the run's end was not consumed within " +
-                                   std::to_string(opts_.kernel_audit_wait.count()) + " ms; decisions may be incomplete");
-        if (opts_.kernel_audit_losses)
-            if (uint64_t n = opts_.kernel_audit_losses() - kaudit_lost; n > 0)
-                rep.warnings.push_back("kernel audit: " + std::to_string(n) +
-                                       " record loss(es) on the host during the run (gap records written); "
-                                       "decisions may be incomplete");
-        opts_.runs->remove(run_cgroup);
-    }
+    // Before its exit record (and so before its decisions are read back):
+    // the run's kernel audit records consumed, its BPF events delivered.
+    binding->finish(rep);
     if (auto* m = opts_.metrics) {
         m->runs_running.fetch_sub(1, std::memory_order_relaxed);
         m->runs[size_t(rep.outcome)].fetch_add(1, std::memory_order_relaxed);
         if (rep.timed_out) m->runs_timed_out.fetch_add(1, std::memory_order_relaxed);
         if (rep.oom_killed) m->runs_oom_killed.fetch_add(1, std::memory_order_relaxed);
     }
-    if (auto b = run_binding(); b && b->warnings)
-        for (auto& w : b->warnings()) rep.warnings.push_back(std::move(w));
-    release_bpf();
     rep.tool = req->tool;
     if (opts_.left_cgroups && !rep.cgroups_left.empty()) {
         std::vector<CgroupLeft> left;

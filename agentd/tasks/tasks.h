@@ -32,6 +32,7 @@
 
 #include "bulwark/policy/bundle.h"
 #include "bulwark/policy/instantiate.h"
+#include "tasks/run_binding.h"
 
 namespace bulwark {
 class LeftCgroups;
@@ -49,45 +50,16 @@ struct ApiError {
     nlohmann::json extra = nlohmann::json::object();  // merged into "error"
 };
 
-// What a run needs from the BPF layer (implemented over BpfRuntime).
-struct BpfRunBinding {
-    // RunRequest::attach_bpf
-    std::function<std::expected<std::string, std::string>(int cgroup_v2_fd, const std::string& cgroup_path)> attach;
-    // Switches the run's binding to another bundle of the same tool (epoch change).
-    std::function<std::expected<void, std::string>(const policy::Bundle&, uint64_t policy_version)> rebind;
-    // Unbinds and frees; delivers the run's remaining events first.
-    std::function<void()> release;
-    // RunRequest::cgroup_v2_parent: where the BPF cgroup programs are attached.
-    std::string cgroup_parent;
-    // Set (and attach empty) when this run cannot be bound: RunRequest::bpf_unavailable.
-    std::string unavailable;
-    // RunRequest::bpf_layers: which BPF layers enforce (per-rule coverage).
-    std::map<std::string, std::string> layers;
-    // What the run's report must add about the binding once the run ended
-    // (e.g. another process reading the ring buffer took some of its events).
-    std::function<std::vector<std::string>()> warnings;
-};
-using BpfBinder = std::function<std::optional<BpfRunBinding>(const policy::Bundle&, uint64_t task_id,
-                                                             uint64_t run_id, const std::string& tool,
-                                                             uint64_t policy_version)>;
-
 struct TaskOptions {
     std::filesystem::path work_root;  // default workdirs: <work_root>/<task id>
     size_t max_tasks = 1024;          // open tasks
     size_t max_runs_per_task = 4096;  // remembered per task (oldest dropped from the view, not the store)
     std::chrono::milliseconds run_start_ack{5000};
     policy::Resolver resolve;         // default: resolve_host (getaddrinfo)
-    BpfBinder bpf;                    // empty: runs get no BPF binding
-    // Kernel audit source (kernel_audit.h): each run is registered by its
-    // cgroup while it lives, and after it ends the exec waits (bounded) until
-    // the reader consumed the audit queue up to the end before reading the
-    // run's decisions. Both empty: no kernel audit decisions.
-    RunRegistry* runs = nullptr;
-    std::function<bool(std::chrono::milliseconds)> kernel_audit_barrier;
-    // Records the source has lost so far (kernel lost counter + overruns):
-    // a run during which it grew gets a warning.
-    std::function<uint64_t()> kernel_audit_losses;
-    std::chrono::milliseconds kernel_audit_wait{2000};
+    // The decision sources every run is bound to (tasks/run_binding.h):
+    // the BPF runtime and the kernel audit reader; none: no BPF binding and
+    // no kernel audit decisions.
+    DecisionSources sources;
     Metrics* metrics = nullptr;
     // Cgroup leaves a run could not remove are handed here (retried until
     // they go; /v1/health lists them). nullptr: only the run's report says so.
