@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/digest.h"
 #include "common/fd.h"
 
 namespace bulwark::dashboard {
@@ -129,20 +130,9 @@ void register_routes(http::Router& r, std::shared_ptr<const Assets> assets) {
 }
 
 std::expected<std::string, std::string> create_token(const std::filesystem::path& state_dir) {
-    unsigned char raw[32];
-    size_t got = 0;
-    while (got < sizeof raw) {
-        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return std::unexpected(std::string("getrandom: ") + std::strerror(errno));
-        got += size_t(n);
-    }
-    static const char* hex = "0123456789abcdef";
-    std::string token;
-    for (auto b : raw) {
-        token.push_back(hex[b >> 4]);
-        token.push_back(hex[b & 15]);
-    }
+    auto made = random_hex(32);
+    if (!made) return std::unexpected(made.error().message());
+    std::string token = std::move(*made);
     auto final_path = state_dir / "dashboard.token";
     auto tmp = state_dir / ("dashboard.token." + std::to_string(getpid()) + ".tmp");
     ::unlink(tmp.c_str());

@@ -29,23 +29,6 @@ using Socket = Proto::socket;
 using Acceptor = asio::basic_socket_acceptor<Proto>;
 using error_code = boost::system::error_code;
 
-TokenHash sha256(std::string_view data) {
-    TokenHash out{};
-    unsigned len = 0;
-    EVP_Digest(data.data(), data.size(), out.data(), &len, EVP_sha256(), nullptr);
-    return out;
-}
-
-std::string to_hex(const TokenHash& h) {
-    static const char* d = "0123456789abcdef";
-    std::string s;
-    for (auto b : h) {
-        s.push_back(d[b >> 4]);
-        s.push_back(d[b & 15]);
-    }
-    return s;
-}
-
 std::optional<TokenHash> parse_token_hash(std::string_view hex) {
     if (hex.size() != 64) return std::nullopt;
     TokenHash h{};

@@ -27,12 +27,14 @@
 #include <string_view>
 #include <vector>
 
+#include "common/digest.h"
+
 #include "api/http_api.h"
 #include "api/http_parse.h"
 
 namespace bulwark::http {
 
-using TokenHash = std::array<uint8_t, 32>;
+using TokenHash = Sha256;
 
 struct ServerConfig {
     std::optional<std::string> unix_path;
@@ -53,8 +55,6 @@ struct ServerConfig {
     int run_threads = 64;    // long-running handlers (synchronous exec): concurrent runs served
 };
 
-TokenHash sha256(std::string_view data);
-std::string to_hex(const TokenHash& h);
 std::optional<TokenHash> parse_token_hash(std::string_view hex);
 
 class HttpServer {

@@ -81,11 +81,6 @@ std::string LibbpfCapture::verifier_log() const {
     return log;
 }
 
-std::string errno_name(int err) {
-    const char* n = strerrorname_np(err);
-    return n ? n : std::to_string(err);
-}
-
 std::string load_failure_reason(int err, const std::string& verifier_log) {
     if (err < 0) err = -err;
     if (err == ESRCH || err == ENOENT)

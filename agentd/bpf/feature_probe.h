@@ -4,6 +4,8 @@
 // program is probed, so its verifier log can be kept), errno -> precise reason.
 #include <cstdint>
 #include <string>
+
+#include "common/sys_error.h"
 #include <vector>
 
 namespace bulwark::bpf {
@@ -52,9 +54,6 @@ private:
 // Reason for a failed program load: "kernel refused load: EPERM",
 // "verifier rejected: <last log line> (EACCES)", "attach point not in this kernel: ESRCH".
 std::string load_failure_reason(int err, const std::string& verifier_log);
-
-// "EPERM" etc.
-std::string errno_name(int err);
 
 // Host facts worth printing next to program states.
 struct HostFacts {

@@ -246,7 +246,7 @@ int run_serve(const ServeArgs& a) {
             return 1;
         }
         dashboard_token = std::move(*t);
-        cfg->api.token_sha256.push_back(http::sha256(dashboard_token));
+        cfg->api.token_sha256.push_back(sha256(dashboard_token));
     }
     std::shared_ptr<const dashboard::Assets> assets;
     if (cfg->dashboard.enabled) {
@@ -368,7 +368,7 @@ void register_serve(CLI::App& app) {
             std::cerr << "token-hash: use a token of at least 16 characters\n";
             throw CLI::RuntimeError(2);
         }
-        std::cout << http::to_hex(http::sha256(token)) << "\n";
+        std::cout << to_hex(sha256(token)) << "\n";
         throw CLI::RuntimeError(0);
     });
 }

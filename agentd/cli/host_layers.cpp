@@ -35,7 +35,7 @@ json namespaces_layer() {
         return layer("enforcing", "user, mount, pid, net, ipc, uts and cgroup namespaces created by a canary child");
     if (WIFEXITED(st))
         return layer("unavailable", "unshare(user|mnt|pid|net|ipc|uts|cgroup) failed: " +
-                                        bpf::errno_name(WEXITSTATUS(st)));
+                                        errno_name(WEXITSTATUS(st)));
     return layer("unavailable", "namespace canary child died");
 }
 

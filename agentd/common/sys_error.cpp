@@ -4,9 +4,13 @@
 
 namespace bulwark {
 
-std::string SysError::message() const {
+std::string errno_name(int err) {
     const char* name = strerrorname_np(err);
-    return call + ": " + std::strerror(err) + " (" + (name ? name : std::to_string(err)) + ")";
+    return name ? name : std::to_string(err);
 }
+
+std::string errno_text(int err) { return std::string(std::strerror(err)) + " (" + errno_name(err) + ")"; }
+
+std::string SysError::message() const { return call + ": " + errno_text(err); }
 
 }  // namespace bulwark

@@ -14,4 +14,9 @@ struct SysError {
     static SysError last(std::string call) { return SysError{std::move(call), errno}; }
 };
 
+// "EPERM" (the number when the name is unknown).
+std::string errno_name(int err);
+// "Operation not permitted (EPERM)".
+std::string errno_text(int err);
+
 }  // namespace bulwark

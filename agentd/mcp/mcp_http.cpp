@@ -1,9 +1,9 @@
 #include "mcp/mcp_http.h"
 
-#include <openssl/rand.h>
-
 #include <algorithm>
 #include <vector>
+
+#include "common/digest.h"
 
 namespace bulwark::mcp {
 
@@ -26,15 +26,8 @@ http::ApiResponse json_reply(int status, const json& body) {
 }
 
 std::string new_session_id() {
-    unsigned char b[16];
-    if (RAND_bytes(b, sizeof b) != 1) return {};
-    static const char* hex = "0123456789abcdef";
-    std::string s;
-    for (unsigned char c : b) {
-        s += hex[c >> 4];
-        s += hex[c & 15];
-    }
-    return s;
+    auto id = random_hex(16);
+    return id ? *id : std::string();
 }
 
 }  // namespace
@@ -99,7 +92,7 @@ http::ApiResponse HttpSessions::post(const http::ApiRequest& req) {
             std::string id = new_session_id();
             if (id.empty()) {
                 (void)s->close();
-                return rpc_error(500, kInternalError, "no random session id (RAND_bytes failed)");
+                return rpc_error(500, kInternalError, "no random session id (getrandom failed)");
             }
             std::lock_guard lk(mu_);
             sessions_[id] = Session{s, std::chrono::steady_clock::now()};

@@ -29,6 +29,7 @@
 
 #include "sandbox/caps.h"
 #include "sandbox/cgroup.h"
+#include "common/digest.h"
 #include "common/fd.h"
 #include "sandbox/hardening.h"
 #include "sandbox/landlock.h"
@@ -317,11 +318,6 @@ void note_cgroups_left(RunReport& rep, const std::vector<CgroupLeft>& left) {
     }
 }
 
-std::string errname(int e) {
-    const char* n = strerrorname_np(e);
-    return std::string(std::strerror(e)) + " (" + (n ? n : std::to_string(e)) + ")";
-}
-
 // Resolves argv[0] to one of the policy's binaries; returns the opened,
 // verified descriptor.
 std::expected<std::pair<Fd, std::string>, std::string> open_policy_binary(const policy::Bundle& b,
@@ -341,7 +337,7 @@ std::expected<std::pair<Fd, std::string>, std::string> open_policy_binary(const 
             return std::unexpected("'" + arg0 + "' names none of the policy's binaries");
     }
     char real[PATH_MAX];
-    if (!::realpath(wanted.c_str(), real)) return std::unexpected("realpath(" + wanted + "): " + errname(errno));
+    if (!::realpath(wanted.c_str(), real)) return std::unexpected("realpath(" + wanted + "): " + errno_text(errno));
     const policy::Binary* match = nullptr;
     for (const auto& bin : b.binaries) {
         char r2[PATH_MAX];
@@ -352,7 +348,7 @@ std::expected<std::pair<Fd, std::string>, std::string> open_policy_binary(const 
     }
     if (!match) return std::unexpected(std::string(real) + " is not one of the policy's binaries");
     int fd = ::open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return std::unexpected(std::string("open(") + real + "): " + errname(errno));
+    if (fd < 0) return std::unexpected(std::string("open(") + real + "): " + errno_text(errno));
     Fd bin(fd);
     struct stat st{};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return std::unexpected(std::string(real) + ": not a regular file");
@@ -416,7 +412,7 @@ std::expected<std::string, std::string> sha256_fd(int fd) {
         ssize_t n = ::pread(fd, buf, sizeof buf, off);
         if (n < 0) {
             if (errno == EINTR) continue;
-            return std::unexpected("pread: " + errname(errno));
+            return std::unexpected("pread: " + errno_text(errno));
         }
         if (n == 0) break;
         off += n;
@@ -425,13 +421,7 @@ std::expected<std::string, std::string> sha256_fd(int fd) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned len = 0;
     if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) return std::unexpected("EVP_DigestFinal_ex failed");
-    static const char* hex = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < len; ++i) {
-        out += hex[md[i] >> 4];
-        out += hex[md[i] & 15];
-    }
-    return out;
+    return to_hex(md, len);
 }
 
 std::string check_posture(pid_t pid) {
@@ -674,20 +664,20 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     // (p9) Pipes, the sync socket, stdin.
     int pfd[2], efd[2], sv[2];
     if (::pipe2(pfd, O_CLOEXEC) != 0 || ::pipe2(efd, O_CLOEXEC) != 0)
-        return setup_failed("pipe2: " + errname(errno));
+        return setup_failed("pipe2: " + errno_text(errno));
     Fd out_r(dup_high(pfd[0])), out_w(dup_high(pfd[1])), err_r(dup_high(efd[0])), err_w(dup_high(efd[1]));
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-        return setup_failed("socketpair: " + errname(errno));
+        return setup_failed("socketpair: " + errno_text(errno));
     Fd sock_p(dup_high(sv[0])), sock_c(dup_high(sv[1]));
     Fd null_fd(dup_high(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
-    if (!null_fd || !out_r || !err_r || !sock_p) return setup_failed("descriptor setup: " + errname(errno));
+    if (!null_fd || !out_r || !err_r || !sock_p) return setup_failed("descriptor setup: " + errno_text(errno));
     Fd in_r, in_w;
     if (req.stdin_data) {
         int ifd[2];
-        if (::pipe2(ifd, O_CLOEXEC) != 0) return setup_failed("pipe2: " + errname(errno));
+        if (::pipe2(ifd, O_CLOEXEC) != 0) return setup_failed("pipe2: " + errno_text(errno));
         in_r = Fd(dup_high(ifd[0]));
         in_w = Fd(dup_high(ifd[1]));
-        if (!in_r || !in_w) return setup_failed("descriptor setup: " + errname(errno));
+        if (!in_r || !in_w) return setup_failed("descriptor setup: " + errno_text(errno));
     }
 
     // rlimits, prepared here.
@@ -751,7 +741,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     // child starts in it; the thread returns to its own right after.
     int own_net = -1;
     if (pooled_netns && !enter_thread_netns(pooled_netns->get(), own_net))
-        return setup_failed("setns(pooled netns): " + errname(errno));
+        return setup_failed("setns(pooled netns): " + errno_text(errno));
     std::optional<ChildStack> stack;  // lives until the child has exec'd or been reaped
     SignalsBlocked blocked;
     long pid;
@@ -771,7 +761,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
         clone_errno = errno;
     }
     if (pooled_netns) leave_thread_netns(own_net);
-    if (pid < 0) return setup_failed("clone3(CLONE_INTO_CGROUP|CLONE_NEW*): " + errname(clone_errno));
+    if (pid < 0) return setup_failed("clone3(CLONE_INTO_CGROUP|CLONE_NEW*): " + errno_text(clone_errno));
     Fd pidfd(pidfd_raw);
     sock_c.reset();
     out_w.reset();
@@ -812,7 +802,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     auto describe = [](const ChildMsg& m) {
         std::string s = std::string(m.step);
         if (m.path[0]) s += " " + std::string(m.path);
-        return s + ": " + errname(m.err);
+        return s + ": " + errno_text(m.err);
     };
 
     // (p11) Parent side of the namespaces and cgroups, before the child moves:
@@ -843,7 +833,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
             return abort_child(RunOutcome::Refused, "mandatory layer " + m + " is not enforcing" +
                                                         (l ? ": " + l->detail : ""));
     }
-    if (::write(sock_p.get(), "G", 1) != 1) return abort_child(RunOutcome::SetupFailed, "sync write: " + errname(errno));
+    if (::write(sock_p.get(), "G", 1) != 1) return abort_child(RunOutcome::SetupFailed, "sync write: " + errno_text(errno));
 
     // (p12) The child builds its sandbox; it reports a failure or "ready".
     ChildMsg msg;
@@ -867,7 +857,7 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     rep.layers.push_back(sup);
     if (req.before_exec)
         if (std::string why = req.before_exec(); !why.empty()) return abort_child(RunOutcome::Refused, why);
-    if (::write(sock_p.get(), "X", 1) != 1) return abort_child(RunOutcome::SetupFailed, "sync write: " + errname(errno));
+    if (::write(sock_p.get(), "X", 1) != 1) return abort_child(RunOutcome::SetupFailed, "sync write: " + errno_text(errno));
     got = read_msg(msg);
     if (got == 1) {
         rep.denials.push_back("exec: " + describe(msg));

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/fd.h"
+#include "common/sys_error.h"
 
 namespace bulwark {
 
@@ -26,9 +27,8 @@ std::string workdir_denied_message(const std::string& workdir, uid_t uid, gid_t 
     const char* because = why == IdSource::Requested        ? "as requested"
                           : why == IdSource::WorkdirOwner   ? "the workdir's owner"
                                                             : "the workdir belongs to root, so the tool gets 65534";
-    const char* name = strerrorname_np(err);
     return "the tool runs as " + ids + " (" + because + ") and cannot enter its workdir " + workdir + owner + ": " +
-           (name ? name : std::to_string(err)) + "; chown the workdir to the uid the tool should run as (the tool "
+           errno_name(err) + "; chown the workdir to the uid the tool should run as (the tool "
            "runs as the workdir's owner unless that is root), or make it accessible to uid " + std::to_string(uid) +
            " (e.g. chmod o+x " + workdir + ")";
 }

@@ -68,7 +68,7 @@ struct Api {
         cfg.allowed_uids = {geteuid()};
         cfg.tcp_host = "127.0.0.1";
         cfg.tcp_port = 0;
-        cfg.token_sha256 = {http::sha256(kToken)};
+        cfg.token_sha256 = {bulwark::sha256(kToken)};
         cfg.read_timeout = 2000ms;
         cfg.write_timeout = 2000ms;
         cfg.stream_keepalive = 1000ms;
@@ -196,7 +196,7 @@ TEST_CASE("TCP: bearer token and Host/Origin checks", "[api][tcp]") {
     CHECK(with_host(api.host(), "Origin: http://localhost:" + std::to_string(api.port) + "\r\n").status == 200);
 
     // a token is never accepted on the wrong listener configuration
-    auto bad = http::HttpServer::start({.tcp_host = "0.0.0.0", .tcp_port = 0, .token_sha256 = {http::sha256("x")}},
+    auto bad = http::HttpServer::start({.tcp_host = "0.0.0.0", .tcp_port = 0, .token_sha256 = {bulwark::sha256("x")}},
                                        api.router, nullptr);
     REQUIRE_FALSE(bad);
     CHECK_THAT(bad.error(), Catch::Contains("loopback"));
