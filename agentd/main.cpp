@@ -4,13 +4,10 @@
 #include <iostream>
 
 #include "bulwark/version.h"
+#include "cli/cmd_coverage.h"
+#include "cli/cmd_mcp.h"
 #include "cli/cmd_run.h"
-
-namespace bulwark {
-void register_serve(CLI::App& app);  // cmd_serve.cpp
-void register_mcp(CLI::App& app);    // cmd_mcp.cpp
-void register_coverage(CLI::App& app);  // cmd_coverage.cpp
-}
+#include "cli/cmd_serve.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"agentd: run AI agents' tools in Bulwark sandboxes"};

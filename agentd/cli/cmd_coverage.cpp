@@ -8,6 +8,8 @@
 // `unenforceable: run`), 1 when a tool would be refused for a rule no layer
 // in force holds, 3 when a tool's launch stops before its rules are judged
 // (e.g. a required hardening property its binary lacks), 2 on bad input.
+#include "cli/cmd_coverage.h"
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>

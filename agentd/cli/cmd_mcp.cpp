@@ -3,6 +3,8 @@
 // newline-delimited JSON-RPC 2.0 on stdin and stdout; nothing else is ever
 // written to stdout (logs go to stderr). The session's task is closed when
 // stdin ends or on SIGTERM, SIGINT or SIGHUP.
+#include "cli/cmd_mcp.h"
+
 #include <CLI/CLI.hpp>
 
 #include <signal.h>

@@ -2,6 +2,8 @@
 // (unix socket, optional loopback HTTP) and runs until SIGTERM/SIGINT.
 // `agentd token-hash`: prints the SHA-256 of a token read from stdin, for
 // api.tokens_sha256 in the config file.
+#include "cli/cmd_serve.h"
+
 #include <CLI/CLI.hpp>
 #include <signal.h>
 #include <sys/stat.h>
