@@ -362,25 +362,6 @@ std::expected<std::unique_ptr<BpfLoader::Object>, SysError> load_object(const st
 
 // ---------------------------------------------------------------- cgroups, bpffs
 
-std::expected<std::string, SysError> cgroup2_mount() {
-    std::ifstream in("/proc/self/mountinfo");
-    if (!in) return std::unexpected(SysError::last("open(/proc/self/mountinfo)"));
-    std::string line;
-    while (std::getline(in, line)) {
-        auto dash = line.find(" - ");
-        if (dash == std::string::npos) continue;
-        std::istringstream rest(line.substr(dash + 3));
-        std::string fstype;
-        rest >> fstype;
-        if (fstype != "cgroup2") continue;
-        std::istringstream f(line);
-        std::string id, parent, devno, root, mnt;
-        f >> id >> parent >> devno >> root >> mnt;
-        return mnt;
-    }
-    return std::unexpected(SysError{"find cgroup2 mount in /proc/self/mountinfo", ENOENT});
-}
-
 std::expected<std::string, SysError> resolve_cgroup_parent(const std::string& configured) {
     auto mnt = cgroup2_mount();
     if (!mnt) return std::unexpected(mnt.error());
@@ -393,14 +374,6 @@ std::expected<std::string, SysError> resolve_cgroup_parent(const std::string& co
     if (parent.rfind(*mnt + "/", 0) != 0)
         return std::unexpected(SysError{"sandbox parent " + parent + " is not below the cgroup v2 mount " + *mnt, EINVAL});
     return parent;
-}
-
-std::expected<std::string, SysError> own_cgroup2_path() {
-    std::ifstream in("/proc/self/cgroup");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("0::", 0) == 0) return line.substr(3);
-    return std::unexpected(SysError{"find 0:: line in /proc/self/cgroup", ENOENT});
 }
 
 std::expected<uint64_t, SysError> cgroup_id(const std::string& dir) {

@@ -28,6 +28,7 @@
 #include "bpf/bpf_maps.h"
 #include "common/fd.h"
 #include "bpf/feature_probe.h"
+#include "common/procfs.h"
 #include "common/sys_error.h"
 
 namespace bulwark::bpf {
@@ -115,8 +116,6 @@ size_t remove_stale_canary_leftovers(const std::string& parent);
 std::string bpf_build_id();
 
 // cgroup v2 helpers used by the loader and its tests.
-std::expected<std::string, SysError> cgroup2_mount();           // e.g. /sys/fs/cgroup/unified
-std::expected<std::string, SysError> own_cgroup2_path();        // v2 path of this process, e.g. "/"
 // The sandbox parent a loader with LoaderOptions::cgroup_parent = configured
 // uses: configured, or "bulwark" below this process's cgroup ("" configured).
 std::expected<std::string, SysError> resolve_cgroup_parent(const std::string& configured);

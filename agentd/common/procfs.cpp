@@ -16,6 +16,33 @@ bool is_fs(const std::string& path, long magic) {
 
 }  // namespace
 
+std::expected<std::string, SysError> cgroup2_mount() {
+    std::ifstream in("/proc/self/mountinfo");
+    if (!in) return std::unexpected(SysError::last("open(/proc/self/mountinfo)"));
+    std::string line;
+    while (std::getline(in, line)) {
+        auto dash = line.find(" - ");
+        if (dash == std::string::npos) continue;
+        std::istringstream rest(line.substr(dash + 3));
+        std::string fstype;
+        rest >> fstype;
+        if (fstype != "cgroup2") continue;
+        std::istringstream f(line);
+        std::string id, parent, devno, root, mnt;
+        f >> id >> parent >> devno >> root >> mnt;
+        return mnt;
+    }
+    return std::unexpected(SysError{"find cgroup2 mount in /proc/self/mountinfo", ENOENT});
+}
+
+std::expected<std::string, SysError> own_cgroup2_path() {
+    std::ifstream in("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("0::", 0) == 0) return line.substr(3);
+    return std::unexpected(SysError{"find 0:: line in /proc/self/cgroup", ENOENT});
+}
+
 std::string own_cgroup(const std::string& controller) {
     std::ifstream in("/proc/self/cgroup");
     std::string line;
@@ -38,11 +65,7 @@ std::string own_cgroup(const std::string& controller) {
 }
 
 std::string cgroup_mount(const std::string& controller) {
-    if (controller.empty()) {
-        if (is_fs("/sys/fs/cgroup/unified", CGROUP2_SUPER_MAGIC)) return "/sys/fs/cgroup/unified";
-        if (is_fs("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)) return "/sys/fs/cgroup";
-        return "";
-    }
+    if (controller.empty()) return cgroup2_mount().value_or("");
     std::string p = "/sys/fs/cgroup/" + controller;
     return is_fs(p, CGROUP_SUPER_MAGIC) ? p : "";
 }

@@ -38,8 +38,8 @@ struct Bench {
             std::puts("SKIP: benchmarks need root");
             std::exit(77);
         }
-        auto mnt = bulwark::bpf::cgroup2_mount();
-        auto own = bulwark::bpf::own_cgroup2_path();
+        auto mnt = bulwark::cgroup2_mount();
+        auto own = bulwark::own_cgroup2_path();
         std::string base = *mnt + (*own == "/" ? "" : *own);
         pin_root = "/sys/fs/bpf/bulwark-bench-" + std::to_string(getpid());
         parent = base + "/bulwark-bench-" + std::to_string(getpid());

@@ -25,8 +25,8 @@ struct PrivateRuntime {
     std::unique_ptr<bpf::BpfRuntime> rt;
 
     explicit PrivateRuntime(const std::string& leaf) {
-        auto mnt = bpf::cgroup2_mount();
-        auto own = bpf::own_cgroup2_path();
+        auto mnt = cgroup2_mount();
+        auto own = own_cgroup2_path();
         if (!mnt || !own) {
             error = "no cgroup v2 mount";
             return;

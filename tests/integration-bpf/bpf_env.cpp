@@ -22,8 +22,8 @@ Env& Env::get() {
 
 Env::Env() {
     pin_root = "/sys/fs/bpf/bulwark-it-" + std::to_string(getpid());
-    auto mnt = bulwark::bpf::cgroup2_mount();
-    auto own = bulwark::bpf::own_cgroup2_path();
+    auto mnt = bulwark::cgroup2_mount();
+    auto own = bulwark::own_cgroup2_path();
     if (!mnt || !own) throw std::runtime_error("no cgroup v2");
     parent = *mnt + (*own == "/" ? "" : *own) + "/bulwark-it-" + std::to_string(getpid());
     bulwark::bpf::LoaderOptions o;

@@ -34,8 +34,8 @@ struct PrivateBpf {
     explicit PrivateBpf(const std::string& name) {
         const std::string leaf = name + "-" + std::to_string(::getpid());
         pin_root = "/sys/fs/bpf/" + leaf;
-        auto mnt = bpf::cgroup2_mount();
-        auto own = bpf::own_cgroup2_path();
+        auto mnt = cgroup2_mount();
+        auto own = own_cgroup2_path();
         REQUIRE(mnt);
         REQUIRE(own);
         parent = *mnt + (*own == "/" ? "" : *own) + "/" + leaf;
