@@ -346,11 +346,11 @@ void BpfRuntime::retry_deferred() {
         todo.swap(deferred_);
     }
     for (const auto& d : todo) {
-        if (d.cgid)
+        if (!d.unbound)
             if (auto r = loader_->maps().unbind(d.cgid); !r) spdlog::warn("bpf: {}", r.error().message());
         for (uint32_t s : d.slots)
             if (auto r = loader_->maps().free(s); !r) spdlog::warn("bpf: free slot {}: {}", s, r.error().message());
-        if (d.cgid) {
+        {
             std::lock_guard cl(ctx_mu_);
             runs_.erase(d.cgid);
         }
@@ -622,15 +622,15 @@ void Attachment::release() {
     for (const auto& [s, at] : retired_) slots.push_back(s);
     slots_.clear();
     retired_.clear();
-    auto defer = [&](uint64_t cgid, const std::string& why) {
+    auto defer = [&](bool unbound, const std::string& why) {
         spdlog::warn("bpf: run {} (cgroup {}): {}; its release is retried until the lock is free", run_id_, cgid_, why);
         rt_->deferred_total_.fetch_add(1);
         std::lock_guard dl(rt_->deferred_mu_);
-        rt_->deferred_.push_back({cgid, std::move(slots)});
+        rt_->deferred_.push_back({cgid_, std::move(slots), unbound});
     };
     {
         BpfRuntime::MapsLock ml(*rt_);
-        if (!ml) return defer(cgid_, ml.refused());
+        if (!ml) return defer(false, ml.refused());
         if (auto r = rt_->loader_->maps().unbind(cgid_); !r) spdlog::warn("bpf: {}", r.error().message());
     }
     // The run's processes are gone: everything they caused is in the buffer.
@@ -638,7 +638,7 @@ void Attachment::release() {
     for (int i = 0; i < 1000 && !rt_->drain(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     {
         BpfRuntime::MapsLock ml(*rt_);
-        if (!ml) return defer(0, ml.refused());
+        if (!ml) return defer(true, ml.refused());
         for (uint32_t s : slots)
             if (auto r = rt_->loader_->maps().free(s); !r) spdlog::warn("bpf: free slot {}: {}", s, r.error().message());
     }

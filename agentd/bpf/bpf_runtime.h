@@ -210,6 +210,7 @@ private:
     struct Deferred {
         uint64_t cgid = 0;
         std::vector<uint32_t> slots;
+        bool unbound = false;  // the cgroup's binding is already gone; only the slots are left
     };
     void retry_deferred();
 

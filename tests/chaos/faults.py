@@ -249,6 +249,26 @@ def ringbuf_stuck(env: chaos.Env) -> None:
         n = db.execute("SELECT count(*) FROM records WHERE run_id = ? AND kind = 1 AND decision = 1",
                        (r["run_id"],)).fetchone()[0]
     check(n >= 1, f"ringbuf_stuck: the denial of the run after the fault was not recorded ({n} rows)")
+    # 4. A run that ends while the lock is held: its release is deferred, the
+    # exec still answers, and the binding goes once the lock is free.
+    deferred0 = api.health()["host"]["bpf"].get("deferred_releases", 0)
+    started, box = threading.Event(), {}
+    for f in ("stop", "started"):
+        os.unlink(os.path.join(wd, f))
+    t = stream_run(task, "netloop", [env.probe, "loop", wd, "udp-connect", "10.255.255.1", "80"], started, box,
+                   timeout_ms=30000)
+    started.wait(30)
+    wait_for(lambda: os.path.exists(os.path.join(wd, "started")), 10)
+    fd = pin_lock(env)
+    open(os.path.join(wd, "stop"), "w").close()
+    t.join(60)
+    check("exit" in box, f"ringbuf_stuck: a run ending under the held lock got no exit event: {box.get('error')}")
+    bpf = api.health()["host"]["bpf"]
+    check(bpf.get("deferred_releases", 0) > deferred0, f"ringbuf_stuck: the release was not deferred: {bpf}")
+    os.close(fd)
+    done = wait_for(lambda: api.health()["host"]["bpf"].get("runs_bound") == 0, 10)
+    check(bool(done), f"ringbuf_stuck: the deferred release did not happen once the lock was free: "
+                      f"{api.health()['host']['bpf'].get('runs_bound')} run(s) still bound")
 
 
 def leaf_of(env: chaos.Env, run_id: int) -> str | None:
