@@ -65,16 +65,23 @@ std::expected<std::string, SysError> make_leaf(const std::string& controller,
     return dir;
 }
 
+// 0 once the directory is gone, else rmdir's errno.
+int rmdir_errno(const std::string& dir) { return ::rmdir(dir.c_str()) == 0 || errno == ENOENT ? 0 : errno; }
+
+// Why a cgroup directory rmdir refused with `err` stays: its child cgroups
+// and processes when busy.
+std::string why_kept(const std::string& dir, int err);
+
 // "" once gone; else why it stays (after up to 1 s of EBUSY retries).
 std::string rmdir_retry(const std::string& dir) {
     if (dir.empty()) return "";
-    std::string why;
+    int err = 0;
     for (int i = 0; i < 200; ++i) {
-        why = try_remove_cgroup(dir);
-        if (why.empty() || why.find("EBUSY") == std::string::npos) return why;
+        err = rmdir_errno(dir);
+        if (err != EBUSY) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    return why;
+    return err ? why_kept(dir, err) : "";
 }
 
 }  // namespace
@@ -298,8 +305,13 @@ std::vector<CgroupLeft> SandboxCgroup::remove() {
 }
 
 std::string try_remove_cgroup(const std::string& dir) {
-    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return "";
-    int e = errno;
+    int err = rmdir_errno(dir);
+    return err ? why_kept(dir, err) : "";
+}
+
+namespace {
+
+std::string why_kept(const std::string& dir, int e) {
     std::string why = SysError{"rmdir", e}.message();
     if (e != EBUSY && e != ENOTEMPTY) return why;
     std::vector<std::string> children;
@@ -323,6 +335,8 @@ std::string try_remove_cgroup(const std::string& dir) {
     if (procs) what += (what.empty() ? "" : "; ") + std::to_string(procs) + " process(es) in it";
     return what.empty() ? why : why + " (" + what + ")";
 }
+
+}  // namespace
 
 LeftCgroups::LeftCgroups() : thread_([this] { loop(); }) {}
 

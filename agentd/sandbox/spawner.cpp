@@ -1022,11 +1022,11 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
     // away from under it): what the tool wrote there went with it.
     if (!workdir.empty()) {
         struct stat now{};
-        if (::lstat(workdir.c_str(), &now) != 0 || now.st_dev != workdir_dev || now.st_ino != workdir_ino) {
+        bool gone = ::lstat(workdir.c_str(), &now) != 0;
+        if (gone || now.st_dev != workdir_dev || now.st_ino != workdir_ino) {
             rep.workdir_vanished = true;
             rep.warnings.push_back("workdir: " + workdir + " vanished during the run (" +
-                                   (::lstat(workdir.c_str(), &now) != 0 ? "removed or moved away"
-                                                                        : "another file stands there now") +
+                                   (gone ? "removed or moved away" : "another file stands there now") +
                                    "); what the tool wrote there is not there");
         }
     }

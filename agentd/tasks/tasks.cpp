@@ -628,43 +628,35 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
                                          : err(400, "bad_request", req.error().message);
     if (store_ && !store_->accepting_runs())
         return err(503, "store_refusing", "the audit store refuses new runs: " + store_->status().reason);
-    // The task's work directory must still be there (someone may have
-    // removed it from the host): no run in a directory that is gone.
-    {
-        std::string workdir;
-        {
-            std::lock_guard lk(mu_);
-            auto it = tasks_.find(id);
-            if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
-            workdir = it->second->workdir;
-        }
-        struct stat st{};
-        if (::lstat(workdir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-            return err(409, "workdir_gone",
-                       "task " + std::to_string(id) + ": its work directory " + workdir + " is " +
-                           (errno == ENOENT ? "gone (removed from the host)" : "no longer a directory") +
-                           "; make it again (owned by the tool's uid) or create another task");
-    }
-
     std::shared_ptr<Task> task;
     std::shared_ptr<const policy::Bundle> bundle, tool_bundle;
     uint64_t run_id = 0, epoch = 0, version = 0, task_id = id;
     std::optional<SysClock::time_point> expires_at;
     bool has_grant = false;
+    // Admission: the task and its tool, and its work directory still there
+    // (someone may have removed it from the host): no run in a directory
+    // that is gone.
+    std::string workdir;
+    {
+        std::lock_guard lk(mu_);
+        auto it = tasks_.find(id);
+        if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
+        if (it->second->closed) return err(409, "task_closed", "task " + std::to_string(id) + " is closed");
+        if (!it->second->current().bundles.contains(req->tool))
+            return err(404, "unknown_tool", "tool: '" + req->tool + "' is not a tool of task " + std::to_string(id));
+        workdir = it->second->workdir;
+    }
+    struct stat st{};
+    bool missing = ::lstat(workdir.c_str(), &st) != 0;
+    if (missing || !S_ISDIR(st.st_mode))
+        return err(409, "workdir_gone",
+                   "task " + std::to_string(id) + ": its work directory " + workdir + " is " +
+                       (missing ? "gone (removed from the host)" : "no longer a directory") +
+                       "; make it again (owned by the tool's uid) or create another task");
     // Working files land before the run is registered: a refused file means
     // no run at all.
     json files_written = json::array();
     if (!req->files.empty()) {
-        std::string workdir;
-        {
-            std::lock_guard lk(mu_);
-            auto it = tasks_.find(id);
-            if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
-            if (it->second->closed) return err(409, "task_closed", "task " + std::to_string(id) + " is closed");
-            if (!it->second->current().bundles.contains(req->tool))
-                return err(404, "unknown_tool", "tool: '" + req->tool + "' is not a tool of task " + std::to_string(id));
-            workdir = it->second->workdir;
-        }
         auto w = write_workdir_files(workdir, req->files);
         if (!w) return err(422, "file_refused", w.error());
         files_written = std::move(*w);
