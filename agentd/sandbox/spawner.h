@@ -1,8 +1,9 @@
 #pragma once
 // agentd run: one tool, one sandbox, one report. run_tool() is the single
-// function that orders every isolation step (see the numbered steps in
-// spawner.cpp); each concern lives in its own file (ns_*, cgroup, mounts,
-// landlock, seccomp_install, caps, hardening, elf_props).
+// function that orders every isolation step: the parent's, a list of named
+// steps in spawner.cpp; the child's (c0..c15) in launch_child.cpp. Each
+// concern lives in its own file (ns_*, cgroup, mounts, landlock,
+// seccomp_install, caps, hardening, elf_props, supervise, posture).
 #include <sys/types.h>
 
 #include <expected>
@@ -89,13 +90,5 @@ struct RunRequest {
 };
 
 RunReport run_tool(const policy::Bundle& bundle, const RunRequest& request);
-
-// sha256 of a file's contents (lowercase hex), via OpenSSL EVP.
-std::expected<std::string, std::string> sha256_fd(int fd);
-
-// Reads /proc/<pid>/status and checks Seccomp 2 (with >= 1 filter),
-// NoNewPrivs 1, every capability set 0 and no uid/gid 0. "" when sound,
-// else what is wrong.
-std::string check_posture(pid_t pid);
 
 }  // namespace bulwark

@@ -22,6 +22,8 @@
 #include "sandbox/cgroup.h"
 #include "fixture.h"
 #include "sandbox/run_report.h"
+#include "sandbox/launch_inputs.h"
+#include "sandbox/posture.h"
 #include "sandbox/spawner.h"
 
 using namespace bulwark;
