@@ -20,6 +20,7 @@
 #include "bulwark/policy/explain.h"
 #include "bulwark/policy/match.h"
 #include "bulwark/policy/seccomp.h"
+#include "api/task_requests.h"
 #include "tasks/record_operation.h"
 #include "tasks/tasks.h"
 #include "tasks/tool_catalog.h"
@@ -29,13 +30,42 @@ namespace {
 
 using nlohmann::json;
 
-ApiResponse from_error(const ApiError& e) {
-    json body{{"error", {{"code", e.code}, {"message", e.message}}}};
-    for (auto it = e.extra.begin(); it != e.extra.end(); ++it) body["error"][it.key()] = it.value();
-    return json_response(e.status, body);
+// Each task error's HTTP status: the one table.
+int http_status(TaskErrc code) {
+    switch (code) {
+    case TaskErrc::BadRequest:
+    case TaskErrc::BadGrant:
+    case TaskErrc::BadWorkdir: return 400;
+    case TaskErrc::GrantWidens: return 403;
+    case TaskErrc::UnknownTask:
+    case TaskErrc::UnknownTool: return 404;
+    case TaskErrc::TaskClosed:
+    case TaskErrc::WorkdirGone: return 409;
+    case TaskErrc::FileRefused:
+    case TaskErrc::InstantiateFailed:
+    case TaskErrc::RuleUnenforced: return 422;
+    case TaskErrc::TooManyTasks: return 429;
+    case TaskErrc::WorkdirFailed:
+    case TaskErrc::QueryFailed:
+    case TaskErrc::Internal: return 500;
+    case TaskErrc::BpfUnavailable:
+    case TaskErrc::StoreRefusing:
+    case TaskErrc::StoreUnacknowledged:
+    case TaskErrc::NoStore:
+    case TaskErrc::ShuttingDown: return 503;
+    }
+    return 500;
 }
 
-ApiResponse reply(const std::expected<json, ApiError>& r, int ok_status = 200) {
+json error_body(const TaskError& e) {
+    json body{{"error", {{"code", code_name(e.code)}, {"message", e.message}}}};
+    for (auto it = e.extra.begin(); it != e.extra.end(); ++it) body["error"][it.key()] = it.value();
+    return body;
+}
+
+ApiResponse from_error(const TaskError& e) { return json_response(http_status(e.code), error_body(e)); }
+
+ApiResponse reply(const std::expected<json, TaskError>& r, int ok_status = 200) {
     return r ? json_response(ok_status, *r) : from_error(r.error());
 }
 
@@ -115,12 +145,14 @@ public:
                 st->push({stream == 1 ? "stdout" : "stderr",
                           json{{"data", std::string(data)}}.dump(-1, ' ', false, json::error_handler_t::replace)});
             };
-            auto r = tasks->exec(id, body, hooks);
+            auto req = parse_exec(body);
+            auto r = req ? tasks->exec(id, *req, hooks) : std::unexpected(req.error());
             if (r) {
                 json doc = *r;
                 st->push({"exit", doc.dump(-1, ' ', false, json::error_handler_t::replace)});
             } else {
-                st->push({"error", json{{"error", {{"code", r.error().code}, {"message", r.error().message}}}}.dump()});
+                st->push({"error", json{{"error", {{"code", code_name(r.error().code)}, {"message", r.error().message}}}}
+                                       .dump()});
             }
             st->finish();
         }).detach();
@@ -624,7 +656,10 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
           with_task_body([ctx](uint64_t id, json body) { return reply(ctx.tasks->update_grant(id, body)); }),
           {.offload = true});
     r.add("POST", "/v1/tasks/{id}/exec",
-          with_task_body([ctx](uint64_t id, json body) { return reply(ctx.tasks->exec(id, body)); }),
+          with_task_body([ctx](uint64_t id, json body) {
+              auto req = parse_exec(body);
+              return req ? reply(ctx.tasks->exec(id, *req)) : from_error(req.error());
+          }),
           {.offload = true, .long_running = true});
     r.add("POST", "/v1/tasks/{id}/cancel",
           with_task_body([ctx](uint64_t id, json body) { return reply(ctx.tasks->cancel(id, body)); }),

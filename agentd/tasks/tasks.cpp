@@ -36,8 +36,8 @@ int64_t to_ns(SysClock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-std::unexpected<ApiError> err(int status, std::string code, std::string message, json extra = json::object()) {
-    return std::unexpected(ApiError{status, std::move(code), std::move(message), std::move(extra)});
+std::unexpected<TaskError> err(TaskErrc code, std::string message, json extra = json::object()) {
+    return std::unexpected(TaskError{code, std::move(message), std::move(extra)});
 }
 
 // Run ids and task ids continue after the largest the store holds, so a
@@ -178,13 +178,13 @@ TaskManager::TaskManager(const ToolCatalog& catalog, audit::AuditStore* store, T
     timer_ = std::jthread([this](std::stop_token st) { timer_loop(st); });
 }
 
-std::expected<json, ApiError> TaskManager::cancel(uint64_t id, const json& body) {
+std::expected<json, TaskError> TaskManager::cancel(uint64_t id, const json& body) {
     if (!body.is_object() || body.size() != 1 || !body.contains("client_ref") || !body["client_ref"].is_string())
-        return err(400, "bad_request", "the body must be {\"client_ref\": \"<the exec's client_ref>\"}");
+        return err(TaskErrc::BadRequest, "the body must be {\"client_ref\": \"<the exec's client_ref>\"}");
     const std::string ref = body["client_ref"];
     std::lock_guard lk(mu_);
     auto it = tasks_.find(id);
-    if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
+    if (it == tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + std::to_string(id));
     json runs = json::array();
     for (const auto& r : it->second->runs)
         if (r.client_ref == ref && r.request_cancel()) runs.push_back(r.run_id);
@@ -210,62 +210,62 @@ TaskManager::~TaskManager() {
     timer_cv_.notify_all();
 }
 
-std::expected<json, ApiError> TaskManager::create(const json& body) {
-    if (!body.is_object()) return err(400, "bad_request", "the body must be a JSON object");
+std::expected<json, TaskError> TaskManager::create(const json& body) {
+    if (!body.is_object()) return err(TaskErrc::BadRequest, "the body must be a JSON object");
     for (auto it = body.begin(); it != body.end(); ++it)
         if (it.key() != "tools" && it.key() != "workdir" && it.key() != "label" && it.key() != "grant" &&
             it.key() != "skip_unavailable")
-            return err(400, "bad_request", "unknown key '" + it.key() + "'");
+            return err(TaskErrc::BadRequest, "unknown key '" + it.key() + "'");
     if (body.contains("skip_unavailable") && !body["skip_unavailable"].is_boolean())
-        return err(400, "bad_request", "skip_unavailable: must be a boolean");
+        return err(TaskErrc::BadRequest, "skip_unavailable: must be a boolean");
     const bool skip_unavailable = body.value("skip_unavailable", false);
     if (!body.contains("tools") || !body["tools"].is_array() || body["tools"].empty())
-        return err(400, "bad_request", "tools: a non-empty array of tool names is required");
+        return err(TaskErrc::BadRequest, "tools: a non-empty array of tool names is required");
     auto t = std::make_shared<Task>();
     for (size_t i = 0; i < body["tools"].size(); ++i) {
         const auto& n = body["tools"][i];
         std::string field = "tools[" + std::to_string(i) + "]";
-        if (!n.is_string()) return err(400, "bad_request", field + ": must be a string");
+        if (!n.is_string()) return err(TaskErrc::BadRequest, field + ": must be a string");
         const auto& name = n.get_ref<const std::string&>();
-        if (!catalog_.find(name)) return err(404, "unknown_tool", field + ": no tool named '" + name + "'");
+        if (!catalog_.find(name)) return err(TaskErrc::UnknownTool, field + ": no tool named '" + name + "'");
         if (std::find(t->tools.begin(), t->tools.end(), name) != t->tools.end())
-            return err(400, "bad_request", field + ": '" + name + "' is listed twice");
+            return err(TaskErrc::BadRequest, field + ": '" + name + "' is listed twice");
         t->tools.push_back(name);
     }
     if (body.contains("label")) {
         if (!body["label"].is_string() || body["label"].get_ref<const std::string&>().size() > 256)
-            return err(400, "bad_request", "label: must be a string of at most 256 bytes");
+            return err(TaskErrc::BadRequest, "label: must be a string of at most 256 bytes");
         t->label = body["label"].get<std::string>();
     }
 
     std::unique_lock lk(mu_);
     size_t open = std::count_if(tasks_.begin(), tasks_.end(), [](auto& kv) { return !kv.second->closed; });
     if (open >= opts_.max_tasks)
-        return err(429, "too_many_tasks", "at most " + std::to_string(opts_.max_tasks) + " open tasks");
+        return err(TaskErrc::TooManyTasks, "at most " + std::to_string(opts_.max_tasks) + " open tasks");
     t->id = next_task_id_++;
     lk.unlock();
 
     namespace fs = std::filesystem;
     std::error_code ec;
     if (body.contains("workdir")) {
-        if (!body["workdir"].is_string()) return err(400, "bad_request", "workdir: must be a string");
+        if (!body["workdir"].is_string()) return err(TaskErrc::BadRequest, "workdir: must be a string");
         const auto& w = body["workdir"].get_ref<const std::string&>();
-        if (w.empty() || w.front() != '/') return err(400, "bad_request", "workdir: must be an absolute path");
+        if (w.empty() || w.front() != '/') return err(TaskErrc::BadRequest, "workdir: must be an absolute path");
         auto canon = fs::canonical(w, ec);
-        if (ec || !fs::is_directory(canon)) return err(400, "bad_workdir", "workdir: " + w + ": not a directory");
+        if (ec || !fs::is_directory(canon)) return err(TaskErrc::BadWorkdir, "workdir: " + w + ": not a directory");
         t->workdir = canon.string();
     } else {
-        if (opts_.work_root.empty()) return err(400, "bad_request", "workdir: required (no default work root)");
+        if (opts_.work_root.empty()) return err(TaskErrc::BadRequest, "workdir: required (no default work root)");
         fs::path dir = opts_.work_root / std::to_string(t->id);
         fs::create_directories(dir, ec);
-        if (ec) return err(500, "workdir_failed", "cannot create " + dir.string() + ": " + ec.message());
+        if (ec) return err(TaskErrc::WorkdirFailed, "cannot create " + dir.string() + ": " + ec.message());
         // The tool runs as an unprivileged id (spawner.h): the work directory is its own.
         if (::chown(dir.c_str(), 65534, 65534) != 0 || ::chmod(dir.c_str(), 0700) != 0)
-            return err(500, "workdir_failed", "cannot hand " + dir.string() + " to uid 65534: " + std::strerror(errno));
+            return err(TaskErrc::WorkdirFailed, "cannot hand " + dir.string() + " to uid 65534: " + std::strerror(errno));
         t->workdir = dir.string();
         t->owns_workdir = true;
     }
-    if (t->workdir == "/") return err(400, "bad_workdir", "workdir: must not be /");
+    if (t->workdir == "/") return err(TaskErrc::BadWorkdir, "workdir: must not be /");
 
     t->vars["workdir"] = t->workdir;
     t->vars["home"] = t->workdir;
@@ -273,7 +273,7 @@ std::expected<json, ApiError> TaskManager::create(const json& body) {
     t->vars["task_id"] = "task-" + std::to_string(t->id);
     for (const auto& name : t->tools) {
         auto b = instantiate_tool(catalog_.find(name)->bundle, t->vars, opts_.resolve);
-        if (!b && !skip_unavailable) return err(422, "instantiate_failed", name + ": " + b.error());
+        if (!b && !skip_unavailable) return err(TaskErrc::InstantiateFailed, name + ": " + b.error());
         if (!b) {
             // Left out of the task and said so (in the task, and to the caller).
             t->unavailable.emplace_back(name, b.error());
@@ -286,7 +286,7 @@ std::expected<json, ApiError> TaskManager::create(const json& body) {
         if (t->tools.empty()) {
             std::string why;
             for (const auto& [tool, e] : t->unavailable) why += (why.empty() ? "" : "; ") + tool + ": " + e;
-            return err(422, "instantiate_failed", "no tool of the task can be instantiated: " + why);
+            return err(TaskErrc::InstantiateFailed, "no tool of the task can be instantiated: " + why);
         }
         for (const auto& [tool, e] : t->unavailable)
             spdlog::warn("task {}: tool {} is unavailable and left out: {}", t->id, tool, e);
@@ -310,7 +310,7 @@ std::expected<json, ApiError> TaskManager::create(const json& body) {
 
 // Builds the epoch's bundles (narrowing every tool), then appends it. Called
 // with mu_ held.
-std::expected<json, ApiError> TaskManager::switch_epoch(Task& t, const json& grant_json,
+std::expected<json, TaskError> TaskManager::switch_epoch(Task& t, const json& grant_json,
                                                         std::optional<std::chrono::milliseconds> timebox,
                                                         std::string reason) {
     auto now = SysClock::now();
@@ -323,7 +323,7 @@ std::expected<json, ApiError> TaskManager::switch_epoch(Task& t, const json& gra
         e.bundles = t.instantiated;
     } else {
         auto g = grant_from_json(grant_json, t.vars);
-        if (!g) return err(400, "bad_grant", g.error());
+        if (!g) return err(TaskErrc::BadGrant, g.error());
         g->name = "task " + std::to_string(t.id);
         if (e.expires_at) g->expires_at = e.expires_at;
         std::vector<std::string> reasons;
@@ -337,7 +337,7 @@ std::expected<json, ApiError> TaskManager::switch_epoch(Task& t, const json& gra
         }
         if (!reasons.empty()) {
             std::string msg = "the grant would widen what the rules allow";
-            return err(403, "grant_widens", msg, {{"reasons", reasons}});
+            return err(TaskErrc::GrantWidens, msg, {{"reasons", reasons}});
         }
     }
     e.n = t.epochs.empty() ? 1 : t.epochs.back().n + 1;
@@ -375,31 +375,31 @@ json TaskManager::list() const {
     return {{"tasks", std::move(out)}};
 }
 
-std::expected<json, ApiError> TaskManager::get(uint64_t id) const {
+std::expected<json, TaskError> TaskManager::get(uint64_t id) const {
     std::lock_guard lk(mu_);
     auto it = tasks_.find(id);
-    if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
+    if (it == tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + std::to_string(id));
     return it->second->detail();
 }
 
-std::expected<json, ApiError> TaskManager::update_grant(uint64_t id, const json& body) {
-    if (!body.is_object()) return err(400, "bad_request", "the body must be a JSON object");
+std::expected<json, TaskError> TaskManager::update_grant(uint64_t id, const json& body) {
+    if (!body.is_object()) return err(TaskErrc::BadRequest, "the body must be a JSON object");
     for (auto it = body.begin(); it != body.end(); ++it)
         if (it.key() != "grant" && it.key() != "expires_in_ms")
-            return err(400, "bad_request", "unknown key '" + it.key() + "'");
-    if (!body.contains("grant")) return err(400, "bad_request", "grant: required (null for the tools' rules as they are)");
+            return err(TaskErrc::BadRequest, "unknown key '" + it.key() + "'");
+    if (!body.contains("grant")) return err(TaskErrc::BadRequest, "grant: required (null for the tools' rules as they are)");
     std::optional<std::chrono::milliseconds> box;
     if (body.contains("expires_in_ms")) {
         const auto& v = body["expires_in_ms"];
         if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > 7ull * 24 * 3600 * 1000)
-            return err(400, "bad_request", "expires_in_ms: must be 1..604800000");
+            return err(TaskErrc::BadRequest, "expires_in_ms: must be 1..604800000");
         box = std::chrono::milliseconds(v.get<uint64_t>());
     }
     std::lock_guard lk(mu_);
     auto it = tasks_.find(id);
-    if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
+    if (it == tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + std::to_string(id));
     Task& t = *it->second;
-    if (t.closed) return err(409, "task_closed", "task " + std::to_string(id) + " is closed");
+    if (t.closed) return err(TaskErrc::TaskClosed, "task " + std::to_string(id) + " is closed");
     // A time-boxed grant returns to the epoch in force before it; a plain
     // update replaces the base.
     size_t base = t.epochs.size() - 1;
@@ -456,10 +456,10 @@ void TaskManager::timer_loop(std::stop_token st) {
     }
 }
 
-std::expected<json, ApiError> TaskManager::close(uint64_t id) {
+std::expected<json, TaskError> TaskManager::close(uint64_t id) {
     std::lock_guard lk(mu_);
     auto it = tasks_.find(id);
-    if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
+    if (it == tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + std::to_string(id));
     Task& t = *it->second;
     size_t cancelled = 0;
     if (!t.closed) {
@@ -498,68 +498,6 @@ std::optional<policy::TaskVars> TaskManager::task_vars(uint64_t id) const {
 }
 
 namespace {
-
-struct ExecRequest {
-    std::string tool;
-    std::vector<std::string> argv;
-    std::optional<std::string> stdin_data;
-    std::optional<uint64_t> timeout_ms;
-    std::vector<WorkdirFile> files;
-    std::string client_ref;  // the caller's name for the run (POST .../cancel)
-};
-
-// A request the server understood but refuses to carry out (422): a working
-// file that may not be written.
-struct ExecParseError {
-    int status = 400;
-    std::string message;
-};
-
-std::expected<ExecRequest, ExecParseError> parse_exec(const json& body) {
-    auto bad = [](std::string m) { return std::unexpected(ExecParseError{400, std::move(m)}); };
-    if (!body.is_object()) return bad("the body must be a JSON object");
-    ExecRequest r;
-    for (auto it = body.begin(); it != body.end(); ++it)
-        if (it.key() != "tool" && it.key() != "argv" && it.key() != "stdin" && it.key() != "timeout_ms" &&
-            it.key() != "files" && it.key() != "client_ref")
-            return bad("unknown key '" + it.key() + "'");
-    if (!body.contains("tool") || !body["tool"].is_string()) return bad("tool: a tool name is required");
-    r.tool = body["tool"].get<std::string>();
-    if (!body.contains("argv") || !body["argv"].is_array() || body["argv"].empty())
-        return bad("argv: a non-empty array of strings is required");
-    if (body["argv"].size() > 4096) return bad("argv: at most 4096 arguments");
-    size_t total = 0;
-    for (size_t i = 0; i < body["argv"].size(); ++i) {
-        const auto& a = body["argv"][i];
-        if (!a.is_string()) return bad("argv[" + std::to_string(i) + "]: must be a string");
-        const auto& s = a.get_ref<const std::string&>();
-        if (s.find('\0') != std::string::npos) return bad("argv[" + std::to_string(i) + "]: contains NUL");
-        total += s.size() + 1;
-        r.argv.push_back(s);
-    }
-    if (total > 256 * 1024) return bad("argv: more than 256 KiB in all");
-    if (body.contains("stdin")) {
-        if (!body["stdin"].is_string()) return bad("stdin: must be a string");
-        r.stdin_data = body["stdin"].get<std::string>();
-    }
-    if (body.contains("timeout_ms")) {
-        const auto& v = body["timeout_ms"];
-        if (!v.is_number_unsigned() || v.get<uint64_t>() == 0) return bad("timeout_ms: must be a positive integer");
-        r.timeout_ms = v.get<uint64_t>();
-    }
-    if (body.contains("client_ref")) {
-        const auto& v = body["client_ref"];
-        if (!v.is_string() || v.get_ref<const std::string&>().empty() || v.get_ref<const std::string&>().size() > 128)
-            return bad("client_ref: must be a string of 1 to 128 bytes");
-        r.client_ref = v.get<std::string>();
-    }
-    if (body.contains("files")) {
-        auto f = parse_workdir_files(body["files"]);
-        if (!f) return std::unexpected(ExecParseError{422, f.error()});
-        r.files = std::move(*f);
-    }
-    return r;
-}
 
 // What an agent can act on for one denial: the rule that decided, and
 // whether the tool's own rules would allow it (then the task's grant is what
@@ -610,7 +548,53 @@ json explain_denial(const json& row, const audit::AuditRecord& rec, const policy
 
 }  // namespace
 
-std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, ExecHooks hooks) {
+// One exec, phase by phase: what each phase learns, the next one uses.
+struct TaskManager::ExecRun {
+    ExecRun(TaskManager& m, uint64_t id, const ExecRequest& req, ExecHooks hooks)
+        : m(m), task_id(id), req(req), hooks(std::move(hooks)) {}
+
+    std::expected<void, TaskError> admit();
+    void plan();
+    std::expected<void, TaskError> settle_start(RunReport& rep);
+    void collect(RunReport& rep);
+    std::expected<json, TaskError> answer(const RunReport& rep);
+
+    // The bundle the run is launched with: the epoch's, its limits lowered.
+    const policy::Bundle& bundle() const { return lowered ? *lowered : *epoch_bundle; }
+
+    TaskManager& m;
+    const uint64_t task_id;
+    const ExecRequest& req;
+    const ExecHooks hooks;
+    // admit()
+    std::shared_ptr<Task> task;
+    std::shared_ptr<const policy::Bundle> epoch_bundle, tool_bundle;
+    uint64_t run_id = 0, epoch = 0, version = 0;
+    std::optional<SysClock::time_point> expires_at;
+    bool has_grant = false;
+    json files_written = json::array();
+    Fd cancel;
+    // plan()
+    std::optional<policy::Bundle> lowered;
+    json start_detail;  // the run_start record's detail
+    json start;         // the reply's head (the detail and the ids)
+    std::optional<uint64_t> start_seq;
+    bool start_enqueued = false, start_not_taken = false, start_unacknowledged = false, announced = false;
+    std::unique_ptr<audit::RunWatch> watch;  // the run's records as the store accepts them
+    RunRequest rr;
+    std::shared_ptr<RunBinding> binding;
+    std::chrono::steady_clock::time_point t_run;
+    // collect()
+    json report;  // the run's report as the reply and the exit record show it
+    json decisions = json::array(), denials = json::array();
+    std::optional<uint64_t> exit_seq;
+
+    void enqueue_start(const RunReport* plan);
+    void announce_start();
+    void finish_run(std::string outcome, std::optional<int> status);
+};
+
+std::expected<json, TaskError> TaskManager::exec(uint64_t id, const ExecRequest& req, ExecHooks hooks) {
     {
         std::lock_guard lk(mu_);
         ++active_execs_;
@@ -622,212 +606,216 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
             if (--m->active_execs_ == 0) m->execs_done_.notify_all();
         }
     } done{this};
-    auto req = parse_exec(body);
-    if (!req)
-        return req.error().status == 422 ? err(422, "file_refused", req.error().message)
-                                         : err(400, "bad_request", req.error().message);
-    if (store_ && !store_->accepting_runs())
-        return err(503, "store_refusing", "the audit store refuses new runs: " + store_->status().reason);
-    std::shared_ptr<Task> task;
-    std::shared_ptr<const policy::Bundle> bundle, tool_bundle;
-    uint64_t run_id = 0, epoch = 0, version = 0, task_id = id;
-    std::optional<SysClock::time_point> expires_at;
-    bool has_grant = false;
-    // Admission: the task and its tool, and its work directory still there
-    // (someone may have removed it from the host): no run in a directory
-    // that is gone.
+    ExecRun run(*this, id, req, std::move(hooks));
+    if (auto r = run.admit(); !r) return std::unexpected(std::move(r.error()));  // task, tool, workdir, files
+    run.plan();  // limits, start record, decision sources
+    RunReport rep = run_tool(run.bundle(), run.rr);
+    if (auto r = run.settle_start(rep); !r) return std::unexpected(std::move(r.error()));
+    run.collect(rep);       // sources drained, exit record, decisions explained
+    return run.answer(rep);  // the reply, or why the run could not be carried out
+}
+
+// The store takes runs; the task, its tool and its work directory are there
+// (someone may have removed the directory from the host: no run in a
+// directory that is gone); the working files are written (a refused file
+// means no run at all); then the run is registered in the task's current
+// epoch, with the eventfd that cancels it.
+std::expected<void, TaskError> TaskManager::ExecRun::admit() {
+    const std::string id_s = std::to_string(task_id);
+    if (m.store_ && !m.store_->accepting_runs())
+        return err(TaskErrc::StoreRefusing, "the audit store refuses new runs: " + m.store_->status().reason);
     std::string workdir;
     {
-        std::lock_guard lk(mu_);
-        auto it = tasks_.find(id);
-        if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
-        if (it->second->closed) return err(409, "task_closed", "task " + std::to_string(id) + " is closed");
-        if (!it->second->current().bundles.contains(req->tool))
-            return err(404, "unknown_tool", "tool: '" + req->tool + "' is not a tool of task " + std::to_string(id));
+        std::lock_guard lk(m.mu_);
+        auto it = m.tasks_.find(task_id);
+        if (it == m.tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + id_s);
+        if (it->second->closed) return err(TaskErrc::TaskClosed, "task " + id_s + " is closed");
+        if (!it->second->current().bundles.contains(req.tool))
+            return err(TaskErrc::UnknownTool, "tool: '" + req.tool + "' is not a tool of task " + id_s);
         workdir = it->second->workdir;
     }
     struct stat st{};
     bool missing = ::lstat(workdir.c_str(), &st) != 0;
     if (missing || !S_ISDIR(st.st_mode))
-        return err(409, "workdir_gone",
-                   "task " + std::to_string(id) + ": its work directory " + workdir + " is " +
-                       (missing ? "gone (removed from the host)" : "no longer a directory") +
-                       "; make it again (owned by the tool's uid) or create another task");
-    // Working files land before the run is registered: a refused file means
-    // no run at all.
-    json files_written = json::array();
-    if (!req->files.empty()) {
-        auto w = write_workdir_files(workdir, req->files);
-        if (!w) return err(422, "file_refused", w.error());
+        return err(TaskErrc::WorkdirGone, "task " + id_s + ": its work directory " + workdir + " is " +
+                                              (missing ? "gone (removed from the host)" : "no longer a directory") +
+                                              "; make it again (owned by the tool's uid) or create another task");
+    if (!req.files.empty()) {
+        auto w = write_workdir_files(workdir, req.files);
+        if (!w) return err(TaskErrc::FileRefused, w.error());
         files_written = std::move(*w);
     }
-    Fd cancel(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!cancel) return err(500, "internal", std::string("eventfd: ") + std::strerror(errno));
-    {
-        std::lock_guard lk(mu_);
-        auto it = tasks_.find(id);
-        if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
-        task = it->second;
-        if (shutting_down_) return err(503, "shutting_down", "agentd is shutting down; no new runs");
-        if (task->closed) return err(409, "task_closed", "task " + std::to_string(id) + " is closed");
-        auto b = task->current().bundles.find(req->tool);
-        if (b == task->current().bundles.end())
-            return err(404, "unknown_tool", "tool: '" + req->tool + "' is not a tool of task " + std::to_string(id));
-        bundle = b->second;
-        tool_bundle = task->instantiated.at(req->tool);
-        epoch = task->current().n;
-        version = task->current().policy_version;
-        expires_at = task->current().expires_at;
-        has_grant = !task->current().grant.is_null();
-        run_id = next_run_id_++;
-        Task::Run r;
-        r.run_id = run_id;
-        r.tool = req->tool;
-        r.argv = req->argv;
-        r.epoch = epoch;
-        r.started_ns = to_ns(SysClock::now());
-        r.cancel_fd = cancel.get();
-        r.client_ref = req->client_ref;
-        task->runs.push_back(std::move(r));
-        if (task->runs.size() > opts_.max_runs_per_task) {
-            auto done = std::find_if(task->runs.begin(), task->runs.end(), [](const Task::Run& x) { return x.ended_ns.has_value(); });
-            if (done != task->runs.end()) task->runs.erase(done);
-        }
+    cancel = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!cancel) return err(TaskErrc::Internal, std::string("eventfd: ") + std::strerror(errno));
+    std::lock_guard lk(m.mu_);
+    auto it = m.tasks_.find(task_id);
+    if (it == m.tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + id_s);
+    task = it->second;
+    if (m.shutting_down_) return err(TaskErrc::ShuttingDown, "agentd is shutting down; no new runs");
+    if (task->closed) return err(TaskErrc::TaskClosed, "task " + id_s + " is closed");
+    auto b = task->current().bundles.find(req.tool);
+    if (b == task->current().bundles.end())
+        return err(TaskErrc::UnknownTool, "tool: '" + req.tool + "' is not a tool of task " + id_s);
+    epoch_bundle = b->second;
+    tool_bundle = task->instantiated.at(req.tool);
+    epoch = task->current().n;
+    version = task->current().policy_version;
+    expires_at = task->current().expires_at;
+    has_grant = !task->current().grant.is_null();
+    run_id = m.next_run_id_++;
+    Task::Run r;
+    r.run_id = run_id;
+    r.tool = req.tool;
+    r.argv = req.argv;
+    r.epoch = epoch;
+    r.started_ns = to_ns(SysClock::now());
+    r.cancel_fd = cancel.get();
+    r.client_ref = req.client_ref;
+    task->runs.push_back(std::move(r));
+    if (task->runs.size() > m.opts_.max_runs_per_task) {
+        auto ended = std::find_if(task->runs.begin(), task->runs.end(),
+                                  [](const Task::Run& x) { return x.ended_ns.has_value(); });
+        if (ended != task->runs.end()) task->runs.erase(ended);
     }
-    auto finish_run = [&](std::string outcome, std::optional<int> status) {
-        std::lock_guard lk(mu_);
-        for (auto& r : task->runs)
-            if (r.run_id == run_id) {
-                r.ended_ns = to_ns(SysClock::now());
-                r.outcome = std::move(outcome);
-                r.exit_status = status;
-                r.cancel_fd = -1;
-                r.binding.reset();
-            }
-    };
+    return {};
+}
 
-    // The run's own limits: the epoch's, lowered by the request and by the
-    // end of a time-boxed grant.
-    // (A copy of the epoch's bundle only when a limit is lowered: copying
-    // one costs more than the rest of the request's bookkeeping.)
-    std::optional<policy::Bundle> lowered;
+// The run's own limits (the epoch's, lowered by the request and by the end
+// of a time-boxed grant), its start record, its launch request, and its
+// binding to the decision sources.
+void TaskManager::ExecRun::plan() {
+    // A copy of the epoch's bundle only when a limit is lowered: copying one
+    // costs more than the rest of the request's bookkeeping.
     auto lower = [&](uint64_t ms) {
-        if (!lowered) lowered = *bundle;
+        if (!lowered) lowered = *epoch_bundle;
         lowered->limits.timeout_ms = std::min(lowered->limits.timeout_ms.value_or(ms), ms);
     };
-    if (req->timeout_ms) lower(*req->timeout_ms);
+    if (req.timeout_ms) lower(*req.timeout_ms);
     if (expires_at) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*expires_at - SysClock::now()).count();
         lower(static_cast<uint64_t>(std::max<int64_t>(1, left)));
     }
-    const policy::Bundle& run_bundle = lowered ? *lowered : *bundle;
 
-    // What the run_start record holds; the reply adds the ids.
-    json start_detail{{"argv", req->argv}, {"epoch", epoch}, {"workdir", task->workdir}, {"files", files_written}};
-    if (!req->client_ref.empty()) start_detail["client_ref"] = req->client_ref;
-    json start = start_detail;
-    start.update({{"run_id", run_id}, {"task_id", task_id}, {"tool", req->tool}, {"policy_version", version}});
+    start_detail = {{"argv", req.argv}, {"epoch", epoch}, {"workdir", task->workdir}, {"files", files_written}};
+    if (!req.client_ref.empty()) start_detail["client_ref"] = req.client_ref;
+    start = start_detail;
+    start.update({{"run_id", run_id}, {"task_id", task_id}, {"tool", req.tool}, {"policy_version", version}});
+    watch = m.store_ ? m.store_->watch_run(task_id, run_id, audit::Query::kMaxLimit) : nullptr;
+
     // The run's start record must be durable before the tool's first
-    // instruction. It is enqueued once the launch is planned (RunRequest::
-    // on_plan: it names the rules run with no layer holding them) and waited
-    // for at the last step before exec (RunRequest::before_exec), so its
-    // commit overlaps the sandbox setup. A launch refused before it was
-    // planned gets its start record after run_tool, before its exit record.
-    std::optional<uint64_t> start_seq;
-    bool start_enqueued = false, start_not_taken = false, start_unacknowledged = false;
-    // The run's records as the store accepts them: the reply's decisions.
-    std::unique_ptr<audit::RunWatch> watch =
-        store_ ? store_->watch_run(task_id, run_id, audit::Query::kMaxLimit) : nullptr;
-    auto enqueue_start = [&](const RunReport* plan) {
-        if (start_enqueued) return;
-        start_enqueued = true;
-        if (plan && !plan->coverage_summary.empty()) {
-            start_detail["rules"] = plan->coverage_summary;
-            if (!plan->unenforced.empty()) start_detail["rules_unenforced"] = plan->unenforced;
-            start["rules"] = start_detail["rules"];
-            if (!plan->unenforced.empty()) start["rules_unenforced"] = plan->unenforced;
-        }
-        // What a restarted daemon removes if this one dies during the run.
-        if (plan && !plan->placeholders.empty()) start_detail["placeholders"] = plan->placeholders;
-        if (!store_) return;
-        start_seq = store_->enqueue(audit::run_start_record(task_id, run_id, req->tool, version, start_detail));
-        if (!start_seq) start_not_taken = true;
-    };
-
-    bool announced = false;
-    auto announce_start = [&] {
-        if (!announced && hooks.on_start) hooks.on_start(start);
-        announced = true;
-    };
-    RunRequest rr;
-    rr.on_plan = [&](const RunReport& plan) -> std::string {
+    // instruction. It is enqueued once the launch is planned (on_plan: it
+    // names the rules run with no layer holding them) and waited for at the
+    // last step before exec (before_exec), so its commit overlaps the
+    // sandbox setup. A launch refused before it was planned gets its start
+    // record after run_tool, before its exit record (settle_start).
+    rr.on_plan = [this](const RunReport& plan) -> std::string {
         enqueue_start(&plan);
         return start_not_taken ? "the audit store did not take the run's start record; the tool was not started" : "";
     };
-    rr.before_exec = [&]() -> std::string {
-        if (start_seq && !store_->wait_committed(*start_seq, opts_.run_start_ack)) {
+    rr.before_exec = [this]() -> std::string {
+        if (start_seq && !m.store_->wait_committed(*start_seq, m.opts_.run_start_ack)) {
             start_unacknowledged = true;
             return "the audit store did not acknowledge the run's start; the tool was not started";
         }
         announce_start();
         return "";
     };
-    rr.argv = req->argv;
+    rr.argv = req.argv;
     rr.workdir = task->workdir;
     rr.cgroup_label = "r" + std::to_string(run_id);
-    rr.stdin_data = req->stdin_data;
+    rr.stdin_data = req.stdin_data;
     rr.on_output = hooks.on_output;
     rr.cancel_fd = cancel.get();
     rr.caller_env = std::vector<std::pair<std::string, std::string>>{};  // never the daemon's environment
-    auto binding = std::make_shared<RunBinding>(opts_.sources, run_bundle,
-                                                RunContext{task_id, run_id, req->tool, version, bundle});
+    binding = std::make_shared<RunBinding>(m.opts_.sources, bundle(),
+                                           RunContext{task_id, run_id, req.tool, version, epoch_bundle});
     binding->prepare(rr);
     {
-        std::lock_guard lk(mu_);
+        std::lock_guard lk(m.mu_);
         for (auto& r : task->runs)
             if (r.run_id == run_id) r.binding = binding;
     }
-    auto t_run = std::chrono::steady_clock::now();
-    if (opts_.metrics) opts_.metrics->runs_running.fetch_add(1, std::memory_order_relaxed);
-    RunReport rep = run_tool(run_bundle, rr);
+    t_run = std::chrono::steady_clock::now();
+    if (m.opts_.metrics) m.opts_.metrics->runs_running.fetch_add(1, std::memory_order_relaxed);
+}
+
+void TaskManager::ExecRun::enqueue_start(const RunReport* plan) {
+    if (start_enqueued) return;
+    start_enqueued = true;
+    if (plan && !plan->coverage_summary.empty()) {
+        start_detail["rules"] = plan->coverage_summary;
+        if (!plan->unenforced.empty()) start_detail["rules_unenforced"] = plan->unenforced;
+        start["rules"] = start_detail["rules"];
+        if (!plan->unenforced.empty()) start["rules_unenforced"] = plan->unenforced;
+    }
+    // What a restarted daemon removes if this one dies during the run.
+    if (plan && !plan->placeholders.empty()) start_detail["placeholders"] = plan->placeholders;
+    if (!m.store_) return;
+    start_seq = m.store_->enqueue(audit::run_start_record(task_id, run_id, req.tool, version, start_detail));
+    if (!start_seq) start_not_taken = true;
+}
+
+void TaskManager::ExecRun::announce_start() {
+    if (!announced && hooks.on_start) hooks.on_start(start);
+    announced = true;
+}
+
+void TaskManager::ExecRun::finish_run(std::string outcome, std::optional<int> status) {
+    std::lock_guard lk(m.mu_);
+    for (auto& r : task->runs)
+        if (r.run_id == run_id) {
+            r.ended_ns = to_ns(SysClock::now());
+            r.outcome = std::move(outcome);
+            r.exit_status = status;
+            r.cancel_fd = -1;
+            r.binding.reset();
+        }
+}
+
+// Every run has its start record, refused ones too; a run whose start
+// record the store did not take or commit never started, and says so.
+std::expected<void, TaskError> TaskManager::ExecRun::settle_start(RunReport& rep) {
     enqueue_start(&rep);  // refused before (or at) its launch's planning
     if (start_not_taken || start_unacknowledged) {
         binding->finish(rep);
-        if (opts_.metrics) opts_.metrics->runs_running.fetch_sub(1, std::memory_order_relaxed);
+        if (m.opts_.metrics) m.opts_.metrics->runs_running.fetch_sub(1, std::memory_order_relaxed);
         finish_run("refused", std::nullopt);
-        return err(503, "store_unacknowledged",
+        return err(TaskErrc::StoreUnacknowledged,
                    start_not_taken ? "the audit store did not take the run's start record; the tool was not started"
                                    : "the audit store did not acknowledge the run's start; the tool was not started");
     }
     announce_start();  // a run refused or failed before exec is announced too
-    // Before its exit record (and so before its decisions are read back):
-    // the run's kernel audit records consumed, its BPF events delivered.
+    return {};
+}
+
+// Before its exit record (and so before its decisions are read back): the
+// run's kernel audit records consumed, its BPF events delivered. Then the
+// exit record, and the run's decisions as the store took them, each denial
+// explained; the reply is built while the exit record commits.
+void TaskManager::ExecRun::collect(RunReport& rep) {
     binding->finish(rep);
-    if (auto* m = opts_.metrics) {
-        m->runs_running.fetch_sub(1, std::memory_order_relaxed);
-        m->runs[size_t(rep.outcome)].fetch_add(1, std::memory_order_relaxed);
-        if (rep.timed_out) m->runs_timed_out.fetch_add(1, std::memory_order_relaxed);
-        if (rep.oom_killed) m->runs_oom_killed.fetch_add(1, std::memory_order_relaxed);
+    if (auto* mt = m.opts_.metrics) {
+        mt->runs_running.fetch_sub(1, std::memory_order_relaxed);
+        mt->runs[size_t(rep.outcome)].fetch_add(1, std::memory_order_relaxed);
+        if (rep.timed_out) mt->runs_timed_out.fetch_add(1, std::memory_order_relaxed);
+        if (rep.oom_killed) mt->runs_oom_killed.fetch_add(1, std::memory_order_relaxed);
     }
-    rep.tool = req->tool;
-    if (opts_.left_cgroups && !rep.cgroups_left.empty()) {
+    rep.tool = req.tool;
+    if (m.opts_.left_cgroups && !rep.cgroups_left.empty()) {
         std::vector<CgroupLeft> left;
         for (const auto& [path, why] : rep.cgroups_left) left.push_back({path, why});
-        opts_.left_cgroups->add(left, run_id);
+        m.opts_.left_cgroups->add(left, run_id);
     }
-
-    std::string reason = rep.timed_out ? "timeout"
-                         : rep.oom_killed ? "oom"
-                         : rep.outcome == RunOutcome::Signaled ? "signal"
-                         : rep.outcome == RunOutcome::Exited ? "exit"
-                                                             : outcome_name(rep.outcome);
-    int code = rep.outcome == RunOutcome::Signaled ? rep.signal : rep.exit_status();
-    json decisions = json::array(), denials = json::array();
-    json report = to_json(rep);
-    std::optional<uint64_t> exit_seq;
-    if (store_) {
-        auto seq = store_->enqueue(audit::run_exit_record(
-            task_id, run_id, req->tool, reason, code,
+    report = to_json(rep);
+    if (m.store_) {
+        std::string reason = rep.timed_out                            ? "timeout"
+                             : rep.oom_killed                         ? "oom"
+                             : rep.outcome == RunOutcome::Signaled ? "signal"
+                             : rep.outcome == RunOutcome::Exited   ? "exit"
+                                                                   : outcome_name(rep.outcome);
+        int code = rep.outcome == RunOutcome::Signaled ? rep.signal : rep.exit_status();
+        exit_seq = m.store_->enqueue(audit::run_exit_record(
+            task_id, run_id, req.tool, reason, code,
             {{"exit_status", rep.exit_status()}, {"outcome", outcome_name(rep.outcome)},
              {"cpu_user_us", rep.usage.cpu_user_us}, {"cpu_system_us", rep.usage.cpu_system_us},
              {"peak_memory_bytes", rep.usage.peak_memory_bytes}, {"wall_us", rep.usage.wall_us},
@@ -835,19 +823,22 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
              {"layers", report["layers"]}, {"rules", rep.coverage_summary},
              {"rules_unenforced", rep.unenforced}, {"workdir_vanished", rep.workdir_vanished},
              {"cgroups_left", report.value("cgroups_left", json::array())}}));
-        exit_seq = seq;
-        // The reply is built while the exit record commits (below).
-        auto taken = watch->decisions_before(seq ? *seq : UINT64_MAX);
+        auto taken = watch->decisions_before(exit_seq ? *exit_seq : UINT64_MAX);
         if (taken.truncated) start["decisions_truncated"] = true;
         for (const auto& rec : taken.records) {
             json row = audit::to_json(rec);
             if (rec.decision == BW_DECISION_DENY || rec.decision == BW_DECISION_AUDIT)
-                denials.push_back(explain_denial(row, rec, *bundle, *tool_bundle, has_grant));
+                denials.push_back(explain_denial(row, rec, *epoch_bundle, *tool_bundle, has_grant));
             decisions.push_back(std::move(row));
         }
     }
     finish_run(outcome_name(rep.outcome), rep.exit_status());
+}
 
+// The reply, once the exit record (and so every record of the run before
+// it: the watermark is in seq order) is acknowledged; or, for a run that
+// could not be carried out as written, its error.
+std::expected<json, TaskError> TaskManager::ExecRun::answer(const RunReport& rep) {
     json out = start;
     out["outcome"] = outcome_name(rep.outcome);
     out["exit_status"] = rep.exit_status();
@@ -861,19 +852,17 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
     out["decisions"] = std::move(decisions);
     // Supervisor-level denials (limits, posture, refusals) have no kernel
     // record; they are listed with the layer that took them.
-    for (const auto& s : rep.denials) denials.push_back({{"layer", "supervisor"}, {"explanation", s}, {"rule", nullptr},
-                                                         {"grant_would_allow", nullptr}});
+    for (const auto& s : rep.denials)
+        denials.push_back({{"layer", "supervisor"}, {"explanation", s}, {"rule", nullptr}, {"grant_would_allow", nullptr}});
     if (!rep.error.empty() && rep.outcome == RunOutcome::Refused)
         denials.push_back({{"layer", "supervisor"}, {"explanation", rep.error}, {"rule", nullptr},
                            {"grant_would_allow", nullptr}});
     out["denials"] = std::move(denials);
-    // Once the exit record is acknowledged, so is every record of the run
-    // before it (the watermark is in seq order); only then is the run answered.
-    if (store_ && (!exit_seq || !store_->wait_committed(*exit_seq, std::chrono::milliseconds(5000))))
+    if (m.store_ && (!exit_seq || !m.store_->wait_committed(*exit_seq, std::chrono::milliseconds(5000))))
         out["report"]["warnings"].push_back("audit: the run's exit record was not acknowledged by the store within "
                                             "5 s; the decisions below may not be durable yet");
-    if (opts_.metrics)
-        opts_.metrics->run_latency.observe(
+    if (m.opts_.metrics)
+        m.opts_.metrics->run_latency.observe(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count());
     // A rule no layer in force holds: the request cannot be carried out on
     // this host as written (the run's records stay in the store).
@@ -881,25 +870,25 @@ std::expected<json, ApiError> TaskManager::exec(uint64_t id, const json& body, E
         json unheld = json::array();
         for (const auto& row : out["report"]["rules"]["coverage"])
             if (!row.value("held", true) && !row.contains("unenforceable")) unheld.push_back(row);
-        return err(422, "rule_unenforced", rep.error,
-                   {{"run_id", run_id}, {"task_id", task_id}, {"tool", req->tool}, {"rules", std::move(unheld)}});
+        return err(TaskErrc::RuleUnenforced, rep.error,
+                   {{"run_id", run_id}, {"task_id", task_id}, {"tool", req.tool}, {"rules", std::move(unheld)}});
     }
     // The BPF layer could not take the run now (a peer holds the maps): the
     // same request may succeed later.
     if (rep.refusal_code == "bpf_binding")
-        return err(503, "bpf_unavailable", rep.error, {{"run_id", run_id}, {"task_id", task_id}, {"tool", req->tool}});
+        return err(TaskErrc::BpfUnavailable, rep.error, {{"run_id", run_id}, {"task_id", task_id}, {"tool", req.tool}});
     return out;
 }
 
-std::expected<json, ApiError> TaskManager::denials(uint64_t id, uint64_t after_seq, uint32_t limit) const {
-    if (!store_) return err(503, "no_store", "the audit store is not open");
+std::expected<json, TaskError> TaskManager::denials(uint64_t id, uint64_t after_seq, uint32_t limit) const {
+    if (!store_) return err(TaskErrc::NoStore, "the audit store is not open");
     using Pair = std::pair<std::shared_ptr<const policy::Bundle>, std::shared_ptr<const policy::Bundle>>;
     std::map<std::pair<uint64_t, std::string>, std::pair<Pair, bool>> by_epoch;  // (version, tool)
     std::map<std::string, std::pair<Pair, bool>> current;
     {
         std::lock_guard lk(mu_);
         auto it = tasks_.find(id);
-        if (it == tasks_.end()) return err(404, "unknown_task", "no task " + std::to_string(id));
+        if (it == tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + std::to_string(id));
         const Task& t = *it->second;
         for (const auto& e : t.epochs)
             for (const auto& [tool, b] : e.bundles)
@@ -914,7 +903,7 @@ std::expected<json, ApiError> TaskManager::denials(uint64_t id, uint64_t after_s
     q.after_seq = after_seq;
     q.limit = limit;
     auto res = store_->query(q);
-    if (!res) return err(500, "query_failed", res.error().message);
+    if (!res) return err(TaskErrc::QueryFailed, res.error().message);
     json out = json::array();
     for (const auto& rec : res->rows) {
         json row = audit::to_json(rec);

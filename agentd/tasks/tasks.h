@@ -33,6 +33,8 @@
 #include "bulwark/policy/bundle.h"
 #include "bulwark/policy/instantiate.h"
 #include "tasks/run_binding.h"
+#include "tasks/task_error.h"
+#include "tasks/workdir_files.h"
 
 namespace bulwark {
 class LeftCgroups;
@@ -43,11 +45,14 @@ namespace audit {
 class AuditStore;
 }
 
-struct ApiError {
-    int status = 400;
-    std::string code;
-    std::string message;
-    nlohmann::json extra = nlohmann::json::object();  // merged into "error"
+// One run a caller asks of a task (POST /v1/tasks/{id}/exec).
+struct ExecRequest {
+    std::string tool;
+    std::vector<std::string> argv;
+    std::optional<std::string> stdin_data;
+    std::optional<uint64_t> timeout_ms;  // lowers the tool's own limit, never raises it
+    std::vector<WorkdirFile> files;      // written beneath the workdir before the run
+    std::string client_ref;              // the caller's name for the run (cancel())
 };
 
 struct TaskOptions {
@@ -73,11 +78,11 @@ public:
     TaskManager(const TaskManager&) = delete;
     TaskManager& operator=(const TaskManager&) = delete;
 
-    std::expected<nlohmann::json, ApiError> create(const nlohmann::json& body);
+    std::expected<nlohmann::json, TaskError> create(const nlohmann::json& body);
     nlohmann::json list() const;
-    std::expected<nlohmann::json, ApiError> get(uint64_t id) const;
-    std::expected<nlohmann::json, ApiError> update_grant(uint64_t id, const nlohmann::json& body);
-    std::expected<nlohmann::json, ApiError> close(uint64_t id);
+    std::expected<nlohmann::json, TaskError> get(uint64_t id) const;
+    std::expected<nlohmann::json, TaskError> update_grant(uint64_t id, const nlohmann::json& body);
+    std::expected<nlohmann::json, TaskError> close(uint64_t id);
 
     struct ExecHooks {
         std::function<void(const nlohmann::json& run)> on_start;            // after the run_start ack
@@ -86,12 +91,12 @@ public:
     // Runs a tool of the task under the task's current epoch; blocks until
     // it ends. The result: exit, outputs, report, this run's decisions and
     // an explanation of each denial.
-    std::expected<nlohmann::json, ApiError> exec(uint64_t id, const nlohmann::json& body, ExecHooks hooks = {});
+    std::expected<nlohmann::json, TaskError> exec(uint64_t id, const ExecRequest& req, ExecHooks hooks = {});
 
     // The task's denial records (oldest first, keyset paging like
     // /v1/audit), each explained like exec explains its own: the rule's
     // file:line and text, and the grant that would allow it.
-    std::expected<nlohmann::json, ApiError> denials(uint64_t id, uint64_t after_seq, uint32_t limit) const;
+    std::expected<nlohmann::json, TaskError> denials(uint64_t id, uint64_t after_seq, uint32_t limit) const;
 
     // The instantiated (un-narrowed) bundle of a task's tool, and the bundle
     // of its current epoch: explain and replay judge operations with them.
@@ -103,16 +108,17 @@ public:
     size_t cancel_all();
     // Ends the task's running runs whose exec named this client_ref (body
     // {"client_ref": ...}): their processes are killed, as at the task's close.
-    std::expected<nlohmann::json, ApiError> cancel(uint64_t id, const nlohmann::json& body);
+    std::expected<nlohmann::json, TaskError> cancel(uint64_t id, const nlohmann::json& body);
 
     // Ends time-boxed grants whose time has come (the timer thread calls it;
     // tests may too). Returns the number of tasks switched back.
     size_t expire_due(std::chrono::system_clock::time_point now);
 
-    struct Task;  // tasks.cpp
+    struct Task;     // tasks.cpp
+    struct ExecRun;  // one exec, phase by phase (tasks.cpp)
 
 private:
-    std::expected<nlohmann::json, ApiError> switch_epoch(Task& t, const nlohmann::json& grant_json,
+    std::expected<nlohmann::json, TaskError> switch_epoch(Task& t, const nlohmann::json& grant_json,
                                                          std::optional<std::chrono::milliseconds> timebox,
                                                          std::string reason);
     void timer_loop(std::stop_token st);
