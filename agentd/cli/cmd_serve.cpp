@@ -12,6 +12,8 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -50,18 +52,6 @@ struct ServeArgs {
     bool no_bpf = false;
 };
 
-bool ensure_dir(const std::filesystem::path& p, mode_t mode) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(p, ec)) return true;
-    std::filesystem::create_directories(p, ec);
-    if (ec) {
-        spdlog::critical("mkdir {}: {}", p.string(), ec.message());
-        return false;
-    }
-    ::chmod(p.c_str(), mode);
-    return true;
-}
-
 // Every tool's launch planned once at start-up (tool_coverage.h): per tool,
 // whether a run would be refused for a rule no layer in force here holds,
 // for /v1/health's host.tools and the log.
@@ -94,252 +84,373 @@ nlohmann::json plan_catalog(const ToolCatalog& catalog, const std::filesystem::p
     return out;
 }
 
-int run_serve(const ServeArgs& a) {
-    // Signals are taken by sigwait below: block them before any thread starts.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+// Why the daemon did not start: the exit status (2: the command line or the
+// configuration, printed to stderr; 1: the host, logged), and what failed.
+struct StartError {
+    int status = 1;
+    std::string message;
+};
+using Started = std::expected<void, StartError>;
+
+std::unexpected<StartError> usage_error(std::string m) { return std::unexpected(StartError{2, std::move(m)}); }
+std::unexpected<StartError> host_error(std::string m) { return std::unexpected(StartError{1, std::move(m)}); }
+
+Started ensure_dir(const std::filesystem::path& p, mode_t mode) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) return {};
+    std::filesystem::create_directories(p, ec);
+    if (ec) return host_error("mkdir " + p.string() + ": " + ec.message());
+    ::chmod(p.c_str(), mode);
+    return {};
+}
+
+// The daemon, start-up step by step (run_serve orders them); members are
+// declared in start-up order, so they are torn down in reverse.
+class Daemon {
+public:
+    explicit Daemon(const ServeArgs& a) : a_(a) {}
+
+    Started take_signals();
+    Started read_config();
+    Started open_store();
+    Started reap_previous();
+    Started start_bpf();
+    Started reconcile();
+    Started load_rules();
+    Started start_kernel_audit();
+    Started start_tasks();
+    Started prepare_dashboard();
+    Started register_routes();
+    Started record_start();
+    Started start_server();
+    // Until SIGTERM/SIGINT; then running runs are cancelled, the server
+    // stops and the store is flushed. Returns the exit status.
+    int serve_until_signal();
+
+private:
+    nlohmann::json bpf_status() const;
+    nlohmann::json kaudit_status() const;
+    nlohmann::json host_now() const;
+
+    const ServeArgs& a_;
+    sigset_t signals_{};
+    DaemonConfig cfg_;
+    Metrics metrics_;
+    audit::EventBus bus_{&metrics_};
+    std::unique_ptr<audit::AuditStore> store_;
+    ReconcileReport recon_;
+    std::unique_ptr<bpf::BpfRuntime> bpf_rt_;
+    std::string bpf_unavailable_;
+    std::shared_ptr<const nlohmann::json> reconciliation_;
+    std::optional<ToolCatalog> catalog_;
+    RunRegistry runs_;
+    std::unique_ptr<KernelAuditReader> kaudit_;
+    std::string kaudit_error_;
+    LeftCgroups left_cgroups_;  // run cgroups not removed at their run's end, retried until they go
+    TaskOptions topts_;
+    std::optional<TaskManager> tasks_;
+    bool default_listener_ = false;
+    std::string dashboard_token_;
+    std::shared_ptr<const dashboard::Assets> assets_;
+    http::Router router_;
+    http::ApiContext ctx_;
+    std::shared_ptr<const nlohmann::json> host_layers_, tools_coverage_;
+    std::unique_ptr<http::HttpServer> server_;
+};
+
+// Signals are taken by sigwait: blocked before any thread starts.
+Started Daemon::take_signals() {
+    sigemptyset(&signals_);
+    sigaddset(&signals_, SIGINT);
+    sigaddset(&signals_, SIGTERM);
+    sigaddset(&signals_, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
+    return {};
+}
 
-    auto cfg = a.config.empty() ? std::expected<DaemonConfig, std::string>(default_config()) : load_config(a.config);
-    if (!cfg) {
-        std::cerr << cfg.error() << "\n";
-        return 2;
+// The configuration file (or the defaults), then the command line over it.
+Started Daemon::read_config() {
+    auto cfg = a_.config.empty() ? std::expected<DaemonConfig, std::string>(default_config()) : load_config(a_.config);
+    if (!cfg) return usage_error(cfg.error());
+    cfg_ = std::move(*cfg);
+    if (!a_.state_dir.empty()) cfg_.state_dir = a_.state_dir;
+    if (!a_.rules_dir.empty()) cfg_.rules_dir = a_.rules_dir;
+    if (!a_.work_root.empty()) cfg_.work_root = a_.work_root;
+    if (!a_.socket.empty()) cfg_.api.unix_path = a_.socket;
+    if (a_.http == "off") {
+        cfg_.api.tcp_host.reset();
+        cfg_.dashboard.listen.reset();
+    } else if (!a_.http.empty()) {
+        auto l = parse_listen(a_.http);
+        if (!l) return usage_error("--http: " + l.error());
+        cfg_.api.tcp_host = l->first;
+        cfg_.api.tcp_port = l->second;
     }
-    if (!a.state_dir.empty()) cfg->state_dir = a.state_dir;
-    if (!a.rules_dir.empty()) cfg->rules_dir = a.rules_dir;
-    if (!a.work_root.empty()) cfg->work_root = a.work_root;
-    if (!a.socket.empty()) cfg->api.unix_path = a.socket;
-    if (a.http == "off") {
-        cfg->api.tcp_host.reset();
-        cfg->dashboard.listen.reset();
-    } else if (!a.http.empty()) {
-        auto l = parse_listen(a.http);
-        if (!l) {
-            std::cerr << "--http: " << l.error() << "\n";
-            return 2;
-        }
-        cfg->api.tcp_host = l->first;
-        cfg->api.tcp_port = l->second;
-    }
-    if (!a.dashboard_assets.empty()) cfg->dashboard.assets_dir = a.dashboard_assets;
-    if (!a.log_level.empty()) cfg->log_level = a.log_level;
-    spdlog::set_level(spdlog::level::from_str(cfg->log_level));
+    if (!a_.dashboard_assets.empty()) cfg_.dashboard.assets_dir = a_.dashboard_assets;
+    if (!a_.log_level.empty()) cfg_.log_level = a_.log_level;
+    spdlog::set_level(spdlog::level::from_str(cfg_.log_level));
+    return {};
+}
 
-    if (!ensure_dir(cfg->state_dir, 0700)) return 1;
-    if (cfg->api.unix_path && !ensure_dir(std::filesystem::path(*cfg->api.unix_path).parent_path(), 0755)) return 1;
-    if (cfg->audit.path.empty()) cfg->audit.path = cfg->state_dir / "audit.db";
+Started Daemon::open_store() {
+    if (auto r = ensure_dir(cfg_.state_dir, 0700); !r) return r;
+    if (cfg_.api.unix_path)
+        if (auto r = ensure_dir(std::filesystem::path(*cfg_.api.unix_path).parent_path(), 0755); !r) return r;
+    if (cfg_.audit.path.empty()) cfg_.audit.path = cfg_.state_dir / "audit.db";
+    auto store = audit::AuditStore::open(cfg_.audit, &metrics_, &bus_);
+    if (!store) return host_error("audit store: " + store.error().message);
+    store_ = std::move(*store);
+    if (!store_->accepting_runs()) spdlog::error("audit store refuses new runs: {}", store_->status().reason);
+    return {};
+}
 
-    Metrics metrics;
-    audit::EventBus bus(&metrics);
-    auto store = audit::AuditStore::open(cfg->audit, &metrics, &bus);
-    if (!store) {
-        spdlog::critical("audit store: {}", store.error().message);
-        return 1;
-    }
-    if (!(*store)->accepting_runs())
-        spdlog::error("audit store refuses new runs: {}", (*store)->status().reason);
+// What a previous agentd that died left: its sandboxes' cgroups (what still
+// runs there is killed), before the BPF runtime starts so that its sweep
+// drops their policy bindings; its open runs once the store is up
+// (reconcile).
+Started Daemon::reap_previous() {
+    recon_ = reap_previous_sandboxes(a_.no_bpf ? std::string() : a_.bpf_cgroup_parent);
+    return {};
+}
 
-    // What a previous agentd that died left: its sandboxes' cgroups (what
-    // still runs there is killed), before the BPF runtime starts so that its
-    // sweep drops their policy bindings; its open runs, once the store is up.
-    ReconcileReport recon = reap_previous_sandboxes(a.no_bpf ? std::string() : a.bpf_cgroup_parent);
-
-    // The BPF layer: programs loaded or re-adopted from the pin root (shared
-    // with `agentd run` on this host under its lock), decisions into the store,
-    // ring-buffer losses as gap records.
-    std::unique_ptr<bpf::BpfRuntime> bpf_rt;
-    std::string bpf_unavailable;
-    if (a.no_bpf) {
-        bpf_unavailable = "BPF layer switched off (--no-bpf)";
+// The BPF layer: programs loaded or re-adopted from the pin root (shared
+// with `agentd run` on this host under its lock), decisions into the store,
+// ring-buffer losses as gap records. Without it the daemon serves, and
+// tools with rules only it holds are refused.
+Started Daemon::start_bpf() {
+    if (a_.no_bpf) {
+        bpf_unavailable_ = "BPF layer switched off (--no-bpf)";
     } else {
         bpf::RuntimeOptions ro;
-        ro.pin_root = a.bpf_pin_root;
-        ro.cgroup_parent = a.bpf_cgroup_parent;
-        audit::AuditStore* st = store->get();
+        ro.pin_root = a_.bpf_pin_root;
+        ro.cgroup_parent = a_.bpf_cgroup_parent;
+        audit::AuditStore* st = store_.get();
         ro.sink = [st](audit::AuditRecord r) { st->enqueue(std::move(r)); };  // a drop becomes a gap record
         ro.on_drops = [st](const std::string& source, uint64_t n) { st->report_source_drops(source, n); };
         auto rt = bpf::BpfRuntime::start(std::move(ro));
         if (!rt) {
-            bpf_unavailable = "BPF runtime did not start: " + rt.error().message();
-            spdlog::error("bpf: {}; tools with network rules are refused", bpf_unavailable);
+            bpf_unavailable_ = "BPF runtime did not start: " + rt.error().message();
+            spdlog::error("bpf: {}; tools with network rules are refused", bpf_unavailable_);
         } else {
-            bpf_rt = std::move(*rt);
-            for (const auto& [sec, state] : bpf_rt->status()["programs"].items())
+            bpf_rt_ = std::move(*rt);
+            for (const auto& [sec, state] : bpf_rt_->status()["programs"].items())
                 spdlog::info("bpf: {}: {}", sec, state.get<std::string>());
         }
     }
-    auto bpf_status = [&bpf_rt, &bpf_unavailable]() -> nlohmann::json {
-        if (bpf_rt) return bpf_rt->status();
-        return {{"state", "unavailable: " + bpf_unavailable}};
-    };
-    (*store)->enqueue(audit::host_status_record({{"event", "bpf_layer"}, {"bpf", bpf_status()}}));
+    store_->enqueue(audit::host_status_record({{"event", "bpf_layer"}, {"bpf", bpf_status()}}));
+    return {};
+}
 
-    if (bpf_rt) {
-        auto c = bpf_rt->counters();
-        recon.bpf_bindings = c.reaped_bindings;
-        recon.bpf_slots = c.reaped_slots;
-    }
-    close_abandoned_runs(**store, recon);
-    if (recon.found_anything()) spdlog::warn("reconciled: {}", recon.summary());
-    else spdlog::info("reconciled: {}", recon.summary());
-    (*store)->enqueue(audit::host_status_record({{"event", "reconciled"}, {"reconciliation", recon.to_json()}}));
-    auto reconciliation = std::make_shared<const nlohmann::json>(recon.to_json());
+nlohmann::json Daemon::bpf_status() const {
+    if (bpf_rt_) return bpf_rt_->status();
+    return {{"state", "unavailable: " + bpf_unavailable_}};
+}
 
-    // Every rule file must compile, or the daemon does not start.
-    auto catalog = ToolCatalog::load(cfg->rules_dir);
-    if (!catalog) {
-        spdlog::critical("rules {}: {}", cfg->rules_dir.string(), catalog.error());
-        return 1;
+Started Daemon::reconcile() {
+    if (bpf_rt_) {
+        auto c = bpf_rt_->counters();
+        recon_.bpf_bindings = c.reaped_bindings;
+        recon_.bpf_slots = c.reaped_slots;
     }
-    spdlog::info("serving {} tools from {}", catalog->tools().size(), catalog->rules_dir().string());
-    // Kernel audit source: Landlock and seccomp denials of the runs, from
-    // the kernel's audit records, into the store (docs/kernel-audit.md).
-    RunRegistry runs;
-    std::unique_ptr<KernelAuditReader> kaudit;
-    std::string kaudit_error;
-    {
-        KernelAuditOptions ko;
-        ko.resolve = [&runs](const kaudit::KernelDenial& d) { return runs.resolve(d); };
-        ko.sink = [s = store->get()](audit::AuditRecord r) { s->enqueue(std::move(r)); };
-        ko.on_lost = [s = store->get()](std::string source, uint64_t n) { s->report_source_drops(std::move(source), n); };
-        if (auto r = KernelAuditReader::start(std::move(ko))) {
-            kaudit = std::move(*r);
-            spdlog::info("kernel audit source: audit {}", kaudit->status().value("audit", ""));
-        } else {
-            kaudit_error = r.error();
-            spdlog::error("kernel audit source unavailable: {}; Landlock and seccomp denials are not recorded",
-                          kaudit_error);
-        }
-    }
-    // Run cgroups that could not be removed when their run ended, retried
-    // until they go.
-    LeftCgroups left_cgroups;
-    TaskOptions topts;
-    topts.work_root = cfg->work_root;
-    topts.metrics = &metrics;
-    topts.left_cgroups = &left_cgroups;
-    // Every run is bound to the BPF runtime and the kernel audit reader
-    // (tasks/run_binding.h); grant updates rebind running tools.
-    topts.sources.bpf = bpf_rt.get();
-    topts.sources.bpf_unavailable = bpf_unavailable;
-    topts.sources.kaudit = kaudit.get();
-    topts.sources.registry = &runs;
-    if (!ensure_dir(topts.work_root, 0711)) return 1;
-    TaskManager tasks(*catalog, store->get(), topts);
+    close_abandoned_runs(*store_, recon_);
+    if (recon_.found_anything())
+        spdlog::warn("reconciled: {}", recon_.summary());
+    else
+        spdlog::info("reconciled: {}", recon_.summary());
+    store_->enqueue(audit::host_status_record({{"event", "reconciled"}, {"reconciliation", recon_.to_json()}}));
+    reconciliation_ = std::make_shared<const nlohmann::json>(recon_.to_json());
+    return {};
+}
 
-    // The dashboard: with no api.http configured it gets a loopback listener
-    // of its own (a soft default: skipped when the port is taken), and the
-    // browser a fresh token in <state_dir>/dashboard.token.
-    bool default_listener = false;
-    if (!cfg->api.tcp_host && cfg->dashboard.enabled && cfg->dashboard.listen) {
-        cfg->api.tcp_host = cfg->dashboard.listen->first;
-        cfg->api.tcp_port = cfg->dashboard.listen->second;
-        default_listener = true;
+// Every rule file must compile, or the daemon does not start.
+Started Daemon::load_rules() {
+    auto catalog = ToolCatalog::load(cfg_.rules_dir);
+    if (!catalog) return host_error("rules " + cfg_.rules_dir.string() + ": " + catalog.error());
+    catalog_.emplace(std::move(*catalog));
+    spdlog::info("serving {} tools from {}", catalog_->tools().size(), catalog_->rules_dir().string());
+    return {};
+}
+
+// Kernel audit source: Landlock and seccomp denials of the runs, from the
+// kernel's audit records, into the store (docs/kernel-audit.md).
+Started Daemon::start_kernel_audit() {
+    KernelAuditOptions ko;
+    ko.resolve = [this](const kaudit::KernelDenial& d) { return runs_.resolve(d); };
+    ko.sink = [s = store_.get()](audit::AuditRecord r) { s->enqueue(std::move(r)); };
+    ko.on_lost = [s = store_.get()](std::string source, uint64_t n) { s->report_source_drops(std::move(source), n); };
+    if (auto r = KernelAuditReader::start(std::move(ko))) {
+        kaudit_ = std::move(*r);
+        spdlog::info("kernel audit source: audit {}", kaudit_->status().value("audit", ""));
+    } else {
+        kaudit_error_ = r.error();
+        spdlog::error("kernel audit source unavailable: {}; Landlock and seccomp denials are not recorded",
+                      kaudit_error_);
     }
-    std::string dashboard_token;
-    if (cfg->api.tcp_host && cfg->dashboard.enabled) {
-        auto t = dashboard::create_token(cfg->state_dir);
-        if (!t) {
-            spdlog::critical("dashboard token: {}", t.error());
-            return 1;
-        }
-        dashboard_token = std::move(*t);
-        cfg->api.token_sha256.push_back(sha256(dashboard_token));
+    return {};
+}
+
+nlohmann::json Daemon::kaudit_status() const {
+    return kaudit_ ? kaudit_->status() : nlohmann::json{{"state", "unavailable: " + kaudit_error_}};
+}
+
+// The task manager. Every run is bound to the BPF runtime and the kernel
+// audit reader (tasks/run_binding.h); grant updates rebind running tools.
+Started Daemon::start_tasks() {
+    topts_.work_root = cfg_.work_root;
+    topts_.metrics = &metrics_;
+    topts_.left_cgroups = &left_cgroups_;
+    topts_.sources.bpf = bpf_rt_.get();
+    topts_.sources.bpf_unavailable = bpf_unavailable_;
+    topts_.sources.kaudit = kaudit_.get();
+    topts_.sources.registry = &runs_;
+    if (auto r = ensure_dir(topts_.work_root, 0711); !r) return r;
+    tasks_.emplace(*catalog_, store_.get(), topts_);
+    return {};
+}
+
+// The dashboard: with no api.http configured it gets a loopback listener of
+// its own (a soft default: skipped when the port is taken), and the browser
+// a fresh token in <state_dir>/dashboard.token.
+Started Daemon::prepare_dashboard() {
+    if (!cfg_.api.tcp_host && cfg_.dashboard.enabled && cfg_.dashboard.listen) {
+        cfg_.api.tcp_host = cfg_.dashboard.listen->first;
+        cfg_.api.tcp_port = cfg_.dashboard.listen->second;
+        default_listener_ = true;
     }
-    std::shared_ptr<const dashboard::Assets> assets;
-    if (cfg->dashboard.enabled) {
-        auto dir = cfg->dashboard.assets_dir.empty() ? dashboard::default_assets_dir() : cfg->dashboard.assets_dir;
+    if (cfg_.api.tcp_host && cfg_.dashboard.enabled) {
+        auto t = dashboard::create_token(cfg_.state_dir);
+        if (!t) return host_error("dashboard token: " + t.error());
+        dashboard_token_ = std::move(*t);
+        cfg_.api.token_sha256.push_back(sha256(dashboard_token_));
+    }
+    if (cfg_.dashboard.enabled) {
+        auto dir = cfg_.dashboard.assets_dir.empty() ? dashboard::default_assets_dir() : cfg_.dashboard.assets_dir;
         auto loaded = dashboard::Assets::load(dir);
         if (loaded)
-            assets = std::make_shared<const dashboard::Assets>(std::move(*loaded));
+            assets_ = std::make_shared<const dashboard::Assets>(std::move(*loaded));
         else
             spdlog::warn("dashboard assets: {}; the page is not served", loaded.error());
     }
+    return {};
+}
 
-    http::Router router;
-    http::ApiContext ctx;
-    ctx.store = store->get();
-    ctx.bus = &bus;
-    ctx.metrics = &metrics;
-    ctx.openapi_json = std::string(http::openapi_document());
-    // The layers are probed once (canaries); the BPF layers follow the
-    // runtime's live status, the kernel audit reader's state is live too.
-    auto host_status = std::make_shared<const nlohmann::json>(probe_host_layers(nullptr));
-    auto tools_coverage = std::make_shared<const nlohmann::json>(plan_catalog(*catalog, topts.work_root, bpf_rt.get(),
-                                                                              bpf_unavailable));
-    auto host_now = [host_status, tools_coverage, reconciliation, &kaudit, &kaudit_error, bpf_status,
-                     &left_cgroups] {
-        nlohmann::json j = *host_status;
-        j["cgroups_left"] = nlohmann::json::array();
-        for (const auto& e : left_cgroups.list())
-            j["cgroups_left"].push_back({{"path", e.path}, {"error", e.error}, {"run_id", e.run_id},
-                                         {"since_ns", e.since_ns}, {"attempts", e.attempts}});
-        j["tools"] = *tools_coverage;
-        j["reconciliation"] = *reconciliation;
-        nlohmann::json bpf = bpf_status();
-        nlohmann::json bpf_layers = bpf_layers_from_status(bpf);
-        for (auto& [name, l] : bpf_layers.items()) j["layers"][name] = l;
-        j["bpf"] = std::move(bpf);
-        j["kernel_audit"] = kaudit ? kaudit->status() : nlohmann::json{{"state", "unavailable: " + kaudit_error}};
-        return j;
-    };
-    (*store)->enqueue(audit::host_status_record({{"event", "host_layers"}, {"host", host_now()}}));
-    ctx.host_status = host_now;
-    http::register_v1_routes(router, ctx);
-    http::register_task_routes(router, {.catalog = &*catalog, .tasks = &tasks, .store = store->get()});
-    if (cfg->dashboard.enabled) dashboard::register_routes(router, assets);
+// /v1/health's host document: the layers probed once at start (canaries),
+// the BPF layers and the kernel audit reader as they are now, every tool's
+// launch as planned at start, the reconciliation, the leftover cgroups.
+nlohmann::json Daemon::host_now() const {
+    nlohmann::json j = *host_layers_;
+    j["cgroups_left"] = nlohmann::json::array();
+    for (const auto& e : left_cgroups_.list())
+        j["cgroups_left"].push_back({{"path", e.path}, {"error", e.error}, {"run_id", e.run_id},
+                                     {"since_ns", e.since_ns}, {"attempts", e.attempts}});
+    j["tools"] = *tools_coverage_;
+    j["reconciliation"] = *reconciliation_;
+    nlohmann::json bpf = bpf_status();
+    nlohmann::json bpf_layers = bpf_layers_from_status(bpf);
+    for (auto& [name, l] : bpf_layers.items()) j["layers"][name] = l;
+    j["bpf"] = std::move(bpf);
+    j["kernel_audit"] = kaudit_status();
+    return j;
+}
 
-    // The start is on record (committed) before the first request is served.
-    if (auto seq = (*store)->enqueue(audit::host_status_record(
-            {{"event", "daemon_start"}, {"pid", getpid()}, {"audit_state", (*store)->status().to_json()},
-             {"kernel_audit", kaudit ? kaudit->status() : nlohmann::json{{"state", "unavailable: " + kaudit_error}}}})))
-        (*store)->wait_committed(*seq, std::chrono::seconds(5));
-    // Start-up parsed the rule files, the BPF objects and the kernel's BTF;
-    // what it freed goes back to the system instead of idling in the heap.
+Started Daemon::register_routes() {
+    ctx_.store = store_.get();
+    ctx_.bus = &bus_;
+    ctx_.metrics = &metrics_;
+    ctx_.openapi_json = std::string(http::openapi_document());
+    host_layers_ = std::make_shared<const nlohmann::json>(probe_host_layers(nullptr));
+    tools_coverage_ = std::make_shared<const nlohmann::json>(
+        plan_catalog(*catalog_, topts_.work_root, bpf_rt_.get(), bpf_unavailable_));
+    store_->enqueue(audit::host_status_record({{"event", "host_layers"}, {"host", host_now()}}));
+    ctx_.host_status = [this] { return host_now(); };
+    http::register_v1_routes(router_, ctx_);
+    http::register_task_routes(router_, {.catalog = &*catalog_, .tasks = &*tasks_, .store = store_.get()});
+    if (cfg_.dashboard.enabled) dashboard::register_routes(router_, assets_);
+    return {};
+}
+
+// The start is on record (committed) before the first request is served.
+// Start-up parsed the rule files, the BPF objects and the kernel's BTF; what
+// it freed goes back to the system instead of idling in the heap.
+Started Daemon::record_start() {
+    if (auto seq = store_->enqueue(audit::host_status_record({{"event", "daemon_start"},
+                                                               {"pid", getpid()},
+                                                               {"audit_state", store_->status().to_json()},
+                                                               {"kernel_audit", kaudit_status()}})))
+        store_->wait_committed(*seq, std::chrono::seconds(5));
     ::malloc_trim(0);
-    auto server = http::HttpServer::start(cfg->api, router, &metrics);
-    if (!server && default_listener) {
-        spdlog::warn("dashboard listener {}:{}: {}; serving without it (set dashboard.listen or --http)",
-                     *cfg->api.tcp_host, cfg->api.tcp_port, server.error());
-        cfg->api.tcp_host.reset();
-        dashboard_token.clear();
-        server = http::HttpServer::start(cfg->api, router, &metrics);
-    }
-    if (!server) {
-        spdlog::critical("API server: {}", server.error());
-        return 1;
-    }
-    if (!dashboard_token.empty()) {
-        std::string host = *cfg->api.tcp_host == "::1" ? "[::1]" : *cfg->api.tcp_host;
-        // The token opens the API. Under systemd (JOURNAL_STREAM: stdout
-        // goes to the journal, which more users read) only the file is named;
-        // the token is in <state_dir>/dashboard.token (0600) either way.
-        auto tf = (cfg->state_dir / "dashboard.token").string();
-        if (std::getenv("JOURNAL_STREAM"))
-            std::cout << "dashboard: http://" << host << ":" << (*server)->tcp_port() << "/#token=$(cat " << tf
-                      << ")" << std::endl;
-        else
-            std::cout << "dashboard: http://" << host << ":" << (*server)->tcp_port() << "/#token=" << dashboard_token
-                      << std::endl;
-        spdlog::info("dashboard on http://{}:{}/ (token in {})", host, (*server)->tcp_port(),
-                     (cfg->state_dir / "dashboard.token").string());
-    }
-    spdlog::info("agentd serving: socket {}{}; audit store {}", cfg->api.unix_path.value_or("(none)"),
-                 cfg->api.tcp_host ? ", http " + *cfg->api.tcp_host + ":" + std::to_string((*server)->tcp_port()) : "",
-                 cfg->audit.path.string());
+    return {};
+}
 
+Started Daemon::start_server() {
+    auto server = http::HttpServer::start(cfg_.api, router_, &metrics_);
+    if (!server && default_listener_) {
+        spdlog::warn("dashboard listener {}:{}: {}; serving without it (set dashboard.listen or --http)",
+                     *cfg_.api.tcp_host, cfg_.api.tcp_port, server.error());
+        cfg_.api.tcp_host.reset();
+        dashboard_token_.clear();
+        server = http::HttpServer::start(cfg_.api, router_, &metrics_);
+    }
+    if (!server) return host_error("API server: " + server.error());
+    server_ = std::move(*server);
+    if (!dashboard_token_.empty()) {
+        std::string host = *cfg_.api.tcp_host == "::1" ? "[::1]" : *cfg_.api.tcp_host;
+        // The token opens the API. Under systemd (JOURNAL_STREAM: stdout goes
+        // to the journal, which more users read) only the file is named; the
+        // token is in <state_dir>/dashboard.token (0600) either way.
+        auto tf = (cfg_.state_dir / "dashboard.token").string();
+        if (std::getenv("JOURNAL_STREAM"))
+            std::cout << "dashboard: http://" << host << ":" << server_->tcp_port() << "/#token=$(cat " << tf << ")"
+                      << std::endl;
+        else
+            std::cout << "dashboard: http://" << host << ":" << server_->tcp_port() << "/#token=" << dashboard_token_
+                      << std::endl;
+        spdlog::info("dashboard on http://{}:{}/ (token in {})", host, server_->tcp_port(), tf);
+    }
+    spdlog::info("agentd serving: socket {}{}; audit store {}", cfg_.api.unix_path.value_or("(none)"),
+                 cfg_.api.tcp_host ? ", http " + *cfg_.api.tcp_host + ":" + std::to_string(server_->tcp_port()) : "",
+                 cfg_.audit.path.string());
+    return {};
+}
+
+int Daemon::serve_until_signal() {
     int sig = 0;
-    while (sigwait(&set, &sig) == 0 && sig == SIGHUP) spdlog::info("SIGHUP: nothing to reload yet");
+    while (sigwait(&signals_, &sig) == 0 && sig == SIGHUP) spdlog::info("SIGHUP: nothing to reload yet");
     spdlog::info("signal {}: shutting down", sig);
-    if (size_t n = tasks.cancel_all()) spdlog::info("cancelled {} running tool run(s)", n);
-    server->reset();
-    (*store)->enqueue(audit::host_status_record({{"event", "daemon_stop"}, {"signal", sig}}));
-    (*store)->flush(std::chrono::seconds(10));
+    if (size_t n = tasks_->cancel_all()) spdlog::info("cancelled {} running tool run(s)", n);
+    server_.reset();
+    store_->enqueue(audit::host_status_record({{"event", "daemon_stop"}, {"signal", sig}}));
+    store_->flush(std::chrono::seconds(10));
     return 0;
+}
+
+int run_serve(const ServeArgs& a) {
+    static constexpr Started (Daemon::*kStartUp[])() = {
+        &Daemon::take_signals,        // before any thread starts
+        &Daemon::read_config,         //
+        &Daemon::open_store,          // the audit store
+        &Daemon::reap_previous,       // a dead agentd's sandboxes
+        &Daemon::start_bpf,           // the BPF layer (or why not)
+        &Daemon::reconcile,           // a dead agentd's open runs closed
+        &Daemon::load_rules,          // every rule file compiles, or no start
+        &Daemon::start_kernel_audit,  // Landlock and seccomp denials (or why not)
+        &Daemon::start_tasks,         //
+        &Daemon::prepare_dashboard,   //
+        &Daemon::register_routes,     // with /v1/health's host document
+        &Daemon::record_start,        // committed before the first request
+        &Daemon::start_server,        //
+    };
+    Daemon daemon(a);
+    for (auto step : kStartUp)
+        if (auto r = (daemon.*step)(); !r) {
+            if (r.error().status == 2)
+                std::cerr << r.error().message << "\n";
+            else
+                spdlog::critical("{}", r.error().message);
+            return r.error().status;
+        }
+    return daemon.serve_until_signal();
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 #pragma once
-// The escape tiers' BPF runtime: the host's real programs and maps under a pin
-// root and cgroup parent of one test alone (the default ones are shared with
-// tiers running in parallel), keeping every decision it reads. Each run it
-// launches is bound to it; everything is removed at the end.
-#include <catch2/catch.hpp>
+// A BPF runtime of one test or benchmark alone: the host's real programs and
+// maps under a pin root and cgroup parent of its own (the default ones are
+// shared with tiers running in parallel, and with an installed agentd),
+// keeping every decision it reads. Each run it launches is bound to it;
+// everything is removed at the end.
 #include <unistd.h>
 
 #include <memory>
@@ -53,7 +53,13 @@ struct PrivateRuntime {
     RunReport run(const policy::Bundle& bundle, uint64_t run_id, const std::vector<std::string>& argv,
                   const std::string& workdir) {
         auto att = rt->attach(bundle, 0, run_id, bundle.tool, 0);
-        REQUIRE(att);
+        if (!att) {
+            RunReport r;
+            r.tool = bundle.tool;
+            r.argv = argv;
+            r.error = "BPF attach: " + att.error();
+            return r;  // SetupFailed: nothing ran
+        }
         RunRequest req;
         req.argv = argv;
         req.workdir = workdir;
