@@ -30,40 +30,7 @@ namespace {
 
 using nlohmann::json;
 
-// Each task error's HTTP status: the one table.
-int http_status(TaskErrc code) {
-    switch (code) {
-    case TaskErrc::BadRequest:
-    case TaskErrc::BadGrant:
-    case TaskErrc::BadWorkdir: return 400;
-    case TaskErrc::GrantWidens: return 403;
-    case TaskErrc::UnknownTask:
-    case TaskErrc::UnknownTool: return 404;
-    case TaskErrc::TaskClosed:
-    case TaskErrc::WorkdirGone: return 409;
-    case TaskErrc::FileRefused:
-    case TaskErrc::InstantiateFailed:
-    case TaskErrc::RuleUnenforced: return 422;
-    case TaskErrc::TooManyTasks: return 429;
-    case TaskErrc::WorkdirFailed:
-    case TaskErrc::QueryFailed:
-    case TaskErrc::Internal: return 500;
-    case TaskErrc::BpfUnavailable:
-    case TaskErrc::StoreRefusing:
-    case TaskErrc::StoreUnacknowledged:
-    case TaskErrc::NoStore:
-    case TaskErrc::ShuttingDown: return 503;
-    }
-    return 500;
-}
-
-json error_body(const TaskError& e) {
-    json body{{"error", {{"code", code_name(e.code)}, {"message", e.message}}}};
-    for (auto it = e.extra.begin(); it != e.extra.end(); ++it) body["error"][it.key()] = it.value();
-    return body;
-}
-
-ApiResponse from_error(const TaskError& e) { return json_response(http_status(e.code), error_body(e)); }
+ApiResponse from_error(const TaskError& e) { return task_error_response(e); }
 
 ApiResponse reply(const std::expected<json, TaskError>& r, int ok_status = 200) {
     return r ? json_response(ok_status, *r) : from_error(r.error());
@@ -676,5 +643,43 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
     r.add("POST", "/v1/replay", [ctx](const ApiRequest& req) { return replay(ctx, req); }, {.offload = true});
     r.add("POST", "/v1/propose", [ctx](const ApiRequest& req) { return propose(ctx, req); }, {.offload = true});
 }
+
+int http_status(TaskErrc code) {
+    switch (code) {
+    case TaskErrc::BadRequest:
+    case TaskErrc::BadGrant:
+    case TaskErrc::BadWorkdir: return 400;
+    case TaskErrc::GrantWidens: return 403;
+    case TaskErrc::UnknownTask:
+    case TaskErrc::UnknownTool: return 404;
+    case TaskErrc::TaskClosed:
+    case TaskErrc::WorkdirGone: return 409;
+    case TaskErrc::FileRefused:
+    case TaskErrc::InstantiateFailed:
+    case TaskErrc::RuleUnenforced: return 422;
+    case TaskErrc::TooManyTasks: return 429;
+    case TaskErrc::WorkdirFailed:
+    case TaskErrc::QueryFailed:
+    case TaskErrc::Internal: return 500;
+    case TaskErrc::BpfUnavailable:
+    case TaskErrc::StoreRefusing:
+    case TaskErrc::StoreUnacknowledged:
+    case TaskErrc::NoStore:
+    case TaskErrc::ShuttingDown: return 503;
+    }
+    return 500;
+}
+
+namespace {
+
+json error_body(const TaskError& e) {
+    json body{{"error", {{"code", code_name(e.code)}, {"message", e.message}}}};
+    for (auto it = e.extra.begin(); it != e.extra.end(); ++it) body["error"][it.key()] = it.value();
+    return body;
+}
+
+}  // namespace
+
+ApiResponse task_error_response(const TaskError& e) { return json_response(http_status(e.code), error_body(e)); }
 
 }  // namespace bulwark::http

@@ -1,0 +1,82 @@
+// agentd/api/task_requests.cpp: an exec body read into the task manager's
+// typed request. Each refusal is user-facing text naming the field; the
+// texts are pinned here, as the compiler's diagnostics are.
+#include <catch2/catch.hpp>
+
+#include "api/task_requests.h"
+
+using bulwark::TaskErrc;
+using bulwark::http::parse_exec;
+using nlohmann::json;
+
+namespace {
+
+// The refusal's code and text for a body ("" when it parses).
+std::pair<TaskErrc, std::string> refusal(const json& body) {
+    auto r = parse_exec(body);
+    if (r) return {TaskErrc::Internal, ""};
+    return {r.error().code, r.error().message};
+}
+
+}  // namespace
+
+TEST_CASE("an exec body reads into a typed request") {
+    auto r = parse_exec(json{{"tool", "cat"},
+                             {"argv", {"cat", "notes.txt"}},
+                             {"stdin", "in"},
+                             {"timeout_ms", 2500u},
+                             {"client_ref", "step-7"},
+                             {"files", {{"notes.txt", "hello\n"}}}});
+    if (!r) FAIL(r.error().message);
+    CHECK(r->tool == "cat");
+    CHECK(r->argv == std::vector<std::string>{"cat", "notes.txt"});
+    CHECK(r->stdin_data == "in");
+    CHECK(r->timeout_ms == 2500u);
+    CHECK(r->client_ref == "step-7");
+    REQUIRE(r->files.size() == 1);
+    CHECK(r->files[0].path == "notes.txt");
+    CHECK(r->files[0].content == "hello\n");
+
+    auto bare = parse_exec(json{{"tool", "cat"}, {"argv", {"cat"}}});
+    REQUIRE(bare);
+    CHECK_FALSE(bare->stdin_data);
+    CHECK_FALSE(bare->timeout_ms);
+    CHECK(bare->client_ref.empty());
+    CHECK(bare->files.empty());
+}
+
+TEST_CASE("an exec body's refusals name the field") {
+    using P = std::pair<TaskErrc, std::string>;
+    const auto bad = TaskErrc::BadRequest;
+    CHECK(refusal(json::array()) == P{bad, "the body must be a JSON object"});
+    CHECK(refusal(json{{"tool", "cat"}, {"argv", {"cat"}}, {"cwd", "/"}}) == P{bad, "unknown key 'cwd'"});
+    CHECK(refusal(json{{"argv", {"cat"}}}) == P{bad, "tool: a tool name is required"});
+    CHECK(refusal(json{{"tool", 7}, {"argv", {"cat"}}}) == P{bad, "tool: a tool name is required"});
+    CHECK(refusal(json{{"tool", "cat"}}) == P{bad, "argv: a non-empty array of strings is required"});
+    CHECK(refusal(json{{"tool", "cat"}, {"argv", json::array()}}) ==
+          P{bad, "argv: a non-empty array of strings is required"});
+    CHECK(refusal(json{{"tool", "cat"}, {"argv", {"cat", 1}}}) == P{bad, "argv[1]: must be a string"});
+    CHECK(refusal(json{{"tool", "cat"}, {"argv", {"cat", std::string("a\0b", 3)}}}) ==
+          P{bad, "argv[1]: contains NUL"});
+    CHECK(refusal(json{{"tool", "cat"}, {"argv", json(std::vector<std::string>(4097, "x"))}}) ==
+          P{bad, "argv: at most 4096 arguments"});
+    CHECK(refusal(json{{"tool", "cat"}, {"argv", {"cat", std::string(300 * 1024, 'x')}}}) ==
+          P{bad, "argv: more than 256 KiB in all"});
+    CHECK(refusal(json{{"tool", "cat"}, {"argv", {"cat"}}, {"stdin", 1}}) == P{bad, "stdin: must be a string"});
+    for (const json& t : {json(0), json(-5), json("100"), json(1.5)})
+        CHECK(refusal(json{{"tool", "cat"}, {"argv", {"cat"}}, {"timeout_ms", t}}) ==
+              P{bad, "timeout_ms: must be a positive integer"});
+    for (const json& c : {json(""), json(std::string(129, 'c')), json(3)})
+        CHECK(refusal(json{{"tool", "cat"}, {"argv", {"cat"}}, {"client_ref", c}}) ==
+              P{bad, "client_ref: must be a string of 1 to 128 bytes"});
+}
+
+TEST_CASE("a working file that may not be written is refused as such, not as a bad request") {
+    for (const char* path : {"../escape", "/etc/passwd", "a/../../b"}) {
+        INFO(path);
+        auto r = parse_exec(json{{"tool", "cat"}, {"argv", {"cat"}}, {"files", {{path, "x"}}}});
+        REQUIRE_FALSE(r);
+        CHECK(r.error().code == TaskErrc::FileRefused);
+        CHECK_THAT(r.error().message, Catch::Contains(path));
+    }
+}
