@@ -76,7 +76,7 @@ Router::Handler with_task_body(F f) {
 
 // Placeholder task variables for judging a tool's rules outside any task.
 policy::TaskVars example_vars() {
-    return {{"workdir", "/workdir"}, {"home", "/home/agent"}, {"tmp", "/tmp"}, {"task_id", "explain"}};
+    return policy::task_vars("/workdir", "explain", "/home/agent");
 }
 
 json vars_json(const policy::TaskVars& v) {
@@ -241,10 +241,7 @@ std::optional<policy::TaskVars> recorded_task_vars(const TaskRoutes& ctx, uint64
     if (auto r = ctx.store->query(rq); r && !r->rows.empty()) {
         auto d = json::parse(r->rows[0].detail, nullptr, false);
         if (d.is_object() && d.contains("workdir") && d["workdir"].is_string())
-            vars = policy::TaskVars{{"workdir", d["workdir"]},
-                                    {"home", d["workdir"]},
-                                    {"tmp", "/tmp"},
-                                    {"task_id", "task-" + std::to_string(task_id)}};
+            vars = TaskManager::vars_of(task_id, d["workdir"].get<std::string>());
     }
     return vars;
 }

@@ -53,12 +53,10 @@ std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& r
     // One-shot runs are their own task: ${workdir} is the bound directory,
     // ${home} the caller's home (so rules about ~/.ssh mean the real one),
     // ${tmp} the sandbox's private /tmp.
-    policy::TaskVars vars;
-    vars["workdir"] = workdir;
     const char* home = std::getenv("HOME");
-    vars["home"] = (home && home[0] == '/' && std::string_view(home) != "/") ? std::string(home) : workdir;
-    vars["tmp"] = "/tmp";
-    vars["task_id"] = "run-" + std::to_string(::getpid());
+    policy::TaskVars vars = policy::task_vars(
+        workdir, "run-" + std::to_string(::getpid()),
+        home && home[0] == '/' && std::string_view(home) != "/" ? std::optional<std::string>(home) : std::nullopt);
     return resolve ? instantiate_tool(*compiled.bundle, vars, resolve) : instantiate_tool(*compiled.bundle, vars);
 }
 

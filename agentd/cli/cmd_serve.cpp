@@ -68,7 +68,7 @@ nlohmann::json plan_catalog(const ToolCatalog& catalog, const std::filesystem::p
     PlanContext ctx{dir.string(), rt ? rt->layer_states() : std::map<std::string, std::string>{},
                     rt ? std::string() : bpf_unavailable, rt ? rt->cgroup_parent() : std::string()};
     for (const auto& t : catalog.tools()) {
-        policy::TaskVars vars{{"workdir", ctx.workdir}, {"home", ctx.workdir}, {"tmp", "/tmp"}, {"task_id", "coverage"}};
+        policy::TaskVars vars = policy::task_vars(ctx.workdir, "coverage");
         auto b = instantiate_tool(t.bundle, vars, planning_resolver());
         RunReport plan;
         if (b) {

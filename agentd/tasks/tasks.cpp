@@ -267,10 +267,7 @@ std::expected<json, TaskError> TaskManager::create(const json& body) {
     }
     if (t->workdir == "/") return err(TaskErrc::BadWorkdir, "workdir: must not be /");
 
-    t->vars["workdir"] = t->workdir;
-    t->vars["home"] = t->workdir;
-    t->vars["tmp"] = "/tmp";
-    t->vars["task_id"] = "task-" + std::to_string(t->id);
+    t->vars = vars_of(t->id, t->workdir);
     for (const auto& name : t->tools) {
         auto b = instantiate_tool(catalog_.find(name)->bundle, t->vars, opts_.resolve);
         if (!b && !skip_unavailable) return err(TaskErrc::InstantiateFailed, name + ": " + b.error());
@@ -488,6 +485,10 @@ std::shared_ptr<const policy::Bundle> TaskManager::tool_bundle(uint64_t id, cons
     const auto& map = narrowed ? it->second->current().bundles : it->second->instantiated;
     auto b = map.find(tool);
     return b == map.end() ? nullptr : b->second;
+}
+
+policy::TaskVars TaskManager::vars_of(uint64_t id, const std::string& workdir) {
+    return policy::task_vars(workdir, "task-" + std::to_string(id));
 }
 
 std::optional<policy::TaskVars> TaskManager::task_vars(uint64_t id) const {

@@ -20,6 +20,15 @@ InstantiateError err(uint32_t rule, std::string msg) { return InstantiateError{r
 
 }  // namespace
 
+TaskVars task_vars(std::string workdir, std::string task_id, std::optional<std::string> home) {
+    TaskVars v;
+    v["home"] = home ? std::move(*home) : workdir;
+    v["workdir"] = std::move(workdir);
+    v["tmp"] = "/tmp";
+    v["task_id"] = std::move(task_id);
+    return v;
+}
+
 bool is_task_variable(std::string_view name) {
     return std::find(std::begin(kVarNames), std::end(kVarNames), name) != std::end(kVarNames);
 }

@@ -42,6 +42,14 @@ TEST_CASE("variables are resolved in paths, environment and map entries", "[inst
     CHECK(evaluate(*r, open_op("/home/agent/.ssh/id_rsa")).verdict == Verdict::Deny);
 }
 
+TEST_CASE("one task's variables: home is the workdir unless given, tmp the sandbox's own", "[instantiate]") {
+    CHECK(task_vars("/srv/t1", "task-7") ==
+          TaskVars{{"workdir", "/srv/t1"}, {"home", "/srv/t1"}, {"tmp", "/tmp"}, {"task_id", "task-7"}});
+    CHECK(task_vars("/srv/t1", "run-42", "/home/agent") ==
+          TaskVars{{"workdir", "/srv/t1"}, {"home", "/home/agent"}, {"tmp", "/tmp"}, {"task_id", "run-42"}});
+    for (const auto& [name, value] : task_vars("/srv/t1", "task-7")) CHECK(check_task_variable(name, value));
+}
+
 TEST_CASE("variable values are validated", "[instantiate]") {
     CHECK(check_task_variable("workdir", "/srv/t1"));
     CHECK_FALSE(check_task_variable("workdir", "srv/t1"));

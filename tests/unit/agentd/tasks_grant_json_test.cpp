@@ -10,8 +10,7 @@ using nlohmann::json;
 
 namespace {
 
-const bulwark::policy::TaskVars kVars{{"workdir", "/work/t1"}, {"home", "/work/t1"}, {"tmp", "/tmp"},
-                                      {"task_id", "1"}};
+const bulwark::policy::TaskVars kVars = bulwark::policy::task_vars("/work/t1", "task-1");
 
 std::string refusal(const json& grant) {
     auto g = grant_from_json(grant, kVars);

@@ -6,6 +6,7 @@
 #include <expected>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,12 @@ struct InstantiateError {
 
 // The variable names instantiate() knows.
 bool is_task_variable(std::string_view name);
+
+// The variables of one task, built in one place for every caller (daemon
+// tasks, `agentd run`, coverage planning, explanations): ${workdir},
+// ${home} (the workdir unless a home is given), ${tmp} (the sandbox's
+// private /tmp) and ${task_id}. instantiate() checks the values.
+TaskVars task_vars(std::string workdir, std::string task_id, std::optional<std::string> home = std::nullopt);
 
 // Validates one variable value; the error says why it is refused.
 std::expected<void, std::string> check_task_variable(std::string_view name, std::string_view value);
