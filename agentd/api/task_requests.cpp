@@ -52,4 +52,25 @@ std::expected<ExecRequest, TaskError> parse_exec(const json& body) {
     return r;
 }
 
+std::expected<RecordRange, TaskError> parse_record_range(const json& body, std::initializer_list<const char*> extra) {
+    auto bad = [](std::string m) { return std::unexpected(TaskError{TaskErrc::BadRequest, std::move(m)}); };
+    if (!body.is_object()) return bad("the body must be a JSON object");
+    for (auto it = body.begin(); it != body.end(); ++it) {
+        bool known = it.key() == "tool" || it.key() == "since_ns" || it.key() == "until_ns" || it.key() == "task" ||
+                     it.key() == "max_records";
+        for (const char* k : extra) known = known || it.key() == k;
+        if (!known) return bad("unknown key '" + it.key() + "'");
+    }
+    if (!body.contains("tool") || !body["tool"].is_string()) return bad("tool: required");
+    for (const char* k : {"since_ns", "until_ns", "task", "max_records"})
+        if (body.contains(k) && !body[k].is_number_unsigned()) return bad(std::string(k) + ": must be a non-negative integer");
+    RecordRange r;
+    r.tool = body["tool"].get<std::string>();
+    if (body.contains("since_ns")) r.since_ns = body["since_ns"].get<int64_t>();
+    if (body.contains("until_ns")) r.until_ns = body["until_ns"].get<int64_t>();
+    if (body.contains("task")) r.task_id = body["task"].get<uint64_t>();
+    r.max_records = body.value("max_records", uint64_t(100000));
+    return r;
+}
+
 }  // namespace bulwark::http

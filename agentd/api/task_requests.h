@@ -2,9 +2,11 @@
 // Request bodies of the task routes, read into the task manager's typed
 // requests. Each refusal names the field ("argv[2]: must be a string").
 #include <expected>
+#include <initializer_list>
 
 #include <nlohmann/json.hpp>
 
+#include "tasks/learning.h"
 #include "tasks/tasks.h"
 
 namespace bulwark::http {
@@ -12,5 +14,11 @@ namespace bulwark::http {
 // POST /v1/tasks/{id}/exec: BadRequest, or FileRefused for a working file
 // that may not be written (a path outside the workdir, ...).
 std::expected<ExecRequest, TaskError> parse_exec(const nlohmann::json& body);
+
+// The record range of POST /v1/replay and /v1/propose: tool, since_ns,
+// until_ns, task, max_records; `extra` names the other keys the body may
+// have. BadRequest naming the field.
+std::expected<RecordRange, TaskError> parse_record_range(const nlohmann::json& body,
+                                                         std::initializer_list<const char*> extra);
 
 }  // namespace bulwark::http

@@ -10,6 +10,7 @@ std::string_view code_name(TaskErrc code) {
     case TaskErrc::FileRefused: return "file_refused";
     case TaskErrc::GrantWidens: return "grant_widens";
     case TaskErrc::InstantiateFailed: return "instantiate_failed";
+    case TaskErrc::CandidateInvalid: return "candidate_invalid";
     case TaskErrc::UnknownTask: return "unknown_task";
     case TaskErrc::UnknownTool: return "unknown_tool";
     case TaskErrc::TaskClosed: return "task_closed";

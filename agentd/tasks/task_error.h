@@ -20,6 +20,7 @@ enum class TaskErrc : uint8_t {
     FileRefused,        // a working file that may not be written
     GrantWidens,        // a grant asking more than the tool's rules allow
     InstantiateFailed,  // a tool's rules do not instantiate for this task
+    CandidateInvalid,   // a candidate rule file that does not compile for the tool
     // What it names
     UnknownTask,
     UnknownTool,

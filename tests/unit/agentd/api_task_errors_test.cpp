@@ -15,7 +15,7 @@ namespace {
 
 constexpr TaskErrc kAll[] = {
     TaskErrc::BadRequest,     TaskErrc::BadGrant,     TaskErrc::BadWorkdir,          TaskErrc::FileRefused,
-    TaskErrc::GrantWidens,    TaskErrc::InstantiateFailed, TaskErrc::UnknownTask,    TaskErrc::UnknownTool,
+    TaskErrc::GrantWidens,    TaskErrc::InstantiateFailed, TaskErrc::CandidateInvalid, TaskErrc::UnknownTask,    TaskErrc::UnknownTool,
     TaskErrc::TaskClosed,     TaskErrc::WorkdirGone,  TaskErrc::TooManyTasks,        TaskErrc::RuleUnenforced,
     TaskErrc::BpfUnavailable, TaskErrc::StoreRefusing, TaskErrc::StoreUnacknowledged, TaskErrc::NoStore,
     TaskErrc::ShuttingDown,   TaskErrc::WorkdirFailed, TaskErrc::QueryFailed,        TaskErrc::Internal,
@@ -45,6 +45,7 @@ TEST_CASE("the statuses clients act on") {
     CHECK(http::http_status(TaskErrc::WorkdirGone) == 409);
     CHECK(http::http_status(TaskErrc::FileRefused) == 422);
     CHECK(http::http_status(TaskErrc::RuleUnenforced) == 422);
+    CHECK(http::http_status(TaskErrc::CandidateInvalid) == 422);
     CHECK(http::http_status(TaskErrc::TooManyTasks) == 429);
     CHECK(http::http_status(TaskErrc::Internal) == 500);
     // Not now, maybe later: the same request may succeed.

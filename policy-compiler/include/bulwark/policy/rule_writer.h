@@ -1,0 +1,64 @@
+#pragma once
+// A rule file written from its parts, in the language policyc reads
+// (docs/rule-language.md): what agentd proposes for the operations a tool's
+// recorded runs were refused (POST /v1/propose). Entries keep the order they
+// were first added in, without repeats; sections of one block (files, exec,
+// network, syscalls) are written together. The text is emitted by yaml-cpp,
+// so a path or name is quoted wherever YAML needs it.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bulwark::policy {
+
+enum class DraftSection : uint8_t {
+    FilesRead,
+    FilesWrite,
+    FilesCreate,
+    FilesRemove,
+    ExecAllow,
+    NetworkConnect,
+    NetworkBind,
+    NetworkSend,
+    SyscallsAllow,
+    SyscallsArchitectures,
+};
+
+// One network rule of a draft: an address (IPv4 as a.b.c.d/32, IPv6 as
+// .../128), one port, one protocol ("tcp" or "udp").
+struct DraftNetRule {
+    std::string cidr;
+    uint16_t port = 0;
+    std::string proto;
+    bool operator==(const DraftNetRule&) const = default;
+};
+
+class RuleFileWriter {
+public:
+    // `comment`: the file's first lines (written as # comments).
+    RuleFileWriter(std::string tool, std::string extends, std::string comment);
+
+    // A path (files.*, exec.allow): written double-quoted, ${variables} kept.
+    void add_path(DraftSection section, std::string path);
+    // A name (syscalls.allow, syscalls.architectures).
+    void add_name(DraftSection section, std::string name);
+    // A network rule (network.connect, .bind, .send).
+    void add_net(DraftSection section, DraftNetRule rule);
+
+    bool empty() const;
+    std::string text() const;
+
+private:
+    struct Entry {
+        std::string value;  // a path or a name
+        DraftNetRule net;   // network sections
+        bool quoted = false;
+        bool operator==(const Entry&) const = default;
+    };
+    void add(DraftSection section, Entry e);
+
+    std::string tool_, extends_, comment_;
+    std::vector<std::pair<DraftSection, std::vector<Entry>>> sections_;
+};
+
+}  // namespace bulwark::policy
