@@ -20,7 +20,7 @@
 #include <tuple>
 #include <vector>
 
-#include "fixture.h"
+#include "spawn_fixture.h"
 #include "bench_stats.h"
 #include "sandbox/spawner.h"
 

@@ -344,7 +344,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("agentd")
     ap.add_argument("rules")
-    ap.add_argument("netprobe", help="the network probe (tests/integration-bpfrun/netprobe.c)")
+    ap.add_argument("netprobe", help="the network probe (tests/support/netprobe.c)")
     ap.add_argument("--only", action="append", choices=sorted(FAULTS))
     a = ap.parse_args()
     if os.geteuid() != 0:

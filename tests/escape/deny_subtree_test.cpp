@@ -21,7 +21,7 @@
 
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/instantiate.h"
-#include "fixture.h"
+#include "spawn_fixture.h"
 #include "private_runtime.h"
 #include "sandbox/spawner.h"
 

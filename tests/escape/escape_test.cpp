@@ -25,7 +25,7 @@
 #include <thread>
 
 #include "sandbox/cgroup.h"
-#include "fixture.h"
+#include "spawn_fixture.h"
 #include "sandbox/spawner.h"
 
 using namespace bulwark;

@@ -21,7 +21,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "fixture.h"
+#include "spawn_fixture.h"
 #include "kaudit/kernel_audit.h"
 #include "sandbox/landlock.h"
 #include "kaudit/run_registry.h"

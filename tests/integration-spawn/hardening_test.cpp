@@ -12,7 +12,7 @@
 #include <random>
 
 #include "sandbox/elf_props.h"
-#include "fixture.h"
+#include "spawn_fixture.h"
 #include "sandbox/hardening.h"
 #include "sandbox/spawner.h"
 

@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "sandbox/cgroup.h"
-#include "fixture.h"
+#include "spawn_fixture.h"
 #include "sandbox/run_report.h"
 #include "sandbox/launch_inputs.h"
 #include "sandbox/posture.h"

@@ -1,4 +1,4 @@
-#include "fixture.h"
+#include "spawn_fixture.h"
 
 #include <dirent.h>
 #include <fcntl.h>
