@@ -169,17 +169,33 @@ uint32_t effective_file_rights(const Bundle& b, std::string_view path) {
     return allow & ~deny;
 }
 
-std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, const Grant& grant,
-                                                        Clock::time_point now, const Resolver& resolve) {
-    std::vector<std::string> reasons;
-    if (!is_instantiated(parent))
-        return std::unexpected(GrantRefusal{{"the tool bundle still has task variables or host rules: "
-                                             "instantiate it before applying a grant"}});
-    Bundle n = parent;
-    Builder rb{n, "grant:" + (grant.name.empty() ? std::string("unnamed") : grant.name)};
-    uint32_t line = 1;
+namespace {
 
-    // ---- files
+// One grant applied to one tool's bundle, part by part. Every part that
+// would widen the tool adds its reason (the refusal lists them all, so a
+// caller fixes its grant in one go); n is the narrowed bundle so far.
+struct Narrowing {
+    Narrowing(const Bundle& parent, const Grant& grant)
+        : parent(parent), grant(grant), n(parent),
+          rb{n, "grant:" + (grant.name.empty() ? std::string("unnamed") : grant.name)} {}
+
+    void narrow_files();
+    void narrow_network(const Resolver& resolve);
+    void narrow_families();
+    void narrow_limits();
+    void cut_at_expiry(Clock::time_point now);
+
+    const Bundle& parent;
+    const Grant& grant;
+    Bundle n;
+    Builder rb;  // the grant's own rules, in n
+    uint32_t line = 1;
+    std::vector<std::string> reasons;
+};
+
+// files: rights the grant names are scoped to its paths (each one the tool
+// must already have there); the rest of the tool's rights stay.
+void Narrowing::narrow_files() {
     if (grant.files) {
         uint32_t scoped = 0;
         std::vector<FileRule> added;
@@ -243,8 +259,11 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
             n.landlock.paths = std::move(ll);
         }
     }
+}
 
-    // ---- network
+// network: none, or the tool's allow rules intersected with the grant's
+// (host names resolved now); deny rules stay.
+void Narrowing::narrow_network(const Resolver& resolve) {
     if (grant.network_none) {
         n.network.mode = NetMode::None;
         n.network.rules.clear();
@@ -318,6 +337,10 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
             n.network.dns.clear();  // materialised in the rules above
         }
     }
+}
+
+// network.families: a subset of the tool's.
+void Narrowing::narrow_families() {
     if (grant.families) {
         if (uint64_t extra = *grant.families & ~parent.network.af_allow) {
             std::string fams;
@@ -327,8 +350,10 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
         }
         n.network.af_allow &= *grant.families;
     }
+}
 
-    // ---- limits
+// limits: each one lowered, never raised or switched off.
+void Narrowing::narrow_limits() {
     static constexpr LimitField kLimits[] = {
         {"memory", &Limits::memory_bytes},     {"pids", &Limits::pids},
         {"timeout", &Limits::timeout_ms},      {"output", &Limits::output_bytes},
@@ -362,8 +387,10 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
         else
             n.limits.cpu_percent = want;
     }
+}
 
-    // ---- expiry
+// A time-boxed grant: the run is cut when it expires.
+void Narrowing::cut_at_expiry(Clock::time_point now) {
     if (grant.expires_at) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*grant.expires_at - now).count();
         if (left <= 0) {
@@ -373,11 +400,25 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
             if (!n.limits.timeout_ms || *n.limits.timeout_ms > ms) n.limits.timeout_ms = ms;
         }
     }
+}
 
-    if (!reasons.empty()) return std::unexpected(GrantRefusal{std::move(reasons)});
-    if (auto ok = rebuild_bpf_tables(n); !ok)
+}  // namespace
+
+std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, const Grant& grant,
+                                                        Clock::time_point now, const Resolver& resolve) {
+    if (!is_instantiated(parent))
+        return std::unexpected(GrantRefusal{{"the tool bundle still has task variables or host rules: "
+                                             "instantiate it before applying a grant"}});
+    Narrowing g(parent, grant);
+    g.narrow_files();
+    g.narrow_network(resolve);
+    g.narrow_families();
+    g.narrow_limits();
+    g.cut_at_expiry(now);
+    if (!g.reasons.empty()) return std::unexpected(GrantRefusal{std::move(g.reasons)});
+    if (auto ok = rebuild_bpf_tables(g.n); !ok)
         return std::unexpected(GrantRefusal{{"the narrowed network rules do not fit the kernel table: " + ok.error()}});
-    return NarrowedBundle{std::move(n), grant.expires_at};
+    return NarrowedBundle{std::move(g.n), grant.expires_at};
 }
 
 }  // namespace bulwark::policy
