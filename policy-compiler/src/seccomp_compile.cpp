@@ -516,9 +516,48 @@ std::expected<void, SeccompError> verify(std::span<const sock_filter> prog,
     return {};
 }
 
-}  // namespace
+using Built = std::expected<void, SeccompError>;
+using EntriesByName = std::map<std::string, std::vector<Entry>>;
 
-std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec) {
+// One spec compiled, step by step (compile_seccomp orders them): the entries
+// of each precedence tier by syscall, then one libseccomp context per
+// architecture merged into one, exported, checked as the kernel would, and
+// verified against the entries.
+struct SeccompBuild {
+    explicit SeccompBuild(const SeccompSpec& spec)
+        : spec(spec),
+          fallback_errno(spec.violation == SeccompAction::Errno ? spec.violation_errno : uint16_t{EPERM}),
+          default_action(detail::scmp_action(spec.violation, spec.violation_errno)) {
+        plan.default_action = spec.violation;
+        plan.default_errno = spec.violation == SeccompAction::Errno ? spec.violation_errno : 0;
+    }
+
+    Built add_baseline();
+    Built add_allows();
+    Built add_clone3_enosys();
+    Built add_denies();
+    Built check_compat_arches();
+    Built build_arches();
+    Built export_and_verify();
+
+    const SeccompSpec& spec;
+    const uint16_t fallback_errno;
+    const uint32_t default_action;
+    SeccompPlan plan;
+    EntriesByName by_name;                       // entries by syscall, in precedence tiers
+    std::map<std::string, uint32_t> decided_by;  // syscall -> rule id, for explanations
+    Ctx merged;
+    std::vector<Check> checks;
+
+private:
+    Built add(const SyscallRule& r, int tier, std::string what);
+    Built add_arch(const detail::FilterArch& arch, Ctx& ctx, bool accepted);
+    Built add_syscall(const detail::FilterArch& arch, Ctx& ctx, const std::string& name,
+                      const std::vector<Entry>& entries);
+};
+
+// The violation action is a refusal, never allow; an errno one is in range.
+Built check_violation(const SeccompSpec& spec) {
     if (spec.violation == SeccompAction::Allow)
         return error(spec.violation_rule_id,
                      "on_violation: allow would make the filter allow-all; use log to observe");
@@ -527,39 +566,33 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
         return error(spec.violation_rule_id,
                      detail::format("on_violation errno {} out of range (1..4095)",
                                  spec.violation_errno));
-    const uint16_t fallback_errno =
-        spec.violation == SeccompAction::Errno ? spec.violation_errno : uint16_t{EPERM};
-    const uint32_t default_action = detail::scmp_action(spec.violation, spec.violation_errno);
+    return {};
+}
 
-    SeccompPlan plan;
-    plan.default_action = spec.violation;
-    plan.default_errno = spec.violation == SeccompAction::Errno ? spec.violation_errno : 0;
+Built SeccompBuild::add(const SyscallRule& r, int tier, std::string what) {
+    Entry e{r.name, {}, r.action, r.errno_value, 0, r.rule_id, std::move(what)};
+    if (e.action == SeccompAction::Errno && e.errno_value == 0) e.errno_value = fallback_errno;
+    if (e.action != SeccompAction::Errno) e.errno_value = 0;
+    e.terms = {Term{}};
+    for (const Cond& c : r.args) {
+        std::vector<Term> next;
+        for (const Term& t : e.terms)
+            for (Term& nt : conjoin(t, c)) add_unique(next, std::move(nt));
+        e.terms = std::move(next);
+    }
+    if (e.terms.empty()) return {};  // the conditions can never hold together
+    if (e.terms.size() > kMaxRulesPerSyscall)
+        return error(r.rule_id, detail::format("{}: the argument conditions need more than {} "
+                                               "libseccomp rules",
+                                               r.name, kMaxRulesPerSyscall));
+    e.rank = int64_t{tier} * kTierRank + detail::action_severity(e.action) * 10'000 +
+             e.errno_value;
+    by_name[e.name].push_back(std::move(e));
+    return {};
+}
 
-    // Entries by syscall, in precedence tiers.
-    std::map<std::string, std::vector<Entry>> by_name;
-    std::map<std::string, uint32_t> decided_by;  // syscall -> rule id, for explanations
-    auto add = [&](const SyscallRule& r, int tier, std::string what) -> std::expected<void, SeccompError> {
-        Entry e{r.name, {}, r.action, r.errno_value, 0, r.rule_id, std::move(what)};
-        if (e.action == SeccompAction::Errno && e.errno_value == 0) e.errno_value = fallback_errno;
-        if (e.action != SeccompAction::Errno) e.errno_value = 0;
-        e.terms = {Term{}};
-        for (const Cond& c : r.args) {
-            std::vector<Term> next;
-            for (const Term& t : e.terms)
-                for (Term& nt : conjoin(t, c)) add_unique(next, std::move(nt));
-            e.terms = std::move(next);
-        }
-        if (e.terms.empty()) return {};  // the conditions can never hold together
-        if (e.terms.size() > kMaxRulesPerSyscall)
-            return error(r.rule_id, detail::format("{}: the argument conditions need more than {} "
-                                                   "libseccomp rules",
-                                                   r.name, kMaxRulesPerSyscall));
-        e.rank = int64_t{tier} * kTierRank + detail::action_severity(e.action) * 10'000 +
-                 e.errno_value;
-        by_name[e.name].push_back(std::move(e));
-        return {};
-    };
-
+// Tier 1: the baseline (Docker's default, an imported profile, or none).
+Built SeccompBuild::add_baseline() {
     std::vector<SyscallRule> baseline;
     switch (spec.baseline) {
         case SeccompSpec::Baseline::Default:
@@ -581,6 +614,11 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
             return std::unexpected(ok.error());
         decided_by.try_emplace(r.name, r.rule_id);
     }
+    return {};
+}
+
+// Tier 2: the rule file's allows.
+Built SeccompBuild::add_allows() {
     for (const auto& r : spec.allow) {
         if (auto ok = check_rule(r, false); !ok) return std::unexpected(ok.error());
         SyscallRule a = r;
@@ -589,17 +627,28 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
             return std::unexpected(ok.error());
         decided_by[r.name] = r.rule_id;
     }
-    {
-        SyscallRule clone3{"clone3", {}, SeccompAction::Errno, ENOSYS, 0};
-        if (auto ok = add(clone3, 3, "clone3 ENOSYS"); !ok) return std::unexpected(ok.error());
-    }
+    return {};
+}
+
+// Tier 3: clone3 answers ENOSYS (its flags sit behind a pointer; callers
+// fall back to clone, whose flags the filter can see).
+Built SeccompBuild::add_clone3_enosys() {
+    SyscallRule clone3{"clone3", {}, SeccompAction::Errno, ENOSYS, 0};
+    return add(clone3, 3, "clone3 ENOSYS");
+}
+
+// Tier 4: the rule file's denies, over everything else.
+Built SeccompBuild::add_denies() {
     for (const auto& r : spec.deny) {
         if (auto ok = check_rule(r, true); !ok) return std::unexpected(ok.error());
         if (auto ok = add(r, kDenyTier, detail::format("deny rule {}", r.rule_id)); !ok)
             return std::unexpected(ok.error());
         decided_by[r.name] = r.rule_id;
     }
+    return {};
+}
 
+Built SeccompBuild::check_compat_arches() {
     for (const auto& name : spec.compat_arches) {
         const auto host = detail::filter_arches();
         if (std::ranges::none_of(host, [&](const detail::FilterArch& a) {
@@ -607,19 +656,11 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
             }))
             return error(0, detail::format("architecture '{}' is not a compat ABI of this host", name));
     }
-    // Only explicit denies (and their i386 multiplexed forms) hold on a
-    // refused ABI: the violation action answers everything else there.
-    auto deny_only = [](const std::map<std::string, std::vector<Entry>>& entries) {
-        std::map<std::string, std::vector<Entry>> out;
-        for (const auto& [name, list] : entries)
-            for (const Entry& e : list)
-                if (e.rank >= int64_t{kDenyTier} * kTierRank) out[name].push_back(e);
-        return out;
-    };
+    return {};
+}
 
-    // One context per arch (rules added only where the syscall exists), merged.
-    Ctx merged;
-    std::vector<Check> checks;
+// One context per arch (rules added only where the syscall exists), merged.
+Built SeccompBuild::build_arches() {
     for (const auto& arch : detail::filter_arches()) {
         auto ctx = new_ctx(default_action, arch.token);
         if (!ctx) return std::unexpected(ctx.error());
@@ -629,84 +670,8 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
              std::ranges::find(spec.compat_arches, arch.name) != spec.compat_arches.end());
         if (accepted) plan.arches.push_back(arch.audit_arch);
         // x32 takes no rule at all: every call answers the violation action.
-        if (arch.role != detail::ArchRole::Refused) {
-            // On i386 a deny of a socket or IPC call also denies that call
-            // through its multiplexer (whatever its other arguments: they sit
-            // behind a pointer seccomp cannot follow).
-            auto arch_entries = accepted ? by_name : deny_only(by_name);
-            if (arch.token == SCMP_ARCH_X86) {
-                for (const auto& r : spec.deny) {
-                    auto mux = detail::i386_multiplexed(r.name);
-                    if (!mux) continue;
-                    SyscallRule d = r;
-                    d.name = std::string(mux->multiplexer);
-                    d.args = {mux->multiplexer == "ipc"
-                                  ? Cond{0, Op::MaskedEq, mux->call, 0xffff}
-                                  : Cond{0, Op::Eq, mux->call, 0}};
-                    Entry e{d.name, {d.args}, d.action, d.errno_value, 0, d.rule_id,
-                            detail::format("deny rule {} (via {})", r.rule_id, mux->multiplexer)};
-                    if (e.action == SeccompAction::Errno && e.errno_value == 0)
-                        e.errno_value = fallback_errno;
-                    e.rank = int64_t{kDenyTier} * kTierRank +
-                             detail::action_severity(e.action) * 10'000 + e.errno_value;
-                    arch_entries[d.name].push_back(std::move(e));
-                }
-            }
-            for (const auto& [name, entries] : arch_entries) {
-                // libseccomp names i386's socket and IPC calls by pseudo numbers
-                // (it emits both the direct call and the multiplexed form), so
-                // those always go through; other names only where they exist.
-                const bool multiplexed =
-                    arch.token == SCMP_ARCH_X86 && detail::i386_multiplexed(name).has_value();
-                if (!multiplexed && seccomp_syscall_resolve_name_arch(arch.token, name.c_str()) < 0)
-                    continue;
-                const int nr = seccomp_syscall_resolve_name(name.c_str());
-                // libseccomp adds the multiplexed form of such a call itself,
-                // without its argument conditions, so rules with different
-                // actions on one call would collide there. On i386 a deny of
-                // such a call therefore applies whatever the arguments (the
-                // strongest deny wins): narrower never, wider never silently.
-                std::vector<Entry> collapsed;
-                if (multiplexed) {
-                    const Entry* strongest = nullptr;
-                    for (const Entry& e : entries)
-                        if (e.rank >= kDenyTier * kTierRank && (!strongest || e.rank > strongest->rank))
-                            strongest = &e;
-                    if (strongest) {
-                        collapsed.push_back(*strongest);
-                        collapsed.back().terms = {Term{}};
-                    }
-                }
-                auto rules = resolve(collapsed.empty() ? entries : collapsed);
-                if (!rules) return std::unexpected(rules.error());
-                const int arch_nr = seccomp_syscall_resolve_name_arch(arch.token, name.c_str());
-                if (arch_nr >= 0 && !(arch.token == SCMP_ARCH_X86 &&
-                                      (name == "socketcall" || name == "ipc")))
-                    checks.push_back(Check{arch.audit_arch, arch_nr, arch.token != SCMP_ARCH_X86 &&
-                                                                         arch.token != SCMP_ARCH_ARM,
-                                           name, collapsed.empty() ? entries : collapsed});
-                for (const auto& [term, entry] : *rules) {
-                    std::vector<scmp_arg_cmp> cmps;
-                    for (const Cond& c : term) {
-                        scmp_arg_cmp cmp{};
-                        cmp.arg = c.index;
-                        cmp.op = to_scmp(c.op);
-                        cmp.datum_a = c.op == Op::MaskedEq ? c.mask : c.value;
-                        cmp.datum_b = c.op == Op::MaskedEq ? c.value : 0;
-                        cmps.push_back(cmp);
-                    }
-                    const uint32_t act = detail::scmp_action(entry->action, entry->errno_value);
-                    if (act == default_action) continue;  // the default already says so
-                    int rc = seccomp_rule_add_array(ctx->get(), act, nr,
-                                                    static_cast<unsigned>(cmps.size()),
-                                                    cmps.empty() ? nullptr : cmps.data());
-                    if (rc != 0)
-                        return error(entry->rule_id,
-                                     detail::format("libseccomp refused the rule for {} on {}: {}",
-                                                 name, arch.name, std::strerror(-rc)));
-                }
-            }
-        }
+        if (arch.role != detail::ArchRole::Refused)
+            if (auto ok = add_arch(arch, *ctx, accepted); !ok) return ok;
         if (!merged) {
             merged = std::move(*ctx);
         } else {
@@ -715,7 +680,107 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
             (void)ctx->release();  // seccomp_merge took ownership
         }
     }
+    return {};
+}
 
+// Only explicit denies (and their i386 multiplexed forms) hold on a refused
+// ABI: the violation action answers everything else there.
+EntriesByName deny_only(const EntriesByName& entries) {
+    EntriesByName out;
+    for (const auto& [name, list] : entries)
+        for (const Entry& e : list)
+            if (e.rank >= int64_t{kDenyTier} * kTierRank) out[name].push_back(e);
+    return out;
+}
+
+Built SeccompBuild::add_arch(const detail::FilterArch& arch, Ctx& ctx, bool accepted) {
+    // On i386 a deny of a socket or IPC call also denies that call through
+    // its multiplexer (whatever its other arguments: they sit behind a
+    // pointer seccomp cannot follow).
+    auto arch_entries = accepted ? by_name : deny_only(by_name);
+    if (arch.token == SCMP_ARCH_X86) {
+        for (const auto& r : spec.deny) {
+            auto mux = detail::i386_multiplexed(r.name);
+            if (!mux) continue;
+            SyscallRule d = r;
+            d.name = std::string(mux->multiplexer);
+            d.args = {mux->multiplexer == "ipc"
+                          ? Cond{0, Op::MaskedEq, mux->call, 0xffff}
+                          : Cond{0, Op::Eq, mux->call, 0}};
+            Entry e{d.name, {d.args}, d.action, d.errno_value, 0, d.rule_id,
+                    detail::format("deny rule {} (via {})", r.rule_id, mux->multiplexer)};
+            if (e.action == SeccompAction::Errno && e.errno_value == 0)
+                e.errno_value = fallback_errno;
+            e.rank = int64_t{kDenyTier} * kTierRank +
+                     detail::action_severity(e.action) * 10'000 + e.errno_value;
+            arch_entries[d.name].push_back(std::move(e));
+        }
+    }
+    for (const auto& [name, entries] : arch_entries)
+        if (auto ok = add_syscall(arch, ctx, name, entries); !ok) return ok;
+    return {};
+}
+
+Built SeccompBuild::add_syscall(const detail::FilterArch& arch, Ctx& ctx, const std::string& name,
+                                const std::vector<Entry>& entries) {
+    // libseccomp names i386's socket and IPC calls by pseudo numbers (it
+    // emits both the direct call and the multiplexed form), so those always
+    // go through; other names only where they exist.
+    const bool multiplexed =
+        arch.token == SCMP_ARCH_X86 && detail::i386_multiplexed(name).has_value();
+    if (!multiplexed && seccomp_syscall_resolve_name_arch(arch.token, name.c_str()) < 0)
+        return {};
+    const int nr = seccomp_syscall_resolve_name(name.c_str());
+    // libseccomp adds the multiplexed form of such a call itself, without its
+    // argument conditions, so rules with different actions on one call would
+    // collide there. On i386 a deny of such a call therefore applies whatever
+    // the arguments (the strongest deny wins): narrower never, wider never
+    // silently.
+    std::vector<Entry> collapsed;
+    if (multiplexed) {
+        const Entry* strongest = nullptr;
+        for (const Entry& e : entries)
+            if (e.rank >= kDenyTier * kTierRank && (!strongest || e.rank > strongest->rank))
+                strongest = &e;
+        if (strongest) {
+            collapsed.push_back(*strongest);
+            collapsed.back().terms = {Term{}};
+        }
+    }
+    auto rules = resolve(collapsed.empty() ? entries : collapsed);
+    if (!rules) return std::unexpected(rules.error());
+    const int arch_nr = seccomp_syscall_resolve_name_arch(arch.token, name.c_str());
+    if (arch_nr >= 0 && !(arch.token == SCMP_ARCH_X86 &&
+                          (name == "socketcall" || name == "ipc")))
+        checks.push_back(Check{arch.audit_arch, arch_nr, arch.token != SCMP_ARCH_X86 &&
+                                                             arch.token != SCMP_ARCH_ARM,
+                               name, collapsed.empty() ? entries : collapsed});
+    for (const auto& [term, entry] : *rules) {
+        std::vector<scmp_arg_cmp> cmps;
+        for (const Cond& c : term) {
+            scmp_arg_cmp cmp{};
+            cmp.arg = c.index;
+            cmp.op = to_scmp(c.op);
+            cmp.datum_a = c.op == Op::MaskedEq ? c.mask : c.value;
+            cmp.datum_b = c.op == Op::MaskedEq ? c.value : 0;
+            cmps.push_back(cmp);
+        }
+        const uint32_t act = detail::scmp_action(entry->action, entry->errno_value);
+        if (act == default_action) continue;  // the default already says so
+        int rc = seccomp_rule_add_array(ctx.get(), act, nr,
+                                        static_cast<unsigned>(cmps.size()),
+                                        cmps.empty() ? nullptr : cmps.data());
+        if (rc != 0)
+            return error(entry->rule_id,
+                         detail::format("libseccomp refused the rule for {} on {}: {}",
+                                     name, arch.name, std::strerror(-rc)));
+    }
+    return {};
+}
+
+// The merged program: within the kernel's size, accepted by its checker,
+// and deciding every entry as the entries say.
+Built SeccompBuild::export_and_verify() {
     auto prog = export_program(merged.get());
     if (!prog) return std::unexpected(prog.error());
     if (prog->size() > BPF_MAXINSNS)
@@ -731,7 +796,26 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
     if (auto ok = verify(*prog, checks, default_ret); !ok) return std::unexpected(ok.error());
     plan.program = std::move(*prog);
     for (auto& [name, id] : decided_by) plan.syscall_rules.emplace_back(name, id);
-    return plan;
+    return {};
+}
+
+}  // namespace
+
+std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec) {
+    if (auto ok = check_violation(spec); !ok) return std::unexpected(ok.error());
+    SeccompBuild b(spec);
+    static constexpr Built (SeccompBuild::*kSteps[])() = {
+        &SeccompBuild::add_baseline,         // tier 1
+        &SeccompBuild::add_allows,           // tier 2
+        &SeccompBuild::add_clone3_enosys,    // tier 3
+        &SeccompBuild::add_denies,           // tier 4
+        &SeccompBuild::check_compat_arches,  // the compat ABIs the rules accept exist here
+        &SeccompBuild::build_arches,         // one context per arch, merged
+        &SeccompBuild::export_and_verify,    // size, the kernel's checker, every entry decided as said
+    };
+    for (auto step : kSteps)
+        if (auto ok = (b.*step)(); !ok) return std::unexpected(ok.error());
+    return std::move(b.plan);
 }
 
 }  // namespace bulwark::policy
