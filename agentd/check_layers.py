@@ -25,8 +25,8 @@ ALLOWED = {
 # Narrower than the folder: what bpf/ and kaudit/ may take of audit/, and
 # mcp/ of api/ (the HTTP transport for --http).
 ONLY = {
-    ("bpf", "audit"): {"audit/audit_record.h"},
-    ("kaudit", "audit"): {"audit/audit_record.h"},
+    ("bpf", "audit"): {"audit/audit_record.h", "audit/run_context.h"},
+    ("kaudit", "audit"): {"audit/audit_record.h", "audit/run_context.h"},
     ("mcp", "api"): {"api/http_server.h", "api/http_api.h", "api/http_parse.h"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

@@ -123,7 +123,7 @@ std::string render_object(const bw_event& ev) {
     }
 }
 
-AuditRecord decision_from_event(const bw_event& ev, const EventContext& ctx, int64_t off) {
+AuditRecord decision_from_event(const bw_event& ev, const RunContext& ctx, int64_t off) {
     AuditRecord r;
     r.kind = RecordKind::Decision;
     r.ts_ns = int64_t(ev.ts_ns) + off;

@@ -12,6 +12,8 @@
 
 #include <bulwark_abi.h>
 
+#include "audit/run_context.h"
+
 namespace bulwark::policy {
 struct Bundle;
 }
@@ -51,20 +53,12 @@ struct AuditRecord {
     int64_t enqueued_mono_ns = 0;  // not stored: steady clock at enqueue (latency metrics)
 };
 
-// What userspace adds to a kernel event.
-struct EventContext {
-    uint64_t task_id = 0;
-    uint64_t run_id = 0;
-    std::string tool;
-    const policy::Bundle* bundle = nullptr;  // rule file:line/text; may be null
-};
-
 // CLOCK_REALTIME - CLOCK_BOOTTIME now: add to bpf_ktime_get_boot_ns() values.
 int64_t boot_to_realtime_offset_ns();
 int64_t realtime_now_ns();
 
-AuditRecord decision_from_event(const bw_event& ev, const EventContext& ctx,
-                                int64_t boot_to_realtime_ns);
+// A kernel event as a decision record of `run` (its bundle names the rule).
+AuditRecord decision_from_event(const bw_event& ev, const RunContext& run, int64_t boot_to_realtime_ns);
 std::string render_object(const bw_event& ev);
 // A unix socket address as records show it: the path, or "@" and the abstract
 // name; bytes outside printable ASCII (and the backslash) as \xNN.

@@ -186,25 +186,23 @@ void BpfRuntime::reap_dead_bindings() {
 
 void BpfRuntime::on_event(const bw_event& ev) {
     events_.fetch_add(1, std::memory_order_relaxed);
-    audit::EventContext ctx;
+    RunContext ctx;  // the run, with the bundle of the epoch the event names
     std::optional<uint64_t> epoch_version;
-    std::shared_ptr<const policy::Bundle> bundle;  // kept alive while the record is built
     bool mine = false;
     {
         std::lock_guard lk(ctx_mu_);
         if (auto it = runs_.find(ev.cgroup_id); it != runs_.end()) {
             mine = true;
-            ctx.task_id = it->second.task_id;
-            ctx.run_id = it->second.run_id;
-            ctx.tool = it->second.tool;
+            ctx.task_id = it->second.run.task_id;
+            ctx.run_id = it->second.run.run_id;
+            ctx.tool = it->second.run.tool;
             for (const auto& e : it->second.epochs)
                 if (e.kernel_version == ev.policy_version) {
-                    bundle = e.bundle;
+                    ctx.bundle = e.bundle;
                     epoch_version = e.policy_version;
                 }
         }
     }
-    ctx.bundle = bundle.get();
     audit::AuditRecord rec;
     if (mine) {
         rec = audit::decision_from_event(ev, ctx, boot_offset_ns_);
@@ -500,9 +498,7 @@ BpfRuntime::Counters BpfRuntime::counters() const {
 }
 
 std::expected<std::shared_ptr<Attachment>, std::string> BpfRuntime::attach(const policy::Bundle& bundle,
-                                                                           uint64_t task_id, uint64_t run_id,
-                                                                           const std::string& tool,
-                                                                           uint64_t policy_version) {
+                                                                           RunContext run) {
     if (bundle.network.mode == policy::NetMode::Rules && !net_enforcing()) {
         std::string why;
         for (const char* p : kNetPrograms)
@@ -512,11 +508,10 @@ std::expected<std::shared_ptr<Attachment>, std::string> BpfRuntime::attach(const
     }
     std::shared_ptr<Attachment> a(new Attachment());
     a->rt_ = this;
-    a->task_id_ = task_id;
-    a->run_id_ = run_id;
-    a->tool_ = tool;
+    a->policy_version_ = run.policy_version;
+    run.bundle.reset();
+    a->run_ = std::move(run);
     a->bundle_ = std::make_shared<const policy::Bundle>(bundle);
-    a->policy_version_ = policy_version;
     return a;
 }
 
@@ -549,14 +544,12 @@ std::expected<std::string, std::string> Attachment::bind(const std::string& cgro
     if (!ep) return std::unexpected(ep.error());
     {
         std::lock_guard cl(rt_->ctx_mu_);
-        auto& ctx = rt_->runs_[*id];
-        ctx.task_id = task_id_;
-        ctx.run_id = run_id_;
-        ctx.tool = tool_;
-        ctx.epochs = {*ep};
+        auto& bound = rt_->runs_[*id];
+        bound.run = run_;
+        bound.epochs = {*ep};
     }
     PolicyMaps& maps = rt_->loader_->maps();
-    if (auto r = maps.bind(*id, PolicyHandle{ep->slot, ep->kernel_version}, task_id_, run_id_); !r) {
+    if (auto r = maps.bind(*id, PolicyHandle{ep->slot, ep->kernel_version}, run_.task_id, run_.run_id); !r) {
         (void)maps.free(ep->slot);
         std::lock_guard cl(rt_->ctx_mu_);
         rt_->runs_.erase(*id);
@@ -592,7 +585,7 @@ std::expected<void, std::string> Attachment::rebind(const policy::Bundle& bundle
     PolicyMaps& maps = rt_->loader_->maps();
     // The switch: one update of the cgroup's bw_sandboxes value (slot and
     // version together).
-    if (auto r = maps.bind(cgid_, PolicyHandle{ep->slot, ep->kernel_version}, task_id_, run_id_); !r) {
+    if (auto r = maps.bind(cgid_, PolicyHandle{ep->slot, ep->kernel_version}, run_.task_id, run_.run_id); !r) {
         (void)maps.free(ep->slot);
         return std::unexpected(r.error().message());
     }
@@ -623,7 +616,7 @@ void Attachment::release() {
     slots_.clear();
     retired_.clear();
     auto defer = [&](bool unbound, const std::string& why) {
-        spdlog::warn("bpf: run {} (cgroup {}): {}; its release is retried until the lock is free", run_id_, cgid_, why);
+        spdlog::warn("bpf: run {} (cgroup {}): {}; its release is retried until the lock is free", run_.run_id, cgid_, why);
         rt_->deferred_total_.fetch_add(1);
         std::lock_guard dl(rt_->deferred_mu_);
         rt_->deferred_.push_back({cgid_, std::move(slots), unbound});

@@ -100,8 +100,7 @@ private:
 
     BpfRuntime* rt_ = nullptr;
     mutable std::mutex mu_;
-    uint64_t task_id_ = 0, run_id_ = 0;
-    std::string tool_;
+    RunContext run_;  // which run (its bundle: unused, each epoch names its own)
     std::shared_ptr<const policy::Bundle> bundle_;  // until bound
     uint64_t policy_version_ = 0;
     uint64_t cgid_ = 0;
@@ -120,9 +119,7 @@ public:
     static std::expected<std::unique_ptr<BpfRuntime>, SysError> start(RuntimeOptions opts);
     ~BpfRuntime();  // stops the reader after a last drain; pinned links keep enforcing
 
-    std::expected<std::shared_ptr<Attachment>, std::string> attach(const policy::Bundle& bundle, uint64_t task_id,
-                                                                   uint64_t run_id, const std::string& tool,
-                                                                   uint64_t policy_version);
+    std::expected<std::shared_ptr<Attachment>, std::string> attach(const policy::Bundle& bundle, RunContext run);
 
     // Absolute path of the cgroup below which run leaves must be created.
     const std::string& cgroup_parent() const { return loader_->parent_cgroup(); }
@@ -181,9 +178,11 @@ private:
         uint32_t slot = 0;
         std::shared_ptr<const policy::Bundle> bundle;
     };
-    struct RunCtx {
-        uint64_t task_id = 0, run_id = 0;
-        std::string tool;
+    // A run bound by this process: which run, and each epoch's policy (an
+    // event names the epoch's kernel version; its rule is named from that
+    // epoch's bundle).
+    struct BoundRun {
+        RunContext run;
         std::vector<Epoch> epochs;
     };
 
@@ -236,7 +235,7 @@ private:
     bool lsm_files_ = false;  // a BPF LSM file program enforces: file tables are written
 
     mutable std::mutex ctx_mu_;
-    std::map<uint64_t, RunCtx> runs_;  // by cgroup id
+    std::map<uint64_t, BoundRun> runs_;  // by cgroup id
 
     std::mutex reader_mu_;  // serialises consume() and the sink
     std::unique_ptr<RingbufReader> reader_;

@@ -20,6 +20,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "audit/run_context.h"
+
 namespace bulwark {
 
 namespace kaudit {
@@ -29,15 +31,6 @@ namespace policy {
 struct Bundle;
 }
 
-struct RunContext {
-    uint64_t task_id = 0;
-    uint64_t run_id = 0;
-    std::string tool;
-    uint64_t policy_version = 0;
-    // The run's policy: a seccomp denial from the kernel's audit log is judged
-    // against its filter for the rule and errno (null: left unnamed).
-    std::shared_ptr<const policy::Bundle> bundle;
-};
 
 class RunRegistry {
 public:

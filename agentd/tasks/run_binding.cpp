@@ -15,7 +15,7 @@ RunBinding::RunBinding(const DecisionSources& sources, const policy::Bundle& bun
     : src_(sources), ctx_(std::move(ctx)) {
     if (!src_.bpf) {
         unavailable_ = src_.bpf_unavailable;
-    } else if (auto a = src_.bpf->attach(bundle, ctx_.task_id, ctx_.run_id, ctx_.tool, ctx_.policy_version)) {
+    } else if (auto a = src_.bpf->attach(bundle, ctx_)) {
         att_ = std::move(*a);
     } else {
         unavailable_ = a.error();

@@ -55,9 +55,9 @@ bw_event synth(uint64_t i, bool deny_mix) {
     return ev;
 }
 
-EventContext ctx_for(uint64_t i) {
+RunContext ctx_for(uint64_t i) {
     static const char* tools[] = {"git", "python", "npm", "curl"};
-    return EventContext{.task_id = 1 + i % 8, .run_id = 100 + i % 32, .tool = tools[i % 4]};
+    return RunContext{.task_id = 1 + i % 8, .run_id = 100 + i % 32, .tool = tools[i % 4]};
 }
 
 double cpu_seconds() {

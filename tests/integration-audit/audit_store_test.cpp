@@ -190,7 +190,7 @@ TEST_CASE("decision_from_event enriches a kernel event", "[record]") {
     ev.obj.net.port = 443;
     uint8_t a[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 169, 254, 169, 254};
     std::memcpy(ev.obj.net.addr, a, 16);
-    auto r = decision_from_event(ev, EventContext{.task_id = 3, .run_id = 4, .tool = "curl"}, 5000);
+    auto r = decision_from_event(ev, RunContext{.task_id = 3, .run_id = 4, .tool = "curl"}, 5000);
     CHECK(r.ts_ns == 6000);
     CHECK(r.object == "tcp 169.254.169.254:443");
     CHECK(r.err == 1);

@@ -52,7 +52,7 @@ struct PrivateRuntime {
     // `bundle`'s tool run bound to this runtime as run `run_id`.
     RunReport run(const policy::Bundle& bundle, uint64_t run_id, const std::vector<std::string>& argv,
                   const std::string& workdir) {
-        auto att = rt->attach(bundle, 0, run_id, bundle.tool, 0);
+        auto att = rt->attach(bundle, RunContext{.run_id = run_id, .tool = bundle.tool});
         if (!att) {
             RunReport r;
             r.tool = bundle.tool;

@@ -1,0 +1,25 @@
+#pragma once
+// Which run something belongs to, as every decision source and the records
+// name it: one type for the BPF runtime's bindings, the kernel audit
+// registry, the run binding and the records built from kernel events.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace bulwark {
+namespace policy {
+struct Bundle;
+}
+
+struct RunContext {
+    uint64_t task_id = 0;
+    uint64_t run_id = 0;
+    std::string tool;
+    uint64_t policy_version = 0;
+    // The run's policy: a decision's rule id is named from it (file:line and
+    // text), and a seccomp denial from the kernel's audit log is judged
+    // against its filter for the rule and errno (null: left unnamed).
+    std::shared_ptr<const policy::Bundle> bundle;
+};
+
+}  // namespace bulwark
