@@ -128,12 +128,8 @@ void architectures(CompileContext& ctx, const ast::Syscalls& s, SeccompSpec& spe
                    s.architectures.front().value + "]"});
 }
 
-void run(CompileContext& ctx) {
-    auto& s = ctx.ast.syscalls;
-    SeccompSpec& spec = ctx.seccomp;
-    auto& sum = ctx.bundle.syscalls;
-    spec = SeccompSpec{};
-    sum.baseline = "default";
+// on_violation: what a call no rule allows gets (default: kill the process).
+void violation(CompileContext& ctx, const ast::Syscalls& s, SeccompSpec& spec, SyscallSummary& sum) {
     if (s.on_violation) {
         const auto& v = *s.on_violation;
         spec.violation_rule_id = v.rule_id;
@@ -147,8 +143,12 @@ void run(CompileContext& ctx) {
     }
     sum.violation = spec.violation;
     sum.violation_errno = spec.violation_errno;
-    architectures(ctx, s, spec, sum);
+}
 
+// baseline: Docker's default, none, or { import: file.json } (a Docker or
+// OCI profile next to the rule file or in a rules directory). False when an
+// import cannot be used: the pass stops there.
+bool baseline(CompileContext& ctx, const ast::Syscalls& s, SeccompSpec& spec, SyscallSummary& sum) {
     if (s.import) {
         std::vector<std::string> dirs;
         if (!ctx.main_dir.empty()) dirs.push_back(ctx.main_dir);
@@ -156,7 +156,7 @@ void run(CompileContext& ctx) {
         const auto& name = s.import->value;
         if (name.empty() || name.find("..") != std::string::npos || name.front() == '/') {
             ctx.error(s.import->span, "bad-import", "import names a file relative to the rules directory, without \"..\"");
-            return;
+            return false;
         }
         std::string found;
         for (const auto& d : dirs) {
@@ -169,17 +169,17 @@ void run(CompileContext& ctx) {
         if (found.empty()) {
             ctx.error(s.import->span, "import-not-found", "seccomp profile \"" + name + "\" not found",
                       {"the file is looked up next to the rule file and in --rules-dir directories"});
-            return;
+            return false;
         }
         auto text = read_text_file(found, ctx.opts.limits.max_file_bytes);
         if (!text) {
             ctx.error(s.import->span, "import-unreadable", text.error());
-            return;
+            return false;
         }
         auto imported = import_seccomp_profile(*text, name);
         if (!imported) {
             ctx.error(s.import->span, "bad-import", "seccomp profile \"" + name + "\": " + imported.error().message);
-            return;
+            return false;
         }
         spec.baseline = SeccompSpec::Baseline::Imported;
         spec.import_name = name;
@@ -198,7 +198,56 @@ void run(CompileContext& ctx) {
             ctx.error(s.baseline->span, "bad-baseline", "unknown baseline \"" + s.baseline->value + "\"", std::move(hints));
         }
     }
+    return true;
+}
 
+// One argument condition of an allow rule; nullopt after its diagnostics.
+template <typename Arg>
+std::optional<SyscallArgCond> arg_condition(CompileContext& ctx, const Arg& a) {
+    SyscallArgCond c;
+    bool ok = true;
+    if (auto i = parse_uint(a.index.value, 5); i) c.index = uint8_t(*i);
+    else {
+        ctx.error(a.index.span, "bad-arg-index", "argument index must be 0..5");
+        ok = false;
+    }
+    static const std::vector<std::string> ops = {"eq", "ne", "lt", "le", "gt", "ge", "masked_eq"};
+    auto it = std::find(ops.begin(), ops.end(), a.op.value);
+    if (it == ops.end()) {
+        std::vector<std::string> hints;
+        if (auto m = closest_match(a.op.value, ops); !m.empty()) hints.push_back("did you mean \"" + m + "\"?");
+        hints.push_back("op is one of eq, ne, lt, le, gt, ge, masked_eq");
+        ctx.error(a.op.span, "bad-arg-op", "unknown comparison \"" + a.op.value + "\"", std::move(hints));
+        ok = false;
+    } else {
+        c.op = SyscallArgCond::Op(it - ops.begin());
+    }
+    if (auto v = parse_value(a.value.value); v) c.value = *v;
+    else {
+        ctx.error(a.value.span, "bad-arg-value", "argument value \"" + a.value.value + "\": " + v.error(),
+                  {"values are unsigned 64-bit, decimal or 0x hex"});
+        ok = false;
+    }
+    if (a.mask) {
+        if (c.op != SyscallArgCond::Op::MaskedEq) {
+            ctx.error(a.mask->span, "mask-without-masked-eq", "mask is only used with op: masked_eq");
+            ok = false;
+        } else if (auto m = parse_value(a.mask->value); m) {
+            c.mask = *m;
+        } else {
+            ctx.error(a.mask->span, "bad-arg-value", "mask \"" + a.mask->value + "\": " + m.error());
+            ok = false;
+        }
+    } else if (c.op == SyscallArgCond::Op::MaskedEq) {
+        ctx.error(a.span, "missing-key", "op: masked_eq needs a mask");
+        ok = false;
+    }
+    if (!ok) return std::nullopt;
+    return c;
+}
+
+// allow: calls (with argument conditions) the baseline does not already allow.
+void allow_rules(CompileContext& ctx, const ast::Syscalls& s, SeccompSpec& spec, SyscallSummary& sum) {
     for (const auto& item : s.allow) {
         if (!check_name(ctx, item.name)) continue;
         SyscallRule r;
@@ -207,49 +256,19 @@ void run(CompileContext& ctx) {
         r.rule_id = item.rule_id;
         bool ok = true;
         for (const auto& a : item.args) {
-            SyscallArgCond c;
-            if (auto i = parse_uint(a.index.value, 5); i) c.index = uint8_t(*i);
-            else {
-                ctx.error(a.index.span, "bad-arg-index", "argument index must be 0..5");
-                ok = false;
-            }
-            static const std::vector<std::string> ops = {"eq", "ne", "lt", "le", "gt", "ge", "masked_eq"};
-            auto it = std::find(ops.begin(), ops.end(), a.op.value);
-            if (it == ops.end()) {
-                std::vector<std::string> hints;
-                if (auto m = closest_match(a.op.value, ops); !m.empty()) hints.push_back("did you mean \"" + m + "\"?");
-                hints.push_back("op is one of eq, ne, lt, le, gt, ge, masked_eq");
-                ctx.error(a.op.span, "bad-arg-op", "unknown comparison \"" + a.op.value + "\"", std::move(hints));
-                ok = false;
-            } else {
-                c.op = SyscallArgCond::Op(it - ops.begin());
-            }
-            if (auto v = parse_value(a.value.value); v) c.value = *v;
-            else {
-                ctx.error(a.value.span, "bad-arg-value", "argument value \"" + a.value.value + "\": " + v.error(),
-                          {"values are unsigned 64-bit, decimal or 0x hex"});
-                ok = false;
-            }
-            if (a.mask) {
-                if (c.op != SyscallArgCond::Op::MaskedEq) {
-                    ctx.error(a.mask->span, "mask-without-masked-eq", "mask is only used with op: masked_eq");
-                    ok = false;
-                } else if (auto m = parse_value(a.mask->value); m) {
-                    c.mask = *m;
-                } else {
-                    ctx.error(a.mask->span, "bad-arg-value", "mask \"" + a.mask->value + "\": " + m.error());
-                    ok = false;
-                }
-            } else if (c.op == SyscallArgCond::Op::MaskedEq) {
-                ctx.error(a.span, "missing-key", "op: masked_eq needs a mask");
-                ok = false;
-            }
-            r.args.push_back(c);
+            auto c = arg_condition(ctx, a);
+            if (!c) ok = false;
+            else r.args.push_back(*c);
         }
         if (!ok) continue;
         spec.allow.push_back(std::move(r));
         sum.allow.emplace_back(item.name.value, item.rule_id);
     }
+}
+
+// deny: calls refused whatever else allows them, with the violation action
+// unless the rule names its own.
+void deny_rules(CompileContext& ctx, const ast::Syscalls& s, SeccompSpec& spec, SyscallSummary& sum) {
     for (const auto& item : s.deny) {
         if (!check_name(ctx, item.name)) continue;
         SyscallRule r;
@@ -275,6 +294,19 @@ void run(CompileContext& ctx) {
         spec.deny.push_back(std::move(r));
         sum.deny.emplace_back(item.name.value, item.rule_id);
     }
+}
+
+void run(CompileContext& ctx) {
+    const auto& s = ctx.ast.syscalls;
+    SeccompSpec& spec = ctx.seccomp;
+    auto& sum = ctx.bundle.syscalls;
+    spec = SeccompSpec{};
+    sum.baseline = "default";
+    violation(ctx, s, spec, sum);
+    architectures(ctx, s, spec, sum);
+    if (!baseline(ctx, s, spec, sum)) return;
+    allow_rules(ctx, s, spec, sum);
+    deny_rules(ctx, s, spec, sum);
     ctx.seccomp_ready = true;
 }
 
