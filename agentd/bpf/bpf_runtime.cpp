@@ -18,6 +18,15 @@
 namespace bulwark::bpf {
 namespace {
 
+// A failed map or cgroup operation as a BindError (its message as before).
+BindError kernel_error(const SysError& e, const std::string& what = {}) {
+    return BindError{BindError::Code::Kernel, what + e.message(), e};
+}
+
+}  // namespace
+
+namespace {
+
 // How long a slot switched away from stays intact before it is freed.
 constexpr std::chrono::milliseconds kSlotGrace{100};
 // Programs a `network:` rules policy needs proven before such a tool may run.
@@ -417,17 +426,17 @@ std::string BpfRuntime::unix_state() const {
     return "unavailable: " + why;
 }
 
-std::expected<BpfRuntime::Epoch, std::string> BpfRuntime::load_epoch(const policy::Bundle& bundle,
-                                                                    uint64_t policy_version) {
+std::expected<BpfRuntime::Epoch, BindError> BpfRuntime::load_epoch(const policy::Bundle& bundle,
+                                                                  uint64_t policy_version) {
     PolicyMaps& maps = loader_->maps();
     policy::BpfTables tables = bundle.bpf;
     // Without a BPF LSM file program nothing reads bw_file_rules: writing them
     // would only stat paths for no effect (and fail on deny rules of paths
     // that do not exist yet).
     if (!lsm_files_) tables.files.clear();
-    if (auto r = maps.sync_slots(); !r) return std::unexpected(r.error().message());
+    if (auto r = maps.sync_slots(); !r) return std::unexpected(kernel_error(r.error()));
     auto rep = maps.load(tables);
-    if (!rep) return std::unexpected("policy load: " + rep.error().message());
+    if (!rep) return std::unexpected(kernel_error(rep.error(), "policy load: "));
     auto b = std::make_shared<const policy::Bundle>(bundle);
     return Epoch{rep->handle.version, policy_version, rep->handle.slot, std::move(b)};
 }
@@ -497,14 +506,15 @@ BpfRuntime::Counters BpfRuntime::counters() const {
     return c;
 }
 
-std::expected<std::shared_ptr<Attachment>, std::string> BpfRuntime::attach(const policy::Bundle& bundle,
-                                                                           RunContext run) {
+std::expected<std::shared_ptr<Attachment>, BindError> BpfRuntime::attach(const policy::Bundle& bundle,
+                                                                         RunContext run) {
     if (bundle.network.mode == policy::NetMode::Rules && !net_enforcing()) {
         std::string why;
         for (const char* p : kNetPrograms)
             if (const ProgramStatus* s = loader_->program(p); !s || s->state != ProgState::Enforcing)
                 why += (why.empty() ? "" : "; ") + (s ? s->line() : std::string(p) + ": not loaded");
-        return std::unexpected("network rules need the cgroup connect/sendmsg programs enforcing: " + why);
+        return std::unexpected(BindError{BindError::Code::NetProgramsDown,
+                                         "network rules need the cgroup connect/sendmsg programs enforcing: " + why});
     }
     std::shared_ptr<Attachment> a(new Attachment());
     a->rt_ = this;
@@ -525,21 +535,29 @@ uint64_t Attachment::cgroup_id() const {
 }
 
 std::function<std::expected<std::string, std::string>(int, const std::string&)> Attachment::hook() {
-    return [this](int, const std::string& path) { return bind(path); };
+    return [this](int, const std::string& path) -> std::expected<std::string, std::string> {
+        auto r = bind(path);
+        if (!r) return std::unexpected(std::move(r.error().message));
+        return std::move(*r);
+    };
 }
 
-std::expected<std::string, std::string> Attachment::bind(const std::string& cgroup_path) {
+std::expected<std::string, BindError> Attachment::bind(const std::string& cgroup_path) {
+    using Code = BindError::Code;
     std::lock_guard lk(mu_);
-    if (released_) return std::unexpected("the run's BPF binding was already released");
-    if (cgid_) return std::unexpected("the run is already bound (cgroup " + std::to_string(cgid_) + ")");
+    if (released_) return std::unexpected(BindError{Code::Ended, "the run's BPF binding was already released"});
+    if (cgid_)
+        return std::unexpected(
+            BindError{Code::AlreadyBound, "the run is already bound (cgroup " + std::to_string(cgid_) + ")"});
     const std::string& parent = rt_->cgroup_parent();
     if (!cgroup_path.starts_with(parent + "/"))
-        return std::unexpected("run cgroup " + cgroup_path + " is not below the BPF cgroup parent " + parent +
-                               ": the cgroup programs attached there would not judge it");
+        return std::unexpected(BindError{Code::CgroupOutside, "run cgroup " + cgroup_path +
+                                                                  " is not below the BPF cgroup parent " + parent +
+                                                                  ": the cgroup programs attached there would not judge it"});
     auto id = bpf::cgroup_id(cgroup_path);
-    if (!id) return std::unexpected(id.error().message());
+    if (!id) return std::unexpected(kernel_error(id.error()));
     BpfRuntime::MapsLock ml(*rt_);
-    if (!ml) return std::unexpected(ml.refused());
+    if (!ml) return std::unexpected(BindError{Code::LockHeld, ml.refused()});
     auto ep = rt_->load_epoch(*bundle_, policy_version_);
     if (!ep) return std::unexpected(ep.error());
     {
@@ -553,7 +571,7 @@ std::expected<std::string, std::string> Attachment::bind(const std::string& cgro
         (void)maps.free(ep->slot);
         std::lock_guard cl(rt_->ctx_mu_);
         rt_->runs_.erase(*id);
-        return std::unexpected(r.error().message());
+        return std::unexpected(kernel_error(r.error()));
     }
     cgid_ = *id;
     if (auto st = maps.stats()) reserve_failures_at_bind_ = st->ringbuf_reserve_failures;
@@ -566,16 +584,16 @@ std::expected<std::string, std::string> Attachment::bind(const std::string& cgro
            "; " + rt_->in_force();
 }
 
-std::expected<void, std::string> Attachment::rebind(const policy::Bundle& bundle, uint64_t policy_version) {
+std::expected<void, BindError> Attachment::rebind(const policy::Bundle& bundle, uint64_t policy_version) {
     std::lock_guard lk(mu_);
-    if (released_) return std::unexpected("the run has ended");
+    if (released_) return std::unexpected(BindError{BindError::Code::Ended, "the run has ended"});
     if (!cgid_) {  // not bound yet: the hook binds the newest epoch
         bundle_ = std::make_shared<const policy::Bundle>(bundle);
         policy_version_ = policy_version;
         return {};
     }
     BpfRuntime::MapsLock ml(*rt_);
-    if (!ml) return std::unexpected(ml.refused());
+    if (!ml) return std::unexpected(BindError{BindError::Code::LockHeld, ml.refused()});
     auto ep = rt_->load_epoch(bundle, policy_version);
     if (!ep) return std::unexpected(ep.error());
     {
@@ -587,7 +605,7 @@ std::expected<void, std::string> Attachment::rebind(const policy::Bundle& bundle
     // version together).
     if (auto r = maps.bind(cgid_, PolicyHandle{ep->slot, ep->kernel_version}, run_.task_id, run_.run_id); !r) {
         (void)maps.free(ep->slot);
-        return std::unexpected(r.error().message());
+        return std::unexpected(kernel_error(r.error()));
     }
     // Earlier epochs' slots are retired, not freed: a program that read the
     // old binding just before the switch completes against an intact slot.

@@ -43,6 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "audit/audit_record.h"
+#include "bpf/bind_error.h"
 #include "bpf/bpf_loader.h"
 #include "bulwark/policy/bundle.h"
 #include "common/fd.h"
@@ -82,9 +83,10 @@ public:
     Attachment& operator=(const Attachment&) = delete;
 
     // RunRequest::attach_bpf: binds the run's cgroup leaf (which must lie
-    // below the runtime's cgroup parent) and says what is in force.
+    // below the runtime's cgroup parent) and says what is in force; the
+    // sandbox takes the BindError's message (it does not know bpf/).
     std::function<std::expected<std::string, std::string>(int cgroup_v2_fd, const std::string& cgroup_path)> hook();
-    std::expected<void, std::string> rebind(const policy::Bundle& bundle, uint64_t policy_version);
+    std::expected<void, BindError> rebind(const policy::Bundle& bundle, uint64_t policy_version);
     void release();
     // For the run's report: other readers of the ring buffer, and events the
     // kernel could not queue since the run was bound (the ring buffer was
@@ -96,7 +98,7 @@ public:
 private:
     friend class BpfRuntime;
     Attachment() = default;
-    std::expected<std::string, std::string> bind(const std::string& cgroup_path);
+    std::expected<std::string, BindError> bind(const std::string& cgroup_path);
 
     BpfRuntime* rt_ = nullptr;
     mutable std::mutex mu_;
@@ -119,7 +121,7 @@ public:
     static std::expected<std::unique_ptr<BpfRuntime>, SysError> start(RuntimeOptions opts);
     ~BpfRuntime();  // stops the reader after a last drain; pinned links keep enforcing
 
-    std::expected<std::shared_ptr<Attachment>, std::string> attach(const policy::Bundle& bundle, RunContext run);
+    std::expected<std::shared_ptr<Attachment>, BindError> attach(const policy::Bundle& bundle, RunContext run);
 
     // Absolute path of the cgroup below which run leaves must be created.
     const std::string& cgroup_parent() const { return loader_->parent_cgroup(); }
@@ -213,7 +215,7 @@ private:
     };
     void retry_deferred();
 
-    std::expected<Epoch, std::string> load_epoch(const policy::Bundle& bundle, uint64_t policy_version);
+    std::expected<Epoch, BindError> load_epoch(const policy::Bundle& bundle, uint64_t policy_version);
     void reap_dead_bindings();
     void on_event(const bw_event& ev);
     void check_drops();

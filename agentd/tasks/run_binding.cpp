@@ -18,7 +18,7 @@ RunBinding::RunBinding(const DecisionSources& sources, const policy::Bundle& bun
     } else if (auto a = src_.bpf->attach(bundle, ctx_)) {
         att_ = std::move(*a);
     } else {
-        unavailable_ = a.error();
+        unavailable_ = a.error().message;
     }
     kaudit_lost_at_start_ = kaudit_losses(src_.kaudit);
 }
@@ -45,7 +45,7 @@ void RunBinding::prepare(RunRequest& req) {
         };
 }
 
-std::expected<void, std::string> RunBinding::rebind(const policy::Bundle& bundle, uint64_t policy_version) {
+std::expected<void, bpf::BindError> RunBinding::rebind(const policy::Bundle& bundle, uint64_t policy_version) {
     if (!att_) return {};
     return att_->rebind(bundle, policy_version);
 }

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <string>
 
+#include "bpf/bind_error.h"
 #include "bulwark/policy/bundle.h"
 #include "kaudit/run_registry.h"
 #include "sandbox/run_report.h"
@@ -58,7 +59,7 @@ public:
     RunBinding& operator=(const RunBinding&) = delete;
 
     void prepare(RunRequest& req);
-    std::expected<void, std::string> rebind(const policy::Bundle& bundle, uint64_t policy_version);
+    std::expected<void, bpf::BindError> rebind(const policy::Bundle& bundle, uint64_t policy_version);
     RunSourcesEnd finish(RunReport& rep);
 
 private:

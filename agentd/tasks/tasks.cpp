@@ -346,7 +346,7 @@ std::expected<json, TaskError> TaskManager::switch_epoch(Task& t, const json& gr
     for (auto& r : t.runs) {
         if (r.ended_ns || !r.binding) continue;
         if (auto rb = r.binding->rebind(*e.bundles.at(r.tool), e.policy_version); !rb)
-            spdlog::warn("task {} run {}: epoch {} not applied to the running tool: {}", t.id, r.run_id, e.n, rb.error());
+            spdlog::warn("task {} run {}: epoch {} not applied to the running tool: {}", t.id, r.run_id, e.n, rb.error().message);
     }
     if (store_) {
         for (const auto& name : t.tools) {

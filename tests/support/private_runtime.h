@@ -57,7 +57,7 @@ struct PrivateRuntime {
             RunReport r;
             r.tool = bundle.tool;
             r.argv = argv;
-            r.error = "BPF attach: " + att.error();
+            r.error = "BPF attach: " + att.error().message;
             return r;  // SetupFailed: nothing ran
         }
         RunRequest req;
