@@ -260,7 +260,8 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
               ApiResponse bad;
               auto body = parse_body(req, bad);
               if (!body) return bad;
-              return reply(ctx.tasks->create(*body), 201);
+              auto create = parse_create_task(*body);
+              return create ? reply(ctx.tasks->create(*create), 201) : from_error(create.error());
           },
           {.offload = true});
     r.add("GET", "/v1/tasks", [ctx](const ApiRequest&) { return json_response(200, ctx.tasks->list()); });
@@ -300,7 +301,10 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
         return id ? reply(ctx.tasks->close(*id)) : bad;
     });
     r.add("PUT", "/v1/tasks/{id}/grant",
-          with_task_body([ctx](uint64_t id, json body) { return reply(ctx.tasks->update_grant(id, body)); }),
+          with_task_body([ctx](uint64_t id, json body) {
+              auto update = parse_grant_update(body);
+              return update ? reply(ctx.tasks->update_grant(id, *update)) : from_error(update.error());
+          }),
           {.offload = true});
     r.add("POST", "/v1/tasks/{id}/exec",
           with_task_body([ctx](uint64_t id, json body) {
@@ -309,7 +313,10 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
           }),
           {.offload = true, .long_running = true});
     r.add("POST", "/v1/tasks/{id}/cancel",
-          with_task_body([ctx](uint64_t id, json body) { return reply(ctx.tasks->cancel(id, body)); }),
+          with_task_body([ctx](uint64_t id, json body) {
+              auto ref = parse_cancel(body);
+              return ref ? reply(ctx.tasks->cancel(id, *ref)) : from_error(ref.error());
+          }),
           {.offload = true});
     // Streamed exec: not offloaded, the handler only starts the run thread.
     r.add("POST", "/v1/tasks/{id}/exec/stream", with_task_body([ctx](uint64_t id, json body) {

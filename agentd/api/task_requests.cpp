@@ -1,5 +1,6 @@
 #include "api/task_requests.h"
 
+#include <chrono>
 #include <string>
 
 namespace bulwark::http {
@@ -71,6 +72,65 @@ std::expected<RecordRange, TaskError> parse_record_range(const json& body, std::
     if (body.contains("task")) r.task_id = body["task"].get<uint64_t>();
     r.max_records = body.value("max_records", uint64_t(100000));
     return r;
+}
+
+namespace {
+
+std::unexpected<TaskError> bad(std::string m) { return std::unexpected(TaskError{TaskErrc::BadRequest, std::move(m)}); }
+
+}  // namespace
+
+std::expected<CreateTaskRequest, TaskError> parse_create_task(const json& body) {
+    if (!body.is_object()) return bad("the body must be a JSON object");
+    for (auto it = body.begin(); it != body.end(); ++it)
+        if (it.key() != "tools" && it.key() != "workdir" && it.key() != "label" && it.key() != "grant" &&
+            it.key() != "skip_unavailable")
+            return bad("unknown key '" + it.key() + "'");
+    CreateTaskRequest r;
+    if (body.contains("skip_unavailable")) {
+        if (!body["skip_unavailable"].is_boolean()) return bad("skip_unavailable: must be a boolean");
+        r.skip_unavailable = body["skip_unavailable"].get<bool>();
+    }
+    if (!body.contains("tools") || !body["tools"].is_array() || body["tools"].empty())
+        return bad("tools: a non-empty array of tool names is required");
+    for (size_t i = 0; i < body["tools"].size(); ++i) {
+        const auto& n = body["tools"][i];
+        if (!n.is_string()) return bad("tools[" + std::to_string(i) + "]: must be a string");
+        r.tools.push_back(n.get<std::string>());
+    }
+    if (body.contains("label")) {
+        if (!body["label"].is_string() || body["label"].get_ref<const std::string&>().size() > 256)
+            return bad("label: must be a string of at most 256 bytes");
+        r.label = body["label"].get<std::string>();
+    }
+    if (body.contains("workdir")) {
+        if (!body["workdir"].is_string()) return bad("workdir: must be a string");
+        r.workdir = body["workdir"].get<std::string>();
+    }
+    r.grant = body.value("grant", json(nullptr));
+    return r;
+}
+
+std::expected<GrantUpdate, TaskError> parse_grant_update(const json& body) {
+    if (!body.is_object()) return bad("the body must be a JSON object");
+    for (auto it = body.begin(); it != body.end(); ++it)
+        if (it.key() != "grant" && it.key() != "expires_in_ms") return bad("unknown key '" + it.key() + "'");
+    if (!body.contains("grant")) return bad("grant: required (null for the tools' rules as they are)");
+    GrantUpdate u;
+    u.grant = body["grant"];
+    if (body.contains("expires_in_ms")) {
+        const auto& v = body["expires_in_ms"];
+        if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > 7ull * 24 * 3600 * 1000)
+            return bad("expires_in_ms: must be 1..604800000");
+        u.expires_in = std::chrono::milliseconds(v.get<uint64_t>());
+    }
+    return u;
+}
+
+std::expected<std::string, TaskError> parse_cancel(const json& body) {
+    if (!body.is_object() || body.size() != 1 || !body.contains("client_ref") || !body["client_ref"].is_string())
+        return bad("the body must be {\"client_ref\": \"<the exec's client_ref>\"}");
+    return body["client_ref"].get<std::string>();
 }
 
 }  // namespace bulwark::http

@@ -11,6 +11,14 @@
 
 namespace bulwark::http {
 
+// POST /v1/tasks: BadRequest naming the field (the tools' names are checked
+// against the catalog by the task manager).
+std::expected<CreateTaskRequest, TaskError> parse_create_task(const nlohmann::json& body);
+// PUT /v1/tasks/{id}/grant.
+std::expected<GrantUpdate, TaskError> parse_grant_update(const nlohmann::json& body);
+// POST /v1/tasks/{id}/cancel: the exec's client_ref.
+std::expected<std::string, TaskError> parse_cancel(const nlohmann::json& body);
+
 // POST /v1/tasks/{id}/exec: BadRequest, or FileRefused for a working file
 // that may not be written (a path outside the workdir, ...).
 std::expected<ExecRequest, TaskError> parse_exec(const nlohmann::json& body);

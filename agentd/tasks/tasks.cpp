@@ -178,10 +178,7 @@ TaskManager::TaskManager(const ToolCatalog& catalog, audit::AuditStore* store, T
     timer_ = std::jthread([this](std::stop_token st) { timer_loop(st); });
 }
 
-std::expected<json, TaskError> TaskManager::cancel(uint64_t id, const json& body) {
-    if (!body.is_object() || body.size() != 1 || !body.contains("client_ref") || !body["client_ref"].is_string())
-        return err(TaskErrc::BadRequest, "the body must be {\"client_ref\": \"<the exec's client_ref>\"}");
-    const std::string ref = body["client_ref"];
+std::expected<json, TaskError> TaskManager::cancel(uint64_t id, const std::string& ref) {
     std::lock_guard lk(mu_);
     auto it = tasks_.find(id);
     if (it == tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + std::to_string(id));
@@ -210,33 +207,20 @@ TaskManager::~TaskManager() {
     timer_cv_.notify_all();
 }
 
-std::expected<json, TaskError> TaskManager::create(const json& body) {
-    if (!body.is_object()) return err(TaskErrc::BadRequest, "the body must be a JSON object");
-    for (auto it = body.begin(); it != body.end(); ++it)
-        if (it.key() != "tools" && it.key() != "workdir" && it.key() != "label" && it.key() != "grant" &&
-            it.key() != "skip_unavailable")
-            return err(TaskErrc::BadRequest, "unknown key '" + it.key() + "'");
-    if (body.contains("skip_unavailable") && !body["skip_unavailable"].is_boolean())
-        return err(TaskErrc::BadRequest, "skip_unavailable: must be a boolean");
-    const bool skip_unavailable = body.value("skip_unavailable", false);
-    if (!body.contains("tools") || !body["tools"].is_array() || body["tools"].empty())
-        return err(TaskErrc::BadRequest, "tools: a non-empty array of tool names is required");
+std::expected<json, TaskError> TaskManager::create(const CreateTaskRequest& req) {
+    const bool skip_unavailable = req.skip_unavailable;
+    if (req.tools.empty()) return err(TaskErrc::BadRequest, "tools: a non-empty array of tool names is required");
     auto t = std::make_shared<Task>();
-    for (size_t i = 0; i < body["tools"].size(); ++i) {
-        const auto& n = body["tools"][i];
+    for (size_t i = 0; i < req.tools.size(); ++i) {
+        const std::string& name = req.tools[i];
         std::string field = "tools[" + std::to_string(i) + "]";
-        if (!n.is_string()) return err(TaskErrc::BadRequest, field + ": must be a string");
-        const auto& name = n.get_ref<const std::string&>();
         if (!catalog_.find(name)) return err(TaskErrc::UnknownTool, field + ": no tool named '" + name + "'");
         if (std::find(t->tools.begin(), t->tools.end(), name) != t->tools.end())
             return err(TaskErrc::BadRequest, field + ": '" + name + "' is listed twice");
         t->tools.push_back(name);
     }
-    if (body.contains("label")) {
-        if (!body["label"].is_string() || body["label"].get_ref<const std::string&>().size() > 256)
-            return err(TaskErrc::BadRequest, "label: must be a string of at most 256 bytes");
-        t->label = body["label"].get<std::string>();
-    }
+    if (req.label.size() > 256) return err(TaskErrc::BadRequest, "label: must be a string of at most 256 bytes");
+    t->label = req.label;
 
     std::unique_lock lk(mu_);
     size_t open = std::count_if(tasks_.begin(), tasks_.end(), [](auto& kv) { return !kv.second->closed; });
@@ -247,9 +231,8 @@ std::expected<json, TaskError> TaskManager::create(const json& body) {
 
     namespace fs = std::filesystem;
     std::error_code ec;
-    if (body.contains("workdir")) {
-        if (!body["workdir"].is_string()) return err(TaskErrc::BadRequest, "workdir: must be a string");
-        const auto& w = body["workdir"].get_ref<const std::string&>();
+    if (req.workdir) {
+        const std::string& w = *req.workdir;
         if (w.empty() || w.front() != '/') return err(TaskErrc::BadRequest, "workdir: must be an absolute path");
         auto canon = fs::canonical(w, ec);
         if (ec || !fs::is_directory(canon)) return err(TaskErrc::BadWorkdir, "workdir: " + w + ": not a directory");
@@ -290,7 +273,7 @@ std::expected<json, TaskError> TaskManager::create(const json& body) {
     }
     t->created_ns = to_ns(SysClock::now());
     lk.lock();
-    auto r = switch_epoch(*t, body.value("grant", json(nullptr)), std::nullopt, "create");
+    auto r = switch_epoch(*t, req.grant, std::nullopt, "create");
     if (!r) return std::unexpected(r.error());
     tasks_[t->id] = t;
     if (opts_.metrics) opts_.metrics->tasks_open.fetch_add(1, std::memory_order_relaxed);
@@ -379,19 +362,8 @@ std::expected<json, TaskError> TaskManager::get(uint64_t id) const {
     return it->second->detail();
 }
 
-std::expected<json, TaskError> TaskManager::update_grant(uint64_t id, const json& body) {
-    if (!body.is_object()) return err(TaskErrc::BadRequest, "the body must be a JSON object");
-    for (auto it = body.begin(); it != body.end(); ++it)
-        if (it.key() != "grant" && it.key() != "expires_in_ms")
-            return err(TaskErrc::BadRequest, "unknown key '" + it.key() + "'");
-    if (!body.contains("grant")) return err(TaskErrc::BadRequest, "grant: required (null for the tools' rules as they are)");
-    std::optional<std::chrono::milliseconds> box;
-    if (body.contains("expires_in_ms")) {
-        const auto& v = body["expires_in_ms"];
-        if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > 7ull * 24 * 3600 * 1000)
-            return err(TaskErrc::BadRequest, "expires_in_ms: must be 1..604800000");
-        box = std::chrono::milliseconds(v.get<uint64_t>());
-    }
+std::expected<json, TaskError> TaskManager::update_grant(uint64_t id, const GrantUpdate& update) {
+    const std::optional<std::chrono::milliseconds> box = update.expires_in;
     std::lock_guard lk(mu_);
     auto it = tasks_.find(id);
     if (it == tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + std::to_string(id));
@@ -401,7 +373,7 @@ std::expected<json, TaskError> TaskManager::update_grant(uint64_t id, const json
     // update replaces the base.
     size_t base = t.epochs.size() - 1;
     if (t.current().expires_at) base = t.current().revert_to;
-    auto r = switch_epoch(t, body["grant"], box, box ? "timebox" : "update");
+    auto r = switch_epoch(t, update.grant, box, box ? "timebox" : "update");
     if (!r) return std::unexpected(r.error());
     if (box) t.epochs.back().revert_to = base;
     return t.summary();

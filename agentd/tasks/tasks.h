@@ -45,6 +45,23 @@ namespace audit {
 class AuditStore;
 }
 
+// A task a caller asks for (POST /v1/tasks).
+struct CreateTaskRequest {
+    std::vector<std::string> tools;      // names of the catalog's tools, no repeats
+    std::string label;
+    std::optional<std::string> workdir;  // absolute; none: <work_root>/<task id>, made for it
+    bool skip_unavailable = false;       // leave out (and say so) tools that do not instantiate here
+    // The grant in its own language (tasks/grant_json.h: read against the
+    // task's variables once its work directory is known); null: none.
+    nlohmann::json grant;
+};
+
+// A task's new grant (PUT /v1/tasks/{id}/grant).
+struct GrantUpdate {
+    nlohmann::json grant;  // as in CreateTaskRequest; null: the tools' rules as they are
+    std::optional<std::chrono::milliseconds> expires_in;  // time-boxed: then back to the grant before
+};
+
 // One run a caller asks of a task (POST /v1/tasks/{id}/exec).
 struct ExecRequest {
     std::string tool;
@@ -78,10 +95,10 @@ public:
     TaskManager(const TaskManager&) = delete;
     TaskManager& operator=(const TaskManager&) = delete;
 
-    std::expected<nlohmann::json, TaskError> create(const nlohmann::json& body);
+    std::expected<nlohmann::json, TaskError> create(const CreateTaskRequest& req);
     nlohmann::json list() const;
     std::expected<nlohmann::json, TaskError> get(uint64_t id) const;
-    std::expected<nlohmann::json, TaskError> update_grant(uint64_t id, const nlohmann::json& body);
+    std::expected<nlohmann::json, TaskError> update_grant(uint64_t id, const GrantUpdate& update);
     std::expected<nlohmann::json, TaskError> close(uint64_t id);
 
     struct ExecHooks {
@@ -109,9 +126,9 @@ public:
     // Daemon shutdown: kills every running run (their exec calls return) and
     // refuses new ones.
     size_t cancel_all();
-    // Ends the task's running runs whose exec named this client_ref (body
-    // {"client_ref": ...}): their processes are killed, as at the task's close.
-    std::expected<nlohmann::json, TaskError> cancel(uint64_t id, const nlohmann::json& body);
+    // Ends the task's running runs whose exec named this client_ref: their
+    // processes are killed, as at the task's close.
+    std::expected<nlohmann::json, TaskError> cancel(uint64_t id, const std::string& client_ref);
 
     // Ends time-boxed grants whose time has come (the timer thread calls it;
     // tests may too). Returns the number of tasks switched back.

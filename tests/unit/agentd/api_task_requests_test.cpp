@@ -80,3 +80,54 @@ TEST_CASE("a working file that may not be written is refused as such, not as a b
         CHECK_THAT(r.error().message, Catch::Contains(path));
     }
 }
+
+TEST_CASE("a task's creation body reads into a typed request; its refusals name the field") {
+    using bulwark::http::parse_create_task;
+    auto r = parse_create_task(json{{"tools", {"cat", "git"}},
+                                    {"label", "review"},
+                                    {"workdir", "/srv/t"},
+                                    {"skip_unavailable", true},
+                                    {"grant", {{"network", "none"}}}});
+    REQUIRE(r);
+    CHECK(r->tools == std::vector<std::string>{"cat", "git"});
+    CHECK(r->label == "review");
+    CHECK(r->workdir == "/srv/t");
+    CHECK(r->skip_unavailable);
+    CHECK(r->grant == json{{"network", "none"}});
+    auto bare = parse_create_task(json{{"tools", {"cat"}}});
+    REQUIRE(bare);
+    CHECK_FALSE(bare->workdir);
+    CHECK(bare->grant.is_null());
+
+    auto refusal = [](const json& body) {
+        auto x = parse_create_task(body);
+        REQUIRE_FALSE(x);
+        CHECK(x.error().code == TaskErrc::BadRequest);
+        return x.error().message;
+    };
+    CHECK(refusal(json{{"tools", {"cat"}}, {"tool", "x"}}) == "unknown key 'tool'");
+    CHECK(refusal(json{{"tools", json::array()}}) == "tools: a non-empty array of tool names is required");
+    CHECK(refusal(json{{"tools", {"cat", 3}}}) == "tools[1]: must be a string");
+    CHECK(refusal(json{{"tools", {"cat"}}, {"skip_unavailable", "yes"}}) == "skip_unavailable: must be a boolean");
+    CHECK(refusal(json{{"tools", {"cat"}}, {"label", std::string(257, 'l')}}) ==
+          "label: must be a string of at most 256 bytes");
+    CHECK(refusal(json{{"tools", {"cat"}}, {"workdir", 1}}) == "workdir: must be a string");
+}
+
+TEST_CASE("a grant update and a cancel read into typed requests") {
+    using bulwark::http::parse_cancel;
+    using bulwark::http::parse_grant_update;
+    auto u = parse_grant_update(json{{"grant", nullptr}, {"expires_in_ms", 60000u}});
+    REQUIRE(u);
+    CHECK(u->grant.is_null());
+    CHECK(u->expires_in == std::chrono::milliseconds(60000));
+    CHECK(parse_grant_update(json::object()).error().message ==
+          "grant: required (null for the tools' rules as they are)");
+    CHECK(parse_grant_update(json{{"grant", nullptr}, {"expires_in_ms", 0u}}).error().message ==
+          "expires_in_ms: must be 1..604800000");
+    CHECK(parse_grant_update(json{{"grant", nullptr}, {"expires_in_ms", 604800001u}}).error().message ==
+          "expires_in_ms: must be 1..604800000");
+    CHECK(parse_cancel(json{{"client_ref", "step-7"}}) == "step-7");
+    CHECK(parse_cancel(json{{"client_ref", "a"}, {"x", 1}}).error().message ==
+          "the body must be {\"client_ref\": \"<the exec's client_ref>\"}");
+}
