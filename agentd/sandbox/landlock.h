@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bulwark/policy/bundle.h"
+#include "bulwark/policy/landlock_abi.h"
 #include "common/fd.h"
 #include "sandbox/run_report.h"
 #include "common/sys_error.h"
@@ -16,15 +17,20 @@
 namespace bulwark {
 
 // Landlock UAPI values (the Debian 12 headers stop at ABI 1).
+// The kernel's Landlock rights (bulwark/policy/landlock_abi.h: the UAPI
+// values, with those newer than the build host's headers), by short names.
 namespace ll {
-inline constexpr uint64_t kExecute = 1ull << 0, kWriteFile = 1ull << 1, kReadFile = 1ull << 2,
-                          kReadDir = 1ull << 3, kRemoveDir = 1ull << 4, kRemoveFile = 1ull << 5,
-                          kMakeChar = 1ull << 6, kMakeDir = 1ull << 7, kMakeReg = 1ull << 8,
-                          kMakeSock = 1ull << 9, kMakeFifo = 1ull << 10, kMakeBlock = 1ull << 11,
-                          kMakeSym = 1ull << 12, kRefer = 1ull << 13, kTruncate = 1ull << 14,
-                          kIoctlDev = 1ull << 15;
-inline constexpr uint64_t kBindTcp = 1ull << 0, kConnectTcp = 1ull << 1;
-inline constexpr uint64_t kScopeAbstractUnix = 1ull << 0, kScopeSignal = 1ull << 1;
+inline constexpr uint64_t kExecute = LANDLOCK_ACCESS_FS_EXECUTE, kWriteFile = LANDLOCK_ACCESS_FS_WRITE_FILE,
+                          kReadFile = LANDLOCK_ACCESS_FS_READ_FILE, kReadDir = LANDLOCK_ACCESS_FS_READ_DIR,
+                          kRemoveDir = LANDLOCK_ACCESS_FS_REMOVE_DIR, kRemoveFile = LANDLOCK_ACCESS_FS_REMOVE_FILE,
+                          kMakeChar = LANDLOCK_ACCESS_FS_MAKE_CHAR, kMakeDir = LANDLOCK_ACCESS_FS_MAKE_DIR,
+                          kMakeReg = LANDLOCK_ACCESS_FS_MAKE_REG, kMakeSock = LANDLOCK_ACCESS_FS_MAKE_SOCK,
+                          kMakeFifo = LANDLOCK_ACCESS_FS_MAKE_FIFO, kMakeBlock = LANDLOCK_ACCESS_FS_MAKE_BLOCK,
+                          kMakeSym = LANDLOCK_ACCESS_FS_MAKE_SYM, kRefer = LANDLOCK_ACCESS_FS_REFER,
+                          kTruncate = LANDLOCK_ACCESS_FS_TRUNCATE, kIoctlDev = LANDLOCK_ACCESS_FS_IOCTL_DEV;
+inline constexpr uint64_t kBindTcp = LANDLOCK_ACCESS_NET_BIND_TCP, kConnectTcp = LANDLOCK_ACCESS_NET_CONNECT_TCP;
+inline constexpr uint64_t kScopeAbstractUnix = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET,
+                          kScopeSignal = LANDLOCK_SCOPE_SIGNAL;
 inline constexpr uint64_t kFileRights = kExecute | kWriteFile | kReadFile | kTruncate | kIoctlDev;
 // Every fs right of ABI n (n = 1..7).
 uint64_t fs_rights_for_abi(int abi);
