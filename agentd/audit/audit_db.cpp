@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "audit/metrics.h"
+#include "common/clock.h"
 
 namespace bulwark::audit {
 namespace {
@@ -151,9 +152,7 @@ bool security_relevant(const AuditRecord& r) {
 
 bool is_control(const AuditRecord& r) { return r.kind != RecordKind::Decision; }
 
-int64_t mono_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
+int64_t mono_ns() { return steady_now_ns(); }
 
 struct Deadline {
     Clock::time_point at;

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "bulwark/abi.h"
+#include "common/clock.h"
 
 namespace bulwark::bpf {
 namespace {
@@ -91,8 +92,7 @@ std::expected<PolicyMaps, SysError> PolicyMaps::open_pinned(const std::string& p
 }
 
 uint64_t PolicyMaps::next_version() {
-    auto now = std::chrono::system_clock::now().time_since_epoch();
-    uint64_t ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+    uint64_t ns = static_cast<uint64_t>(unix_now_ns());
     last_version_ = std::max(last_version_ + 1, ns);
     return last_version_;
 }
@@ -131,11 +131,7 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
     const uint32_t slot = static_cast<uint32_t>(it - used_.begin());
     LoadReport report;
 
-    auto ns_now = [] {
-        return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                         std::chrono::steady_clock::now().time_since_epoch())
-                                         .count());
-    };
+    auto ns_now = [] { return static_cast<uint64_t>(steady_now_ns()); };
     const uint64_t t0 = ns_now();
     // Merge aliases: several rule paths may name one inode.
     std::map<std::tuple<uint64_t, uint64_t>, bw_file_rule> files;

@@ -15,6 +15,8 @@
 #include <optional>
 #include <set>
 
+#include "common/clock.h"
+
 namespace bulwark::bpf {
 namespace {
 
@@ -300,10 +302,7 @@ bool BpfRuntime::drain() {
 }
 
 namespace {
-int64_t steady_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
+int64_t steady_ns() { return steady_now_ns(); }
 // A hold-back shorter than this (a peer's truth check, a map change) is routine.
 constexpr int64_t kNotableHoldBackNs = 100'000'000;
 }  // namespace

@@ -20,14 +20,12 @@
 #include "bulwark/policy/cbpf.h"
 #include "bulwark/policy/evaluator.h"
 #include "bulwark/policy/seccomp.h"
+#include "common/clock.h"
 
 namespace bulwark {
 namespace {
 
-int64_t mono_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
+int64_t mono_ns() { return steady_now_ns(); }
 
 std::string errstr(const char* call) { return std::string(call) + ": " + std::strerror(errno); }
 

@@ -17,6 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/clock.h"
+
 namespace bulwark {
 namespace {
 
@@ -351,8 +353,7 @@ LeftCgroups::~LeftCgroups() {
 
 void LeftCgroups::add(const std::vector<CgroupLeft>& left, uint64_t run_id) {
     if (left.empty()) return;
-    int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::system_clock::now().time_since_epoch()).count();
+    int64_t now = unix_now_ns();
     std::lock_guard lk(mu_);
     for (const auto& l : left) entries_.push_back({l.path, l.error, run_id, now, 1});
     cv_.notify_all();

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "audit/audit_db.h"
+#include "common/clock.h"
 #include "sandbox/cgroup.h"
 #include "bulwark/policy/evaluator.h"
 #include "bulwark/policy/grants.h"
@@ -32,9 +33,7 @@ using SysClock = std::chrono::system_clock;
 
 namespace {
 
-int64_t to_ns(SysClock::time_point t) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
+int64_t to_ns(SysClock::time_point t) { return unix_ns(t); }
 
 std::unexpected<TaskError> err(TaskErrc code, std::string message, json extra = json::object()) {
     return std::unexpected(TaskError{code, std::move(message), std::move(extra)});
