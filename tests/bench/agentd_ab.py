@@ -24,25 +24,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
 import bulwark_client as bc  # noqa: E402
-
-
-def cgroup2_mount() -> str:
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            parts = line.split()
-            sep = parts.index("-")
-            if parts[sep + 1] == "cgroup2":
-                return parts[4]
-    raise SystemExit("no cgroup2 mount")
-
-
-def own_cgroup() -> str:
-    with open("/proc/self/cgroup") as f:
-        for line in f:
-            if line.startswith("0::"):
-                return line.strip()[3:]
-    raise SystemExit("no cgroup v2 membership")
+from bulwark_host import cgroup2_mount, own_cgroup  # noqa: E402
 
 
 class Daemon:
