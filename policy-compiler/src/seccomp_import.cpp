@@ -146,26 +146,43 @@ std::string join(const std::vector<std::string>& v) {
     return out;
 }
 
-}  // namespace
+using Imported = std::expected<void, SeccompError>;
 
-std::expected<SeccompSpec, SeccompError> import_seccomp_profile(std::string_view text,
-                                                                std::string name) {
-    json doc;
-    try {
-        doc = json::parse(text);
-    } catch (const json::parse_error& e) {
-        return error(detail::format("{}: not valid JSON: {}", name, e.what()));
+// One profile read step by step (import_seccomp_profile orders them).
+struct ProfileImport {
+    ProfileImport(const json& doc, std::string name) : doc(doc), name(std::move(name)) {
+        spec.baseline = SeccompSpec::Baseline::Imported;
+        spec.import_name = this->name;
     }
+
+    Imported refuse_unsupported();
+    Imported default_action();
+    Imported architectures();
+    Imported syscalls();
+    void summarise();
+
+    const json& doc;
+    const std::string name;
+    SeccompSpec spec;
+    const std::string goarch{detail::host_goarch()};
+    const std::pair<int, int> kernel = running_kernel();
+    std::set<std::string> unknown_names;
+    size_t other_arch_rules = 0;
+
+private:
+    std::expected<std::vector<SyscallArgCond>, SeccompError> arg_conditions(const json& call, const std::string& where);
+    bool applies_here(const Filter& incl, const Filter& excl, const std::string& where,
+                      const std::vector<std::string>& names);
+    Imported syscall_rule(const json& call, const std::string& where);
+};
+
+// Seccomp flags and user notification: agentd installs the filter itself.
+Imported ProfileImport::refuse_unsupported() {
     if (auto ok = only_keys(doc, {"defaultAction", "defaultErrnoRet", "architectures", "archMap",
                                   "syscalls", "flags", "listenerPath", "listenerMetadata"},
                             name);
         !ok)
         return std::unexpected(ok.error());
-
-    SeccompSpec spec;
-    spec.baseline = SeccompSpec::Baseline::Imported;
-    spec.import_name = name;
-
     for (const char* k : {"flags"}) {
         if (doc.contains(k) && !(doc[k].is_null() || (doc[k].is_array() && doc[k].empty())))
             return error(detail::format("{}: '{}' is not supported (the filter is installed by agentd "
@@ -176,7 +193,11 @@ std::expected<SeccompSpec, SeccompError> import_seccomp_profile(std::string_view
         if (doc.contains(k) && !(doc[k].is_null() || (doc[k].is_string() && doc[k].get<std::string>().empty())))
             return error(detail::format("{}: '{}' is not supported (no seccomp user notification)", name, k));
     }
+    return {};
+}
 
+// defaultAction (never allow: a baseline denies by default) and its errno.
+Imported ProfileImport::default_action() {
     if (!doc.contains("defaultAction") || !doc["defaultAction"].is_string())
         return error(detail::format("{}: defaultAction is required", name));
     auto def = parse_action(doc["defaultAction"].get<std::string>(), detail::format("{}: defaultAction", name));
@@ -200,9 +221,12 @@ std::expected<SeccompSpec, SeccompError> import_seccomp_profile(std::string_view
     } else if (def->action == SeccompAction::Errno) {
         spec.violation_errno = EPERM;  // runc's default for SCMP_ACT_ERRNO
     }
+    return {};
+}
 
-    // Architectures: the filter always covers this host's arches (x32 refused);
-    // the profile's list is checked for sense and reported.
+// Architectures: the filter always covers this host's arches (x32 refused);
+// the profile's list is checked for sense and reported.
+Imported ProfileImport::architectures() {
     std::vector<std::string> arches;
     if (doc.contains("architectures")) {
         auto a = string_list(doc["architectures"], detail::format("{}: architectures", name));
@@ -238,149 +262,171 @@ std::expected<SeccompSpec, SeccompError> import_seccomp_profile(std::string_view
             spec.notes.push_back("SCMP_ARCH_X32 listed: x32 syscalls are still refused (Bulwark "
                                  "never allows the x32 ABI)");
     }
+    return {};
+}
 
-    const std::string goarch(detail::host_goarch());
-    const auto kernel = running_kernel();
-    std::set<std::string> unknown_names;
-    size_t other_arch_rules = 0;
-
-    if (doc.contains("syscalls") && !doc["syscalls"].is_null()) {
-        if (!doc["syscalls"].is_array()) return error(detail::format("{}: syscalls must be a list", name));
-        size_t idx = 0;
-        for (const auto& call : doc["syscalls"]) {
-            const std::string where = detail::format("{}: syscalls[{}]", name, idx++);
-            if (auto ok = only_keys(call, {"names", "name", "action", "errnoRet", "args", "comment",
-                                           "includes", "excludes"},
-                                    where);
-                !ok)
+// The argument comparisons of one rule (libseccomp's: at most one per
+// argument, valueTwo only with SCMP_CMP_MASKED_EQ).
+std::expected<std::vector<SyscallArgCond>, SeccompError> ProfileImport::arg_conditions(const json& call,
+                                                                                        const std::string& where) {
+    std::vector<SyscallArgCond> args;
+    if (call.contains("args") && !call["args"].is_null()) {
+        if (!call["args"].is_array()) return error(where + ".args must be a list");
+        std::set<uint64_t> seen;
+        for (const auto& a : call["args"]) {
+            if (auto ok = only_keys(a, {"index", "value", "valueTwo", "op"}, where + ".args"); !ok)
                 return std::unexpected(ok.error());
-            std::vector<std::string> names;
-            if (call.contains("names")) {
-                auto n = string_list(call["names"], where + ".names");
-                if (!n) return std::unexpected(n.error());
-                names = *n;
+            if (!a.contains("index") || !a.contains("op") || !a["op"].is_string())
+                return error(where + ".args: index and op are required");
+            auto index = unsigned_value(a["index"], where + ".args.index");
+            if (!index) return std::unexpected(index.error());
+            if (*index > 5) return error(detail::format("{}.args: index {} (must be 0..5)", where, *index));
+            if (!seen.insert(*index).second)
+                return error(detail::format("{}.args: argument {} compared twice; libseccomp "
+                                         "cannot AND two comparisons of one argument",
+                                         where, *index));
+            auto op = parse_op(a["op"].get<std::string>(), where + ".args");
+            if (!op) return std::unexpected(op.error());
+            uint64_t value = 0, value_two = 0;
+            if (a.contains("value")) {
+                auto v = unsigned_value(a["value"], where + ".args.value");
+                if (!v) return std::unexpected(v.error());
+                value = *v;
             }
-            if (call.contains("name")) {
-                if (!call["name"].is_string()) return error(where + ".name: expected a string");
-                names.push_back(call["name"].get<std::string>());
+            if (a.contains("valueTwo")) {
+                auto v = unsigned_value(a["valueTwo"], where + ".args.valueTwo");
+                if (!v) return std::unexpected(v.error());
+                value_two = *v;
             }
-            if (names.empty()) return error(where + ": no syscall names");
-            if (!call.contains("action") || !call["action"].is_string())
-                return error(where + ": action is required");
-            auto act = parse_action(call["action"].get<std::string>(), where);
-            if (!act) return std::unexpected(act.error());
-
-            uint16_t err = 0;
-            if (call.contains("errnoRet") && !call["errnoRet"].is_null()) {
-                if (act->action != SeccompAction::Errno)
-                    return error(where + ": errnoRet needs action SCMP_ACT_ERRNO");
-                auto e = unsigned_value(call["errnoRet"], where + ".errnoRet");
-                if (!e) return std::unexpected(e.error());
-                if (*e == 0 || *e > 4095) return error(detail::format("{}.errnoRet {} out of range (1..4095)", where, *e));
-                err = static_cast<uint16_t>(*e);
-            } else if (act->action == SeccompAction::Errno) {
-                err = EPERM;
+            SyscallArgCond c;
+            c.index = static_cast<uint8_t>(*index);
+            c.op = *op;
+            if (*op == SyscallArgCond::Op::MaskedEq) {
+                c.mask = value;  // libseccomp: (arg & datum_a) == datum_b
+                c.value = value_two;
+            } else {
+                if (value_two != 0)
+                    return error(where + ".args: valueTwo is only meaningful with SCMP_CMP_MASKED_EQ");
+                c.value = value;
             }
-
-            std::vector<SyscallArgCond> args;
-            if (call.contains("args") && !call["args"].is_null()) {
-                if (!call["args"].is_array()) return error(where + ".args must be a list");
-                std::set<uint64_t> seen;
-                for (const auto& a : call["args"]) {
-                    if (auto ok = only_keys(a, {"index", "value", "valueTwo", "op"}, where + ".args"); !ok)
-                        return std::unexpected(ok.error());
-                    if (!a.contains("index") || !a.contains("op") || !a["op"].is_string())
-                        return error(where + ".args: index and op are required");
-                    auto index = unsigned_value(a["index"], where + ".args.index");
-                    if (!index) return std::unexpected(index.error());
-                    if (*index > 5) return error(detail::format("{}.args: index {} (must be 0..5)", where, *index));
-                    if (!seen.insert(*index).second)
-                        return error(detail::format("{}.args: argument {} compared twice; libseccomp "
-                                                 "cannot AND two comparisons of one argument",
-                                                 where, *index));
-                    auto op = parse_op(a["op"].get<std::string>(), where + ".args");
-                    if (!op) return std::unexpected(op.error());
-                    uint64_t value = 0, value_two = 0;
-                    if (a.contains("value")) {
-                        auto v = unsigned_value(a["value"], where + ".args.value");
-                        if (!v) return std::unexpected(v.error());
-                        value = *v;
-                    }
-                    if (a.contains("valueTwo")) {
-                        auto v = unsigned_value(a["valueTwo"], where + ".args.valueTwo");
-                        if (!v) return std::unexpected(v.error());
-                        value_two = *v;
-                    }
-                    SyscallArgCond c;
-                    c.index = static_cast<uint8_t>(*index);
-                    c.op = *op;
-                    if (*op == SyscallArgCond::Op::MaskedEq) {
-                        c.mask = value;  // libseccomp: (arg & datum_a) == datum_b
-                        c.value = value_two;
-                    } else {
-                        if (value_two != 0)
-                            return error(where + ".args: valueTwo is only meaningful with SCMP_CMP_MASKED_EQ");
-                        c.value = value;
-                    }
-                    args.push_back(c);
-                }
-            }
-
-            auto excl = parse_filter(call.contains("excludes") ? call["excludes"] : json(), where + ".excludes");
-            if (!excl) return std::unexpected(excl.error());
-            auto incl = parse_filter(call.contains("includes") ? call["includes"] : json(), where + ".includes");
-            if (!incl) return std::unexpected(incl.error());
-
-            // excludes.caps never match: the tool holds no capabilities.
-            if (!excl->arches.empty() && std::ranges::find(excl->arches, goarch) != excl->arches.end()) {
-                ++other_arch_rules;
-                continue;
-            }
-            if (excl->min_kernel && kernel >= *excl->min_kernel) {
-                spec.notes.push_back(detail::format("{} ({}): excluded on kernels >= {}.{}; this one is {}.{}",
-                                                 where, join(names), excl->min_kernel->first,
-                                                 excl->min_kernel->second, kernel.first, kernel.second));
-                continue;
-            }
-            if (!incl->arches.empty() && std::ranges::find(incl->arches, goarch) == incl->arches.end()) {
-                ++other_arch_rules;
-                continue;
-            }
-            if (!incl->caps.empty()) {
-                spec.notes.push_back(detail::format("{} ({}): needs {}; left out, the sandbox drops every capability",
-                                                 where, join(names), join(incl->caps)));
-                continue;
-            }
-            if (incl->min_kernel && kernel < *incl->min_kernel) {
-                spec.notes.push_back(detail::format("{} ({}): needs kernel >= {}.{}; this one is {}.{}",
-                                                 where, join(names), incl->min_kernel->first,
-                                                 incl->min_kernel->second, kernel.first, kernel.second));
-                continue;
-            }
-            if (act->kill_thread)
-                spec.notes.push_back(detail::format("{}: {} kills the whole process, not one thread", where,
-                                                 call["action"].get<std::string>()));
-
-            for (const auto& n : names) {
-                if (!is_known_syscall(n)) {
-                    unknown_names.insert(n);
-                    continue;
-                }
-                if (n == "clone3" && act->action == SeccompAction::Allow) {
-                    spec.notes.push_back(detail::format("{}: clone3 is answered ENOSYS (seccomp cannot "
-                                                     "read its flags); libc falls back to clone",
-                                                     where));
-                    continue;
-                }
-                SyscallRule r;
-                r.name = n;
-                r.args = args;
-                r.action = act->action;
-                r.errno_value = err;
-                spec.imported.push_back(std::move(r));
-            }
+            args.push_back(c);
         }
     }
+    return args;
+}
+
+// Whether a rule's includes/excludes let it apply on this host (arch,
+// kernel, capabilities: the tool holds none); a rule left out for a reason
+// worth reading is noted.
+bool ProfileImport::applies_here(const Filter& incl, const Filter& excl, const std::string& where,
+                                 const std::vector<std::string>& names) {
+    // excludes.caps never match: the tool holds no capabilities.
+    if (!excl.arches.empty() && std::ranges::find(excl.arches, goarch) != excl.arches.end()) {
+        ++other_arch_rules;
+        return false;
+    }
+    if (excl.min_kernel && kernel >= *excl.min_kernel) {
+        spec.notes.push_back(detail::format("{} ({}): excluded on kernels >= {}.{}; this one is {}.{}",
+                                         where, join(names), excl.min_kernel->first,
+                                         excl.min_kernel->second, kernel.first, kernel.second));
+        return false;
+    }
+    if (!incl.arches.empty() && std::ranges::find(incl.arches, goarch) == incl.arches.end()) {
+        ++other_arch_rules;
+        return false;
+    }
+    if (!incl.caps.empty()) {
+        spec.notes.push_back(detail::format("{} ({}): needs {}; left out, the sandbox drops every capability",
+                                         where, join(names), join(incl.caps)));
+        return false;
+    }
+    if (incl.min_kernel && kernel < *incl.min_kernel) {
+        spec.notes.push_back(detail::format("{} ({}): needs kernel >= {}.{}; this one is {}.{}",
+                                         where, join(names), incl.min_kernel->first,
+                                         incl.min_kernel->second, kernel.first, kernel.second));
+        return false;
+    }
+    return true;
+}
+
+// One entry of `syscalls`: its names, action, errno and arguments, kept when
+// it applies here.
+Imported ProfileImport::syscall_rule(const json& call, const std::string& where) {
+    if (auto ok = only_keys(call, {"names", "name", "action", "errnoRet", "args", "comment",
+                                   "includes", "excludes"},
+                            where);
+        !ok)
+        return std::unexpected(ok.error());
+    std::vector<std::string> names;
+    if (call.contains("names")) {
+        auto n = string_list(call["names"], where + ".names");
+        if (!n) return std::unexpected(n.error());
+        names = *n;
+    }
+    if (call.contains("name")) {
+        if (!call["name"].is_string()) return error(where + ".name: expected a string");
+        names.push_back(call["name"].get<std::string>());
+    }
+    if (names.empty()) return error(where + ": no syscall names");
+    if (!call.contains("action") || !call["action"].is_string())
+        return error(where + ": action is required");
+    auto act = parse_action(call["action"].get<std::string>(), where);
+    if (!act) return std::unexpected(act.error());
+
+    uint16_t err = 0;
+    if (call.contains("errnoRet") && !call["errnoRet"].is_null()) {
+        if (act->action != SeccompAction::Errno)
+            return error(where + ": errnoRet needs action SCMP_ACT_ERRNO");
+        auto e = unsigned_value(call["errnoRet"], where + ".errnoRet");
+        if (!e) return std::unexpected(e.error());
+        if (*e == 0 || *e > 4095) return error(detail::format("{}.errnoRet {} out of range (1..4095)", where, *e));
+        err = static_cast<uint16_t>(*e);
+    } else if (act->action == SeccompAction::Errno) {
+        err = EPERM;
+    }
+    auto args = arg_conditions(call, where);
+    if (!args) return std::unexpected(args.error());
+    auto excl = parse_filter(call.contains("excludes") ? call["excludes"] : json(), where + ".excludes");
+    if (!excl) return std::unexpected(excl.error());
+    auto incl = parse_filter(call.contains("includes") ? call["includes"] : json(), where + ".includes");
+    if (!incl) return std::unexpected(incl.error());
+    if (!applies_here(*incl, *excl, where, names)) return {};
+    if (act->kill_thread)
+        spec.notes.push_back(detail::format("{}: {} kills the whole process, not one thread", where,
+                                         call["action"].get<std::string>()));
+
+    for (const auto& n : names) {
+        if (!is_known_syscall(n)) {
+            unknown_names.insert(n);
+            continue;
+        }
+        if (n == "clone3" && act->action == SeccompAction::Allow) {
+            spec.notes.push_back(detail::format("{}: clone3 is answered ENOSYS (seccomp cannot "
+                                             "read its flags); libc falls back to clone",
+                                             where));
+            continue;
+        }
+        SyscallRule r;
+        r.name = n;
+        r.args = *args;
+        r.action = act->action;
+        r.errno_value = err;
+        spec.imported.push_back(std::move(r));
+    }
+    return {};
+}
+
+Imported ProfileImport::syscalls() {
+    if (!doc.contains("syscalls") || doc["syscalls"].is_null()) return {};
+    if (!doc["syscalls"].is_array()) return error(detail::format("{}: syscalls must be a list", name));
+    size_t idx = 0;
+    for (const auto& call : doc["syscalls"])
+        if (auto ok = syscall_rule(call, detail::format("{}: syscalls[{}]", name, idx++)); !ok) return ok;
+    return {};
+}
+
+// What was left out, said once.
+void ProfileImport::summarise() {
     if (other_arch_rules)
         spec.notes.push_back(detail::format("{} rule(s) for other architectures than {} skipped",
                                          other_arch_rules, goarch));
@@ -391,7 +437,28 @@ std::expected<SeccompSpec, SeccompError> import_seccomp_profile(std::string_view
                                          seccomp_version()->major, seccomp_version()->minor,
                                          seccomp_version()->micro, join(v)));
     }
-    return spec;
+}
+
+}  // namespace
+
+std::expected<SeccompSpec, SeccompError> import_seccomp_profile(std::string_view text, std::string name) {
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::parse_error& e) {
+        return error(detail::format("{}: not valid JSON: {}", name, e.what()));
+    }
+    ProfileImport in(doc, std::move(name));
+    static constexpr Imported (ProfileImport::*kSteps[])() = {
+        &ProfileImport::refuse_unsupported,
+        &ProfileImport::default_action,
+        &ProfileImport::architectures,
+        &ProfileImport::syscalls,
+    };
+    for (auto step : kSteps)
+        if (auto ok = (in.*step)(); !ok) return std::unexpected(ok.error());
+    in.summarise();
+    return std::move(in.spec);
 }
 
 std::vector<SyscallRule> docker_default_rules() {
