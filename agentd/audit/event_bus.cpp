@@ -7,12 +7,14 @@
 namespace bulwark::audit {
 
 bool BusFilter::matches(const AuditRecord& r) const {
+    // Gap records of the store are always delivered (GET /v1/events): a
+    // filtered stream still learns what was lost, whichever task or tool it
+    // watches.
+    if (r.kind == RecordKind::Gap) return true;
     if (kind && r.kind != *kind) return false;
     if (task_id && r.task_id != *task_id) return false;
     if (tool && r.tool != *tool) return false;
-    // Layer and decision filters select decision rows only; gap records are
-    // always delivered so a filtered stream still learns about losses.
-    if (r.kind == RecordKind::Gap) return true;
+    // Layer and decision filters select decision rows only.
     if (layer && (r.kind != RecordKind::Decision || r.layer != *layer)) return false;
     if (decision && (r.kind != RecordKind::Decision || r.decision != *decision)) return false;
     return true;
