@@ -1,0 +1,293 @@
+// The BPF loader's truth check: a canary process in a cgroup of its own,
+// bound to a policy that denies one operation per program, attempts each;
+// a program counts as enforcing only when the kernel really refused what it
+// was to refuse (and its event arrived). Also removes what a killed
+// launcher's check left behind.
+#include "bpf/bpf_loader.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <netinet/in.h>
+#include <spdlog/spdlog.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <tuple>
+
+#include "lsm.skel.h"
+#include "monitor.skel.h"
+#include "bpf/ringbuf_reader.h"
+#include "sock_addr.skel.h"
+#include "sock_unix.skel.h"
+
+namespace bulwark::bpf {
+namespace fs = std::filesystem;
+
+
+namespace {
+
+enum CanaryOp : int { kSockRaw, kConnect4, kConnect6, kSend4, kSend6, kBind4, kBind6, kOpen, kMkdir, kBpf, kKill,
+                      kFork, kUnixConnect, kUnixSend, kExec, kOpCount };
+
+struct Expect {
+    const char* prog;
+    int op;           // CanaryOp, or -1: event only
+    uint16_t layer;
+    uint16_t bw_op;
+    uint16_t family;  // 0: any
+};
+
+constexpr Expect kExpect[] = {
+    {"bw_connect4", kConnect4, BW_LAYER_SOCK_ADDR, BW_OP_CONNECT, AF_INET},
+    {"bw_connect6", kConnect6, BW_LAYER_SOCK_ADDR, BW_OP_CONNECT, AF_INET6},
+    {"bw_sendmsg4", kSend4, BW_LAYER_SOCK_ADDR, BW_OP_SENDMSG, AF_INET},
+    {"bw_sendmsg6", kSend6, BW_LAYER_SOCK_ADDR, BW_OP_SENDMSG, AF_INET6},
+    {"bw_bind4", kBind4, BW_LAYER_SOCK_ADDR, BW_OP_BIND, AF_INET},
+    {"bw_bind6", kBind6, BW_LAYER_SOCK_ADDR, BW_OP_BIND, AF_INET6},
+    {"bw_sock_create", kSockRaw, BW_LAYER_SOCK_CREATE, BW_OP_SOCK_CREATE, AF_INET},
+    {"bw_connect_unix", kUnixConnect, BW_LAYER_SOCK_UNIX, BW_OP_CONNECT, AF_UNIX},
+    {"bw_sendmsg_unix", kUnixSend, BW_LAYER_SOCK_UNIX, BW_OP_SENDMSG, AF_UNIX},
+    {"bw_file_open", kOpen, BW_LAYER_BPF_LSM, BW_OP_FILE_OPEN, 0},
+    {"bw_path_mkdir", kMkdir, BW_LAYER_BPF_LSM, BW_OP_MKDIR, 0},
+    {"bw_bpf", kBpf, BW_LAYER_BPF_LSM, BW_OP_BPF, 0},
+    {"bw_task_kill", kKill, BW_LAYER_BPF_LSM, BW_OP_SIGNAL, 0},
+    {"bw_bprm_check", kExec, BW_LAYER_BPF_LSM, BW_OP_EXEC, 0},
+    {"bw_socket_create", kSockRaw, BW_LAYER_BPF_LSM, BW_OP_SOCK_CREATE, AF_INET},
+    {"bw_socket_connect", kConnect4, BW_LAYER_BPF_LSM, BW_OP_CONNECT, AF_INET},
+    {"bw_socket_bind", kBind4, BW_LAYER_BPF_LSM, BW_OP_BIND, AF_INET},
+    {"bw_socket_sendmsg", kSend4, BW_LAYER_BPF_LSM, BW_OP_SENDMSG, AF_INET},
+    {"bw_proc_exit", -1, BW_LAYER_MONITOR, BW_OP_PROC_EXIT, 0},
+    {"bw_proc_fork", -1, BW_LAYER_MONITOR, BW_OP_PROC_FORK, 0},
+    {"bw_sys_enter", -1, BW_LAYER_MONITOR, BW_OP_SYSCALL, 0},
+    {"bw_proc_exec", -1, BW_LAYER_MONITOR, BW_OP_PROC_EXEC, 0},
+};
+
+int errno_of(long rc) { return rc < 0 ? errno : 0; }
+
+// Runs in the forked canary child: joins the canary cgroup, tries one
+// operation per program, reports errnos, then tries to exec.
+[[noreturn]] void canary_child(int procs_fd, int out_fd, const std::string& scratch) {
+    int res[kOpCount] = {};
+    if (write(procs_fd, "0", 1) != 1) _exit(90);
+    int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+    res[kSockRaw] = errno_of(fd);
+    if (fd >= 0) close(fd);
+
+    sockaddr_in a4{};
+    a4.sin_family = AF_INET;
+    a4.sin_port = htons(9);
+    a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_in6 a6{};
+    a6.sin6_family = AF_INET6;
+    a6.sin6_port = htons(9);
+    a6.sin6_addr = in6addr_loopback;
+    auto try_sock = [](int family, auto fn) {
+        int s = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0) return errno;
+        int r = fn(s);
+        close(s);
+        return r;
+    };
+    res[kConnect4] = try_sock(AF_INET, [&](int s) { return errno_of(connect(s, (sockaddr*)&a4, sizeof a4)); });
+    res[kConnect6] = try_sock(AF_INET6, [&](int s) { return errno_of(connect(s, (sockaddr*)&a6, sizeof a6)); });
+    res[kSend4] = try_sock(AF_INET, [&](int s) { return errno_of(sendto(s, "x", 1, 0, (sockaddr*)&a4, sizeof a4)); });
+    res[kSend6] = try_sock(AF_INET6, [&](int s) { return errno_of(sendto(s, "x", 1, 0, (sockaddr*)&a6, sizeof a6)); });
+    sockaddr_in b4 = a4;
+    b4.sin_port = 0;
+    sockaddr_in6 b6 = a6;
+    b6.sin6_port = 0;
+    res[kBind4] = try_sock(AF_INET, [&](int s) { return errno_of(bind(s, (sockaddr*)&b4, sizeof b4)); });
+    res[kBind6] = try_sock(AF_INET6, [&](int s) { return errno_of(bind(s, (sockaddr*)&b6, sizeof b6)); });
+    fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    res[kOpen] = errno_of(fd);
+    if (fd >= 0) close(fd);
+    res[kMkdir] = errno_of(mkdir((scratch + "/d").c_str(), 0700));
+    union bpf_attr attr;
+    std::memset(&attr, 0, sizeof attr);
+    attr.map_type = BPF_MAP_TYPE_ARRAY;
+    attr.key_size = 4;
+    attr.value_size = 4;
+    attr.max_entries = 1;
+    long m = syscall(SYS_bpf, BPF_MAP_CREATE, &attr, sizeof attr);
+    res[kBpf] = errno_of(m);
+    if (m >= 0) close(static_cast<int>(m));
+    res[kKill] = errno_of(kill(1, 0));
+    // unix sockets the loader listens on in the scratch directory
+    sockaddr_un us{};
+    us.sun_family = AF_UNIX;
+    std::snprintf(us.sun_path, sizeof us.sun_path, "%s/s", scratch.c_str());
+    if (int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); s < 0) {
+        res[kUnixConnect] = errno;
+    } else {
+        res[kUnixConnect] = errno_of(connect(s, (sockaddr*)&us, sizeof us));
+        close(s);
+    }
+    std::snprintf(us.sun_path, sizeof us.sun_path, "%s/u", scratch.c_str());
+    res[kUnixSend] = try_sock(AF_UNIX, [&](int s) { return errno_of(sendto(s, "x", 1, 0, (sockaddr*)&us, sizeof us)); });
+    pid_t g = fork();
+    if (g == 0) _exit(0);
+    res[kFork] = errno_of(g);
+    if (g > 0) waitpid(g, nullptr, 0);
+    if (write(out_fd, res, sizeof res) != sizeof res) _exit(91);
+    char arg0[] = "true";
+    char* argv[] = {arg0, nullptr};
+    char* envp[] = {nullptr};
+    execve("/bin/true", argv, envp);
+    int e = errno;
+    if (write(out_fd, &e, sizeof e) != sizeof e) _exit(92);
+    _exit(0);
+}
+
+}  // namespace
+
+size_t remove_stale_canary_leftovers(const std::string& parent) {
+    size_t removed = 0;
+    auto dead = [](const std::string& name, const std::string& prefix) {
+        if (!name.starts_with(prefix)) return false;
+        long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+        return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    };
+    const std::string scratch = fs::path(kCanaryScratchPrefix).filename().string();
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(kCanaryScratchPrefix).parent_path(), ec)) {
+        std::error_code rec;
+        if (dead(e.path().filename().string(), scratch) && fs::remove_all(e.path(), rec) > 0 && !rec) ++removed;
+    }
+    for (const auto& e : fs::directory_iterator(parent, ec))
+        if (dead(e.path().filename().string(), kCanaryCgroupPrefix) && ::rmdir(e.path().c_str()) == 0) ++removed;
+    return removed;
+}
+
+std::expected<void, SysError> BpfLoader::truth_check() {
+    const std::string canary = parent_path_ + "/" + kCanaryCgroupPrefix + std::to_string(getpid());
+    ::rmdir(canary.c_str());
+    if (::mkdir(canary.c_str(), 0700) != 0) return std::unexpected(SysError::last("mkdir(" + canary + ")"));
+    auto cleanup_cg = [&] { ::rmdir(canary.c_str()); };
+    auto cg = cgroup_id(canary);
+    if (!cg) return cleanup_cg(), std::unexpected(cg.error());
+    // Named for this process, so that one killed during its check leaves a
+    // directory the next truth check on the host removes.
+    if (size_t n = remove_stale_canary_leftovers(parent_path_))
+        spdlog::info("bpf: removed {} leftover(s) of truth checks killed before they ended", n);
+    std::string tmpl = std::string(kCanaryScratchPrefix) + std::to_string(getpid()) + "-XXXXXX";
+    const char* scratch = mkdtemp(tmpl.data());
+    if (!scratch) return cleanup_cg(), std::unexpected(SysError::last("mkdtemp(" + tmpl + ")"));
+    const std::string scratch_dir = scratch;
+    // What the unix canaries reach: a listening stream socket and a datagram
+    // socket (not at "d", which the mkdir canary must find free).
+    Fd unix_stream(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)), unix_dgram(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    for (auto [fd, name, listens] : {std::tuple{unix_stream.get(), "/s", true}, std::tuple{unix_dgram.get(), "/u", false}}) {
+        sockaddr_un us{};
+        us.sun_family = AF_UNIX;
+        std::snprintf(us.sun_path, sizeof us.sun_path, "%s%s", scratch, name);
+        if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&us), sizeof us) != 0 || (listens && ::listen(fd, 4) != 0))
+            spdlog::warn("bpf: unix canary socket {}: {}", us.sun_path, errno_name(errno));
+    }
+
+    policy::BpfTables deny_all;
+    deny_all.header.mode = BW_MODE_ENFORCE;
+    deny_all.header.flags = BW_POL_NET_NONE | BW_POL_FILES_ENFORCED | BW_POL_EXEC_ENFORCED | BW_POL_DENY_PTRACE |
+                            BW_POL_DENY_MOUNT | BW_POL_DENY_BPF | BW_POL_TRACE_PROC | BW_POL_TRACE_SYSCALLS;
+    deny_all.header.af_allow = (1ull << AF_INET) | (1ull << AF_INET6);
+    deny_all.header.sock_type_allow = (1u << SOCK_STREAM) | (1u << SOCK_DGRAM);
+    auto loaded = maps_.load(deny_all);
+    if (!loaded) return cleanup_cg(), std::unexpected(loaded.error());
+    const PolicyHandle h = loaded->handle;
+    auto finish = [&] {
+        (void)maps_.unbind(*cg);
+        (void)maps_.free(h.slot);
+        cleanup_cg();
+        std::error_code ec;
+        fs::remove_all(scratch_dir, ec);
+    };
+    if (auto r = maps_.bind(*cg, h); !r) return finish(), std::unexpected(r.error());
+
+    Fd procs(::open((canary + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (!procs) return finish(), std::unexpected(SysError::last("open(" + canary + "/cgroup.procs)"));
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return finish(), std::unexpected(SysError::last("pipe2"));
+    Fd rd(p[0]), wr(p[1]);
+    pid_t child = fork();
+    if (child < 0) return finish(), std::unexpected(SysError::last("fork (canary)"));
+    if (child == 0) canary_child(procs.get(), wr.get(), scratch_dir);
+    wr.reset();
+    int res[kOpCount];
+    for (int& r : res) r = -1;
+    int exec_err = 0;
+    ssize_t n = read(rd.get(), res, sizeof res);
+    if (n == sizeof res) {
+        if (read(rd.get(), &exec_err, sizeof exec_err) != sizeof exec_err) exec_err = 0;  // exec succeeded
+        res[kExec] = exec_err;
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+
+    std::vector<bw_event> seen;
+    auto reader = RingbufReader::create(maps_.events_fd(), [&](const bw_event& e) {
+        if (e.cgroup_id == *cg)
+            seen.push_back(e);
+        else if (opts_.foreign_event_sink)
+            opts_.foreign_event_sink(e);
+    });
+    if (!reader) return finish(), std::unexpected(reader.error());
+    (void)(*reader)->consume();
+    finish();
+    if (n != sizeof res)
+        return std::unexpected(SysError{"canary child (exit status " + std::to_string(status) + ")", EIO});
+
+    for (auto& ps : programs_) {
+        if (ps.state != ProgState::Attached) continue;
+        const Expect* ex = nullptr;
+        for (const auto& e : kExpect)
+            if (ps.name == e.prog) ex = &e;
+        if (!ex) {
+            ps.reason = "no canary for this hook";
+            continue;
+        }
+        bool event = false;
+        for (const auto& e : seen)
+            if (e.layer == ex->layer && e.op == ex->bw_op && (ex->family == 0 || e.obj.net.family == ex->family) &&
+                (ex->op < 0 ? e.decision == BW_DECISION_OBSERVE : e.decision == BW_DECISION_DENY))
+                event = true;
+        if (ex->op < 0) {
+            if (event) {
+                ps.state = ProgState::Observing;
+                ps.reason.clear();
+            } else {
+                ps.reason = "canary event not seen";
+            }
+            continue;
+        }
+        int err = res[ex->op];
+        if (err == EPERM && event) {
+            ps.state = ProgState::Enforcing;
+            ps.reason.clear();
+        } else if (err == EPERM) {
+            ps.reason = "canary denied before this program ran (an earlier hook)";
+        } else {
+            ps.reason = "canary not denied: " + (err == 0 ? std::string("operation succeeded") : errno_name(err));
+        }
+    }
+    return {};
+}
+
+}  // namespace bulwark::bpf
