@@ -19,6 +19,7 @@
 #include <iostream>
 
 #include "bpf/bpf_runtime.h"
+#include "cli/bpf_options.h"
 #include "cli/cmd_run.h"
 #include "sandbox/run_report.h"
 #include "sandbox/tool_coverage.h"
@@ -29,9 +30,8 @@ namespace {
 struct Opts {
     std::string rules, workdir;
     std::vector<std::string> tools;
-    bool json = false, no_bpf = false;
-    std::string bpf_pin_root = "/sys/fs/bpf/bulwark";
-    std::string bpf_cgroup_parent;
+    bool json = false;
+    BpfCliOptions bpf;
 };
 
 std::vector<std::string> tools_of(const std::string& dir) {
@@ -79,20 +79,10 @@ int run(const Opts& o) {
     }
     workdir = fs::canonical(workdir, ec).string();
     std::map<std::string, std::string> bpf_layers;
-    std::string bpf_unavailable = "BPF layer switched off (--no-bpf)";
-    std::unique_ptr<bpf::BpfRuntime> rt;
-    if (!o.no_bpf) {
-        bpf::RuntimeOptions ro;
-        ro.pin_root = o.bpf_pin_root;
-        ro.cgroup_parent = o.bpf_cgroup_parent;
-        ro.sink = [](audit::AuditRecord) {};
-        if (auto r = bpf::BpfRuntime::start(std::move(ro))) {
-            rt = std::move(*r);
-            bpf_layers = rt->layer_states();
-        } else {
-            bpf_unavailable = "BPF runtime did not start: " + r.error().message();
-        }
-    }
+    bpf::RuntimeOptions ro;
+    ro.sink = [](audit::AuditRecord) {};
+    auto [rt, bpf_unavailable] = start_bpf_runtime(o.bpf, std::move(ro));
+    if (rt) bpf_layers = rt->layer_states();
     PlanContext ctx{workdir, bpf_layers, bpf_unavailable, rt ? rt->cgroup_parent() : std::string()};
     int status = 0;
     nlohmann::json doc = nlohmann::json::object();
@@ -131,9 +121,7 @@ void register_coverage(CLI::App& app) {
     sub->add_option("--tool", o->tools, "tool name (repeatable; default: every rule file of --rules)");
     sub->add_option("--workdir", o->workdir, "work directory to plan with (default: a fresh one, removed after)");
     sub->add_flag("--json", o->json, "one JSON document: tool -> layers and per-rule coverage");
-    sub->add_flag("--no-bpf", o->no_bpf, "plan without the BPF layer");
-    sub->add_option("--bpf-pin-root", o->bpf_pin_root, "bpffs directory of the shared BPF programs and maps");
-    sub->add_option("--bpf-cgroup-parent", o->bpf_cgroup_parent, "cgroup v2 directory of the BPF cgroup programs");
+    o->bpf.add_to(*sub, "plan without the BPF layer");
     sub->callback([o] { throw CLI::RuntimeError(run(*o)); });
 }
 

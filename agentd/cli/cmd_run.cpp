@@ -27,6 +27,7 @@
 
 #include "audit/audit_record.h"
 #include "bpf/bpf_runtime.h"
+#include "cli/bpf_options.h"
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/instantiate.h"
 #include "kaudit/kernel_audit.h"
@@ -64,9 +65,7 @@ void register_run(CLI::App& app) {
     struct Opts {
         std::string rules, tool, workdir;
         bool json = false;
-        bool no_bpf = false;
-        std::string bpf_pin_root = "/sys/fs/bpf/bulwark";
-        std::string bpf_cgroup_parent;
+        BpfCliOptions bpf;
         std::vector<std::string> cmd;
     };
     auto o = std::make_shared<Opts>();
@@ -75,10 +74,7 @@ void register_run(CLI::App& app) {
     run->add_option("--tool", o->tool, "tool name (rules/<tool>.yaml)")->required();
     run->add_option("--workdir", o->workdir, "directory bound read-write as the tool's cwd");
     run->add_flag("--json", o->json, "print the run report as JSON on stdout");
-    run->add_option("--bpf-pin-root", o->bpf_pin_root, "bpffs directory of the shared BPF programs and maps");
-    run->add_option("--bpf-cgroup-parent", o->bpf_cgroup_parent,
-                    "cgroup v2 directory the BPF cgroup programs are attached to (default: <own cgroup>/bulwark)");
-    run->add_flag("--no-bpf", o->no_bpf, "run without the BPF layer (tools with network rules are refused)");
+    o->bpf.add_to(*run, "run without the BPF layer (tools with network rules are refused)");
     run->add_option("cmd", o->cmd, "command and arguments (after --)")->required();
     run->callback([o] {
         // stdout carries the tool's output or the JSON document: logs go to stderr.
@@ -128,29 +124,19 @@ void register_run(CLI::App& app) {
             DecisionSources sources;
             sources.kaudit = reader.get();
             sources.registry = &registry;
-            std::unique_ptr<bpf::BpfRuntime> rt;
-            if (o->no_bpf) {
-                sources.bpf_unavailable = "BPF layer switched off (--no-bpf)";
-            } else {
-                bpf::RuntimeOptions ro;
-                ro.pin_root = o->bpf_pin_root;
-                ro.cgroup_parent = o->bpf_cgroup_parent;
-                ro.sink = [&](audit::AuditRecord r) {
-                    std::lock_guard lk(mu);
-                    decisions.push_back(std::move(r));
-                };
-                ro.on_drops = [&](const std::string& source, uint64_t n) {
-                    std::lock_guard lk(mu);
-                    gaps.push_back(std::to_string(n) + " record(s) lost: " + source);
-                };
-                if (auto r = bpf::BpfRuntime::start(std::move(ro))) {
-                    rt = std::move(*r);
-                    bpf_status = rt->status();
-                    sources.bpf = rt.get();
-                } else {
-                    sources.bpf_unavailable = "BPF runtime did not start: " + r.error().message();
-                }
-            }
+            bpf::RuntimeOptions ro;
+            ro.sink = [&](audit::AuditRecord r) {
+                std::lock_guard lk(mu);
+                decisions.push_back(std::move(r));
+            };
+            ro.on_drops = [&](const std::string& source, uint64_t n) {
+                std::lock_guard lk(mu);
+                gaps.push_back(std::to_string(n) + " record(s) lost: " + source);
+            };
+            auto [rt, bpf_unavailable] = start_bpf_runtime(o->bpf, std::move(ro));
+            sources.bpf = rt.get();
+            sources.bpf_unavailable = bpf_unavailable;
+            if (rt) bpf_status = rt->status();
             {
                 RunBinding binding(sources, *bundle,
                                    RunContext{0, run_id, o->tool, 0, std::make_shared<const policy::Bundle>(*bundle)});

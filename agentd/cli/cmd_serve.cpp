@@ -19,6 +19,7 @@
 
 #include "audit/audit_db.h"
 #include "bpf/bpf_runtime.h"
+#include "cli/bpf_options.h"
 #include "sandbox/cgroup.h"
 #include "cli/config.h"
 #include "api/dashboard.h"
@@ -47,9 +48,7 @@ struct ServeArgs {
     std::string http;
     std::string dashboard_assets;
     std::string log_level;
-    std::string bpf_pin_root = "/sys/fs/bpf/bulwark";
-    std::string bpf_cgroup_parent;
-    bool no_bpf = false;
+    BpfCliOptions bpf;
 };
 
 // Every tool's launch planned once at start-up (tool_coverage.h): per tool,
@@ -210,7 +209,7 @@ Started Daemon::open_store() {
 // drops their policy bindings; its open runs once the store is up
 // (reconcile).
 Started Daemon::reap_previous() {
-    recon_ = reap_previous_sandboxes(a_.no_bpf ? std::string() : a_.bpf_cgroup_parent);
+    recon_ = reap_previous_sandboxes(a_.bpf.no_bpf ? std::string() : a_.bpf.cgroup_parent);
     return {};
 }
 
@@ -219,24 +218,18 @@ Started Daemon::reap_previous() {
 // ring-buffer losses as gap records. Without it the daemon serves, and
 // tools with rules only it holds are refused.
 Started Daemon::start_bpf() {
-    if (a_.no_bpf) {
-        bpf_unavailable_ = "BPF layer switched off (--no-bpf)";
-    } else {
-        bpf::RuntimeOptions ro;
-        ro.pin_root = a_.bpf_pin_root;
-        ro.cgroup_parent = a_.bpf_cgroup_parent;
-        audit::AuditStore* st = store_.get();
-        ro.sink = [st](audit::AuditRecord r) { st->enqueue(std::move(r)); };  // a drop becomes a gap record
-        ro.on_drops = [st](const std::string& source, uint64_t n) { st->report_source_drops(source, n); };
-        auto rt = bpf::BpfRuntime::start(std::move(ro));
-        if (!rt) {
-            bpf_unavailable_ = "BPF runtime did not start: " + rt.error().message();
-            spdlog::error("bpf: {}; tools with network rules are refused", bpf_unavailable_);
-        } else {
-            bpf_rt_ = std::move(*rt);
-            for (const auto& [sec, state] : bpf_rt_->status()["programs"].items())
-                spdlog::info("bpf: {}: {}", sec, state.get<std::string>());
-        }
+    bpf::RuntimeOptions ro;
+    audit::AuditStore* st = store_.get();
+    ro.sink = [st](audit::AuditRecord r) { st->enqueue(std::move(r)); };  // a drop becomes a gap record
+    ro.on_drops = [st](const std::string& source, uint64_t n) { st->report_source_drops(source, n); };
+    auto started = start_bpf_runtime(a_.bpf, std::move(ro));
+    bpf_rt_ = std::move(started.runtime);
+    bpf_unavailable_ = std::move(started.unavailable);
+    if (bpf_rt_) {
+        for (const auto& [sec, state] : bpf_rt_->status()["programs"].items())
+            spdlog::info("bpf: {}: {}", sec, state.get<std::string>());
+    } else if (!a_.bpf.no_bpf) {
+        spdlog::error("bpf: {}; tools with network rules are refused", bpf_unavailable_);
     }
     store_->enqueue(audit::host_status_record({{"event", "bpf_layer"}, {"bpf", bpf_status()}}));
     return {};
@@ -467,10 +460,7 @@ void register_serve(CLI::App& app) {
                       "HTTP listener, loopback only (default 127.0.0.1:7878 for the dashboard); off: none");
     serve->add_option("--dashboard-assets", args->dashboard_assets, "directory of the built dashboard page");
     serve->add_option("--log-level", args->log_level, "trace, debug, info, warn, error");
-    serve->add_option("--bpf-pin-root", args->bpf_pin_root, "bpffs directory of the shared BPF programs and maps");
-    serve->add_option("--bpf-cgroup-parent", args->bpf_cgroup_parent,
-                      "cgroup v2 directory the BPF cgroup programs are attached to (default: <own cgroup>/bulwark)");
-    serve->add_flag("--no-bpf", args->no_bpf, "serve without the BPF layer (tools with network rules are refused)");
+    args->bpf.add_to(*serve, "serve without the BPF layer (tools with network rules are refused)");
     serve->callback([args] { throw CLI::RuntimeError(run_serve(*args)); });
 
     auto* th = app.add_subcommand("token-hash", "print the SHA-256 of a token read from stdin (for api.tokens_sha256)");
