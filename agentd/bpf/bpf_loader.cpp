@@ -376,7 +376,7 @@ std::expected<std::string, SysError> resolve_cgroup_parent(const std::string& co
     return parent;
 }
 
-std::expected<uint64_t, SysError> cgroup_id(const std::string& dir) {
+std::expected<CgroupHandle, SysError> cgroup_handle(const std::string& dir) {
     struct {
         struct file_handle fh;
         uint64_t id;
@@ -385,9 +385,16 @@ std::expected<uint64_t, SysError> cgroup_id(const std::string& dir) {
     int mount_id = 0;
     if (name_to_handle_at(AT_FDCWD, dir.c_str(), &h.fh, &mount_id, 0) != 0)
         return std::unexpected(SysError::last("name_to_handle_at(" + dir + ")"));
-    uint64_t id = 0;
-    std::memcpy(&id, h.fh.f_handle, sizeof id);
-    return id;
+    CgroupHandle out;
+    std::memcpy(&out.id, h.fh.f_handle, sizeof out.id);
+    out.type = h.fh.handle_type;
+    return out;
+}
+
+std::expected<uint64_t, SysError> cgroup_id(const std::string& dir) {
+    auto h = cgroup_handle(dir);
+    if (!h) return std::unexpected(h.error());
+    return h->id;
 }
 
 std::expected<void, SysError> ensure_bpffs() {

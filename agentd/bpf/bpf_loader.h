@@ -119,7 +119,15 @@ std::string bpf_build_id();
 // The sandbox parent a loader with LoaderOptions::cgroup_parent = configured
 // uses: configured, or "bulwark" below this process's cgroup ("" configured).
 std::expected<std::string, SysError> resolve_cgroup_parent(const std::string& configured);
-std::expected<uint64_t, SysError> cgroup_id(const std::string& dir);  // kernfs id (bpf_get_current_cgroup_id)
+// A cgroup v2 directory's file handle: its kernfs id (what
+// bpf_get_current_cgroup_id returns) and the handle type open_by_handle_at
+// takes for ids of that mount.
+struct CgroupHandle {
+    uint64_t id = 0;
+    int type = 0;
+};
+std::expected<CgroupHandle, SysError> cgroup_handle(const std::string& dir);
+std::expected<uint64_t, SysError> cgroup_id(const std::string& dir);  // cgroup_handle(dir)->id
 std::expected<void, SysError> ensure_bpffs();
 
 }  // namespace bulwark::bpf

@@ -153,20 +153,19 @@ void BpfRuntime::reap_dead_bindings() {
     }
     auto mnt = cgroup2_mount();
     Fd mnt_fd(mnt ? ::open(mnt->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1);
-    struct {
-        struct file_handle fh;
-        uint64_t id;
-    } ph{};
-    ph.fh.handle_bytes = sizeof(uint64_t);
-    int mount_id = 0;
-    if (!mnt_fd ||
-        ::name_to_handle_at(AT_FDCWD, loader_->parent_cgroup().c_str(), &ph.fh, &mount_id, 0) != 0) {
-        spdlog::warn("bpf: reap skipped: cannot build cgroup handles ({})", std::strerror(errno));
+    if (!mnt_fd) {
+        spdlog::warn("bpf: reap skipped: cannot open the cgroup v2 mount ({})", std::strerror(errno));
+        return;
+    }
+    // Handles of this mount's cgroups have the parent's type.
+    auto parent = cgroup_handle(loader_->parent_cgroup());
+    if (!parent) {
+        spdlog::warn("bpf: reap skipped: cannot build cgroup handles ({})", parent.error().message());
         return;
     }
     std::set<uint32_t> live_slots;
     for (const auto& [cg, b] : *all) {
-        if (cgroup_alive(mnt_fd.get(), ph.fh.handle_type, cg)) {
+        if (cgroup_alive(mnt_fd.get(), parent->type, cg)) {
             live_slots.insert(b.policy_id);
             continue;
         }
