@@ -7,8 +7,13 @@ namespace bulwark::http {
 
 using nlohmann::json;
 
+namespace {
+
+std::unexpected<TaskError> bad(std::string m) { return task_error(TaskErrc::BadRequest, std::move(m)); }
+
+}  // namespace
+
 std::expected<ExecRequest, TaskError> parse_exec(const json& body) {
-    auto bad = [](std::string m) { return std::unexpected(TaskError{TaskErrc::BadRequest, std::move(m)}); };
     if (!body.is_object()) return bad("the body must be a JSON object");
     ExecRequest r;
     for (auto it = body.begin(); it != body.end(); ++it)
@@ -54,7 +59,6 @@ std::expected<ExecRequest, TaskError> parse_exec(const json& body) {
 }
 
 std::expected<RecordRange, TaskError> parse_record_range(const json& body, std::initializer_list<const char*> extra) {
-    auto bad = [](std::string m) { return std::unexpected(TaskError{TaskErrc::BadRequest, std::move(m)}); };
     if (!body.is_object()) return bad("the body must be a JSON object");
     for (auto it = body.begin(); it != body.end(); ++it) {
         bool known = it.key() == "tool" || it.key() == "since_ns" || it.key() == "until_ns" || it.key() == "task" ||
@@ -73,12 +77,6 @@ std::expected<RecordRange, TaskError> parse_record_range(const json& body, std::
     r.max_records = body.value("max_records", uint64_t(100000));
     return r;
 }
-
-namespace {
-
-std::unexpected<TaskError> bad(std::string m) { return std::unexpected(TaskError{TaskErrc::BadRequest, std::move(m)}); }
-
-}  // namespace
 
 std::expected<CreateTaskRequest, TaskError> parse_create_task(const json& body) {
     if (!body.is_object()) return bad("the body must be a JSON object");

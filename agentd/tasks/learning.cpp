@@ -21,10 +21,6 @@ namespace {
 
 using nlohmann::json;
 
-std::unexpected<TaskError> err(TaskErrc code, std::string message, json extra = json::object()) {
-    return std::unexpected(TaskError{code, std::move(message), std::move(extra)});
-}
-
 // Compiles a rule file's text for `tool` against the served rules directory.
 std::expected<policy::CompileResult, TaskError> compile_for_tool(const ToolCatalog& catalog, const std::string& text,
                                                                  const std::string& name, const std::string& tool) {
@@ -35,10 +31,10 @@ std::expected<policy::CompileResult, TaskError> compile_for_tool(const ToolCatal
         json diags = json::array();
         for (const auto& d : cand.diagnostics)
             diags.push_back({{"file", d.loc.file}, {"line", d.loc.line}, {"col", d.loc.col}, {"message", d.message}});
-        return err(TaskErrc::CandidateInvalid, policy::render_diagnostics(cand), {{"diagnostics", diags}});
+        return task_error(TaskErrc::CandidateInvalid, policy::render_diagnostics(cand), {{"diagnostics", diags}});
     }
     if (cand.bundle->tool != tool)
-        return err(TaskErrc::CandidateInvalid,
+        return task_error(TaskErrc::CandidateInvalid,
                    "the candidate declares tool '" + cand.bundle->tool + "', not '" + tool + "'");
     return cand;
 }
@@ -143,7 +139,7 @@ std::expected<json, TaskError> replay(const LearningSources& src, const RecordRa
                                       const std::string& candidate_rules) {
     const std::string& tool = range.tool;
     const ToolEntry* current = src.catalog.find(tool);
-    if (!current) return err(TaskErrc::UnknownTool, "tool: no tool named '" + tool + "'");
+    if (!current) return task_error(TaskErrc::UnknownTool, "tool: no tool named '" + tool + "'");
     auto cand = compile_for_tool(src.catalog, candidate_rules, "candidate:" + tool + ".yaml", tool);
     if (!cand) return std::unexpected(std::move(cand.error()));
     TaskVarsCache vars{src, {}};
@@ -207,7 +203,7 @@ std::expected<json, TaskError> replay(const LearningSources& src, const RecordRa
 std::expected<json, TaskError> propose(const LearningSources& src, const RecordRange& range) {
     const std::string& tool = range.tool;
     const ToolEntry* current = src.catalog.find(tool);
-    if (!current) return err(TaskErrc::UnknownTool, "tool: no tool named '" + tool + "'");
+    if (!current) return task_error(TaskErrc::UnknownTool, "tool: no tool named '" + tool + "'");
 
     struct Seen {
         audit::AuditRecord rec;

@@ -5,6 +5,7 @@
 // table (api/http_tasks.cpp); the code's name is the stable `error.code` of
 // its replies.
 #include <cstdint>
+#include <expected>
 #include <string>
 #include <string_view>
 
@@ -48,5 +49,10 @@ struct TaskError {
     std::string message;
     nlohmann::json extra = nlohmann::json::object();  // facts beside the message
 };
+
+inline std::unexpected<TaskError> task_error(TaskErrc code, std::string message,
+                                             nlohmann::json extra = nlohmann::json::object()) {
+    return std::unexpected(TaskError{code, std::move(message), std::move(extra)});
+}
 
 }  // namespace bulwark

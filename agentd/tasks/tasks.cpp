@@ -35,10 +35,6 @@ namespace {
 
 int64_t to_ns(SysClock::time_point t) { return unix_ns(t); }
 
-std::unexpected<TaskError> err(TaskErrc code, std::string message, json extra = json::object()) {
-    return std::unexpected(TaskError{code, std::move(message), std::move(extra)});
-}
-
 // Run ids and task ids continue after the largest the store holds, so a
 // restarted daemon never reuses one.
 std::pair<uint64_t, uint64_t> max_ids(audit::AuditStore* store) {
@@ -180,7 +176,7 @@ TaskManager::TaskManager(const ToolCatalog& catalog, audit::AuditStore* store, T
 std::expected<json, TaskError> TaskManager::cancel(uint64_t id, const std::string& ref) {
     std::lock_guard lk(mu_);
     auto it = tasks_.find(id);
-    if (it == tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + std::to_string(id));
+    if (it == tasks_.end()) return task_error(TaskErrc::UnknownTask, "no task " + std::to_string(id));
     json runs = json::array();
     for (const auto& r : it->second->runs)
         if (r.client_ref == ref && r.request_cancel()) runs.push_back(r.run_id);
@@ -208,23 +204,23 @@ TaskManager::~TaskManager() {
 
 std::expected<json, TaskError> TaskManager::create(const CreateTaskRequest& req) {
     const bool skip_unavailable = req.skip_unavailable;
-    if (req.tools.empty()) return err(TaskErrc::BadRequest, "tools: a non-empty array of tool names is required");
+    if (req.tools.empty()) return task_error(TaskErrc::BadRequest, "tools: a non-empty array of tool names is required");
     auto t = std::make_shared<Task>();
     for (size_t i = 0; i < req.tools.size(); ++i) {
         const std::string& name = req.tools[i];
         std::string field = "tools[" + std::to_string(i) + "]";
-        if (!catalog_.find(name)) return err(TaskErrc::UnknownTool, field + ": no tool named '" + name + "'");
+        if (!catalog_.find(name)) return task_error(TaskErrc::UnknownTool, field + ": no tool named '" + name + "'");
         if (std::find(t->tools.begin(), t->tools.end(), name) != t->tools.end())
-            return err(TaskErrc::BadRequest, field + ": '" + name + "' is listed twice");
+            return task_error(TaskErrc::BadRequest, field + ": '" + name + "' is listed twice");
         t->tools.push_back(name);
     }
-    if (req.label.size() > 256) return err(TaskErrc::BadRequest, "label: must be a string of at most 256 bytes");
+    if (req.label.size() > 256) return task_error(TaskErrc::BadRequest, "label: must be a string of at most 256 bytes");
     t->label = req.label;
 
     std::unique_lock lk(mu_);
     size_t open = std::count_if(tasks_.begin(), tasks_.end(), [](auto& kv) { return !kv.second->closed; });
     if (open >= opts_.max_tasks)
-        return err(TaskErrc::TooManyTasks, "at most " + std::to_string(opts_.max_tasks) + " open tasks");
+        return task_error(TaskErrc::TooManyTasks, "at most " + std::to_string(opts_.max_tasks) + " open tasks");
     t->id = next_task_id_++;
     lk.unlock();
 
@@ -232,27 +228,27 @@ std::expected<json, TaskError> TaskManager::create(const CreateTaskRequest& req)
     std::error_code ec;
     if (req.workdir) {
         const std::string& w = *req.workdir;
-        if (w.empty() || w.front() != '/') return err(TaskErrc::BadRequest, "workdir: must be an absolute path");
+        if (w.empty() || w.front() != '/') return task_error(TaskErrc::BadRequest, "workdir: must be an absolute path");
         auto canon = fs::canonical(w, ec);
-        if (ec || !fs::is_directory(canon)) return err(TaskErrc::BadWorkdir, "workdir: " + w + ": not a directory");
+        if (ec || !fs::is_directory(canon)) return task_error(TaskErrc::BadWorkdir, "workdir: " + w + ": not a directory");
         t->workdir = canon.string();
     } else {
-        if (opts_.work_root.empty()) return err(TaskErrc::BadRequest, "workdir: required (no default work root)");
+        if (opts_.work_root.empty()) return task_error(TaskErrc::BadRequest, "workdir: required (no default work root)");
         fs::path dir = opts_.work_root / std::to_string(t->id);
         fs::create_directories(dir, ec);
-        if (ec) return err(TaskErrc::WorkdirFailed, "cannot create " + dir.string() + ": " + ec.message());
+        if (ec) return task_error(TaskErrc::WorkdirFailed, "cannot create " + dir.string() + ": " + ec.message());
         // The tool runs as an unprivileged id (spawner.h): the work directory is its own.
         if (::chown(dir.c_str(), 65534, 65534) != 0 || ::chmod(dir.c_str(), 0700) != 0)
-            return err(TaskErrc::WorkdirFailed, "cannot hand " + dir.string() + " to uid 65534: " + std::strerror(errno));
+            return task_error(TaskErrc::WorkdirFailed, "cannot hand " + dir.string() + " to uid 65534: " + std::strerror(errno));
         t->workdir = dir.string();
         t->owns_workdir = true;
     }
-    if (t->workdir == "/") return err(TaskErrc::BadWorkdir, "workdir: must not be /");
+    if (t->workdir == "/") return task_error(TaskErrc::BadWorkdir, "workdir: must not be /");
 
     t->vars = vars_of(t->id, t->workdir);
     for (const auto& name : t->tools) {
         auto b = instantiate_tool(catalog_.find(name)->bundle, t->vars, opts_.resolve);
-        if (!b && !skip_unavailable) return err(TaskErrc::InstantiateFailed, name + ": " + b.error());
+        if (!b && !skip_unavailable) return task_error(TaskErrc::InstantiateFailed, name + ": " + b.error());
         if (!b) {
             // Left out of the task and said so (in the task, and to the caller).
             t->unavailable.emplace_back(name, b.error());
@@ -265,7 +261,7 @@ std::expected<json, TaskError> TaskManager::create(const CreateTaskRequest& req)
         if (t->tools.empty()) {
             std::string why;
             for (const auto& [tool, e] : t->unavailable) why += (why.empty() ? "" : "; ") + tool + ": " + e;
-            return err(TaskErrc::InstantiateFailed, "no tool of the task can be instantiated: " + why);
+            return task_error(TaskErrc::InstantiateFailed, "no tool of the task can be instantiated: " + why);
         }
         for (const auto& [tool, e] : t->unavailable)
             spdlog::warn("task {}: tool {} is unavailable and left out: {}", t->id, tool, e);
@@ -302,7 +298,7 @@ std::expected<json, TaskError> TaskManager::switch_epoch(Task& t, const json& gr
         e.bundles = t.instantiated;
     } else {
         auto g = grant_from_json(grant_json, t.vars);
-        if (!g) return err(TaskErrc::BadGrant, g.error());
+        if (!g) return task_error(TaskErrc::BadGrant, g.error());
         g->name = "task " + std::to_string(t.id);
         if (e.expires_at) g->expires_at = e.expires_at;
         std::vector<std::string> reasons;
@@ -316,7 +312,7 @@ std::expected<json, TaskError> TaskManager::switch_epoch(Task& t, const json& gr
         }
         if (!reasons.empty()) {
             std::string msg = "the grant would widen what the rules allow";
-            return err(TaskErrc::GrantWidens, msg, {{"reasons", reasons}});
+            return task_error(TaskErrc::GrantWidens, msg, {{"reasons", reasons}});
         }
     }
     e.n = t.epochs.empty() ? 1 : t.epochs.back().n + 1;
@@ -357,7 +353,7 @@ json TaskManager::list() const {
 std::expected<json, TaskError> TaskManager::get(uint64_t id) const {
     std::lock_guard lk(mu_);
     auto it = tasks_.find(id);
-    if (it == tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + std::to_string(id));
+    if (it == tasks_.end()) return task_error(TaskErrc::UnknownTask, "no task " + std::to_string(id));
     return it->second->detail();
 }
 
@@ -365,9 +361,9 @@ std::expected<json, TaskError> TaskManager::update_grant(uint64_t id, const Gran
     const std::optional<std::chrono::milliseconds> box = update.expires_in;
     std::lock_guard lk(mu_);
     auto it = tasks_.find(id);
-    if (it == tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + std::to_string(id));
+    if (it == tasks_.end()) return task_error(TaskErrc::UnknownTask, "no task " + std::to_string(id));
     Task& t = *it->second;
-    if (t.closed) return err(TaskErrc::TaskClosed, "task " + std::to_string(id) + " is closed");
+    if (t.closed) return task_error(TaskErrc::TaskClosed, "task " + std::to_string(id) + " is closed");
     // A time-boxed grant returns to the epoch in force before it; a plain
     // update replaces the base.
     size_t base = t.epochs.size() - 1;
@@ -427,7 +423,7 @@ void TaskManager::timer_loop(std::stop_token st) {
 std::expected<json, TaskError> TaskManager::close(uint64_t id) {
     std::lock_guard lk(mu_);
     auto it = tasks_.find(id);
-    if (it == tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + std::to_string(id));
+    if (it == tasks_.end()) return task_error(TaskErrc::UnknownTask, "no task " + std::to_string(id));
     Task& t = *it->second;
     size_t cancelled = 0;
     if (!t.closed) {
@@ -595,39 +591,39 @@ std::expected<json, TaskError> TaskManager::exec(uint64_t id, const ExecRequest&
 std::expected<void, TaskError> TaskManager::ExecRun::admit() {
     const std::string id_s = std::to_string(task_id);
     if (m.store_ && !m.store_->accepting_runs())
-        return err(TaskErrc::StoreRefusing, "the audit store refuses new runs: " + m.store_->status().reason);
+        return task_error(TaskErrc::StoreRefusing, "the audit store refuses new runs: " + m.store_->status().reason);
     std::string workdir;
     {
         std::lock_guard lk(m.mu_);
         auto it = m.tasks_.find(task_id);
-        if (it == m.tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + id_s);
-        if (it->second->closed) return err(TaskErrc::TaskClosed, "task " + id_s + " is closed");
+        if (it == m.tasks_.end()) return task_error(TaskErrc::UnknownTask, "no task " + id_s);
+        if (it->second->closed) return task_error(TaskErrc::TaskClosed, "task " + id_s + " is closed");
         if (!it->second->current().bundles.contains(req.tool))
-            return err(TaskErrc::UnknownTool, "tool: '" + req.tool + "' is not a tool of task " + id_s);
+            return task_error(TaskErrc::UnknownTool, "tool: '" + req.tool + "' is not a tool of task " + id_s);
         workdir = it->second->workdir;
     }
     struct stat st{};
     bool missing = ::lstat(workdir.c_str(), &st) != 0;
     if (missing || !S_ISDIR(st.st_mode))
-        return err(TaskErrc::WorkdirGone, "task " + id_s + ": its work directory " + workdir + " is " +
+        return task_error(TaskErrc::WorkdirGone, "task " + id_s + ": its work directory " + workdir + " is " +
                                               (missing ? "gone (removed from the host)" : "no longer a directory") +
                                               "; make it again (owned by the tool's uid) or create another task");
     if (!req.files.empty()) {
         auto w = write_workdir_files(workdir, req.files);
-        if (!w) return err(TaskErrc::FileRefused, w.error());
+        if (!w) return task_error(TaskErrc::FileRefused, w.error());
         files_written = std::move(*w);
     }
     cancel = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!cancel) return err(TaskErrc::Internal, std::string("eventfd: ") + std::strerror(errno));
+    if (!cancel) return task_error(TaskErrc::Internal, std::string("eventfd: ") + std::strerror(errno));
     std::lock_guard lk(m.mu_);
     auto it = m.tasks_.find(task_id);
-    if (it == m.tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + id_s);
+    if (it == m.tasks_.end()) return task_error(TaskErrc::UnknownTask, "no task " + id_s);
     task = it->second;
-    if (m.shutting_down_) return err(TaskErrc::ShuttingDown, "agentd is shutting down; no new runs");
-    if (task->closed) return err(TaskErrc::TaskClosed, "task " + id_s + " is closed");
+    if (m.shutting_down_) return task_error(TaskErrc::ShuttingDown, "agentd is shutting down; no new runs");
+    if (task->closed) return task_error(TaskErrc::TaskClosed, "task " + id_s + " is closed");
     auto b = task->current().bundles.find(req.tool);
     if (b == task->current().bundles.end())
-        return err(TaskErrc::UnknownTool, "tool: '" + req.tool + "' is not a tool of task " + id_s);
+        return task_error(TaskErrc::UnknownTool, "tool: '" + req.tool + "' is not a tool of task " + id_s);
     epoch_bundle = b->second;
     tool_bundle = task->instantiated.at(req.tool);
     epoch = task->current().n;
@@ -752,7 +748,7 @@ std::expected<void, TaskError> TaskManager::ExecRun::settle_start(RunReport& rep
         binding->finish(rep);
         if (m.opts_.metrics) m.opts_.metrics->runs_running.fetch_sub(1, std::memory_order_relaxed);
         finish_run("refused", std::nullopt);
-        return err(TaskErrc::StoreUnacknowledged,
+        return task_error(TaskErrc::StoreUnacknowledged,
                    start_not_taken ? "the audit store did not take the run's start record; the tool was not started"
                                    : "the audit store did not acknowledge the run's start; the tool was not started");
     }
@@ -842,25 +838,25 @@ std::expected<json, TaskError> TaskManager::ExecRun::answer(const RunReport& rep
         json unheld = json::array();
         for (const auto& row : out["report"]["rules"]["coverage"])
             if (!row.value("held", true) && !row.contains("unenforceable")) unheld.push_back(row);
-        return err(TaskErrc::RuleUnenforced, rep.error,
+        return task_error(TaskErrc::RuleUnenforced, rep.error,
                    {{"run_id", run_id}, {"task_id", task_id}, {"tool", req.tool}, {"rules", std::move(unheld)}});
     }
     // The BPF layer could not take the run now (a peer holds the maps): the
     // same request may succeed later.
     if (rep.refusal_code == "bpf_binding")
-        return err(TaskErrc::BpfUnavailable, rep.error, {{"run_id", run_id}, {"task_id", task_id}, {"tool", req.tool}});
+        return task_error(TaskErrc::BpfUnavailable, rep.error, {{"run_id", run_id}, {"task_id", task_id}, {"tool", req.tool}});
     return out;
 }
 
 std::expected<json, TaskError> TaskManager::denials(uint64_t id, uint64_t after_seq, uint32_t limit) const {
-    if (!store_) return err(TaskErrc::NoStore, "the audit store is not open");
+    if (!store_) return task_error(TaskErrc::NoStore, "the audit store is not open");
     using Pair = std::pair<std::shared_ptr<const policy::Bundle>, std::shared_ptr<const policy::Bundle>>;
     std::map<std::pair<uint64_t, std::string>, std::pair<Pair, bool>> by_epoch;  // (version, tool)
     std::map<std::string, std::pair<Pair, bool>> current;
     {
         std::lock_guard lk(mu_);
         auto it = tasks_.find(id);
-        if (it == tasks_.end()) return err(TaskErrc::UnknownTask, "no task " + std::to_string(id));
+        if (it == tasks_.end()) return task_error(TaskErrc::UnknownTask, "no task " + std::to_string(id));
         const Task& t = *it->second;
         for (const auto& e : t.epochs)
             for (const auto& [tool, b] : e.bundles)
@@ -875,7 +871,7 @@ std::expected<json, TaskError> TaskManager::denials(uint64_t id, uint64_t after_
     q.after_seq = after_seq;
     q.limit = limit;
     auto res = store_->query(q);
-    if (!res) return err(TaskErrc::QueryFailed, res.error().message);
+    if (!res) return task_error(TaskErrc::QueryFailed, res.error().message);
     json out = json::array();
     for (const auto& rec : res->rows) {
         json row = audit::to_json(rec);
