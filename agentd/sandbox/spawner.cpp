@@ -548,7 +548,7 @@ RunReport Launch::supervise_to_end() {
     tool.cancel_fd = req_.cancel_fd;
     tool.timeout_ms = bundle_.limits.timeout_ms;
     tool.output_bytes = bundle_.limits.output_bytes.value_or(kDefaultOutputBytes);
-    tool.on_output = req_.on_output;
+    tool.on_output = &req_.on_output;
     ToolExit exit = supervise(std::move(tool), *cg_, rep_);
     account(exit, t_exec);
     clean_up();

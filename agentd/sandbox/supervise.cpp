@@ -134,7 +134,8 @@ ToolExit supervise(SupervisedTool tool, const SandboxCgroup& cg, RunReport& rep)
                     uint64_t take = std::min<uint64_t>(room, static_cast<uint64_t>(n));
                     s.data->append(buf, take);
                     captured += take;
-                    if (take && tool.on_output) tool.on_output(idx[k] + 1, std::string_view(buf, take));
+                    if (take && tool.on_output && *tool.on_output)
+                        (*tool.on_output)(idx[k] + 1, std::string_view(buf, take));
                     if (take < static_cast<uint64_t>(n)) *s.truncated = true;
                     continue;
                 }

@@ -28,7 +28,8 @@ struct SupervisedTool {
     int cancel_fd = -1;
     std::optional<uint64_t> timeout_ms;
     uint64_t output_bytes = 0;
-    std::function<void(int stream, std::string_view data)> on_output;
+    // Each chunk captured, as it arrives (the caller's; may be null or empty).
+    const std::function<void(int stream, std::string_view data)>* on_output = nullptr;
 };
 
 // How the tool's first process ended.
