@@ -17,10 +17,11 @@ ALLOWED = {
     "sandbox": {"common"},
     "bpf": {"common", "audit"},
     "kaudit": {"common", "audit"},
-    "tasks": {"common", "audit", "sandbox", "bpf", "kaudit"},
+    "vm": {"common", "audit", "sandbox"},
+    "tasks": {"common", "audit", "sandbox", "bpf", "kaudit", "vm"},
     "api": {"common", "audit", "tasks"},
     "mcp": {"common", "api"},
-    "cli": {"common", "audit", "sandbox", "bpf", "kaudit", "tasks", "api", "mcp"},
+    "cli": {"common", "audit", "sandbox", "bpf", "kaudit", "vm", "tasks", "api", "mcp"},
 }
 # Narrower than the folder: what bpf/ and kaudit/ may take of audit/, and
 # mcp/ of api/ (the HTTP transport for --http).

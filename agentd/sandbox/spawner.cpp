@@ -88,6 +88,12 @@ LayersInForce layers_in_force(const LandlockPrep& ll, const SeccompPrep& sc, boo
             in.state[l] = it != req.bpf_layers.end() ? it->second : "the BPF binding did not report this layer";
         }
     }
+    for (const char* l : {"microvm", "tee"}) {
+        auto it = req.vm_layers.find(l);
+        in.state[l] = it != req.vm_layers.end()     ? it->second
+                      : std::string_view(l) == "tee" ? "the tool does not run in a confidential guest"
+                                                     : "the tool runs in the host sandbox";
+    }
     in.mount = [&mounts](const policy::RuleCoverage& c) -> std::string {
         for (const auto& m : mounts.masks)
             if (m.rule_id == c.rule_id) return m.held ? "" : m.how;

@@ -62,6 +62,10 @@ struct RunRequest {
     // With attach_bpf: the BPF layers' states for per-rule coverage
     // (BpfRuntime::layer_states(): "sock_addr", "bpf_lsm" -> "" or why not).
     std::map<std::string, std::string> bpf_layers;
+    // The VM layers of this launch for per-rule coverage ("microvm", "tee"
+    // -> "" when in force, else why not). Unset: the host sandbox, and the
+    // reason says so; the guest agent sets "microvm" in force.
+    std::map<std::string, std::string> vm_layers;
     // Absolute cgroup v2 directory the run's leaf is created in: the BPF
     // runtime's cgroup parent, where its cgroup programs are attached. Empty:
     // the cgroup this process runs in.

@@ -124,7 +124,7 @@ std::expected<policy::Grant, std::string> grant_from_json(const json& j, const p
                                                           std::string_view where) {
     const std::string w(where);
     try {
-        only_keys(j, w, {"files", "network", "families", "limits"});
+        only_keys(j, w, {"files", "network", "families", "limits", "microvm"});
         policy::Grant g;
         if (j.contains("files")) {
             const auto& f = arr(j["files"], w + ".files");
@@ -179,6 +179,21 @@ std::expected<policy::Grant, std::string> grant_from_json(const json& j, const p
             if (l.contains("file_size_bytes"))
                 g.limits.file_size_bytes = count(l["file_size_bytes"], f + ".file_size_bytes", 0, big);
             if (l.contains("open_files")) g.limits.open_files = count(l["open_files"], f + ".open_files", 4, 1 << 20);
+        }
+        if (j.contains("microvm")) {
+            const auto& m = j["microvm"];
+            std::string f = w + ".microvm";
+            only_keys(m, f, {"mode", "memory_bytes", "vcpus"});
+            if (m.contains("mode")) {
+                const auto& mode = str(m["mode"], f + ".mode");
+                if (mode == "off") g.microvm_mode = policy::MicroVmMode::Off;
+                else if (mode == "preferred") g.microvm_mode = policy::MicroVmMode::Preferred;
+                else if (mode == "required") g.microvm_mode = policy::MicroVmMode::Required;
+                else fail(f + ".mode", "must be \"off\", \"preferred\" or \"required\"");
+            }
+            if (m.contains("memory_bytes"))
+                g.microvm_memory_bytes = count(m["memory_bytes"], f + ".memory_bytes", 128 << 20, uint64_t(64) << 30);
+            if (m.contains("vcpus")) g.microvm_vcpus = static_cast<uint32_t>(count(m["vcpus"], f + ".vcpus", 1, 64));
         }
         return g;
     } catch (const Bad& b) {

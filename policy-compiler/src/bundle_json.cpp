@@ -35,6 +35,7 @@ constexpr std::array<const char*, 2> kModes = {"enforce", "audit"};
 constexpr std::array<const char*, 3> kNetModes = {"none", "loopback", "rules"};
 constexpr std::array<const char*, 5> kActions = {"allow", "errno", "kill", "log", "trap"};
 constexpr std::array<const char*, 3> kMte = {"off", "async", "sync"};
+constexpr std::array<const char*, 3> kMicroVm = {"off", "preferred", "required"};
 constexpr std::array<const char*, 2> kReq = {"require", "warn"};
 
 std::string hex(const uint8_t* p, size_t n) {
@@ -184,6 +185,13 @@ json bundle_to_json(const Bundle& b) {
                    {"cpu_percent", opt_json(L.cpu_percent)}, {"timeout_ms", opt_json(L.timeout_ms)},
                    {"output_bytes", opt_json(L.output_bytes)}, {"file_size_bytes", opt_json(L.file_size_bytes)},
                    {"open_files", opt_json(L.open_files)}, {"rule_ids", pairs_json(L.rule_ids)}};
+    // Written only when the rule file has a `microvm:` block, so that the
+    // hash of a bundle without one does not change.
+    if (!b.microvm.rule_ids.empty()) {
+        const auto& m = b.microvm;
+        j["microvm"] = {{"mode", enum_name(m.mode, kMicroVm)}, {"memory_bytes", m.memory_bytes},
+                        {"vcpus", m.vcpus}, {"confidential", m.confidential}, {"rule_ids", pairs_json(m.rule_ids)}};
+    }
     json props = json::array();
     for (const auto& [n, r] : b.hardening.properties) props.push_back(json::array({n, enum_name(r, kReq)}));
     j["hardening"] = {{"mte", enum_name(b.hardening.mte, kMte)}, {"properties", props},
@@ -320,6 +328,14 @@ Bundle from_json_unchecked(const json& j) {
     b.limits.file_size_bytes = opt_from<uint64_t>(L, "file_size_bytes");
     b.limits.open_files = opt_from<uint64_t>(L, "open_files");
     b.limits.rule_ids = pairs_from<uint32_t>(L.at("rule_ids"));
+    if (j.contains("microvm")) {
+        const auto& m = j.at("microvm");
+        b.microvm.mode = enum_value<MicroVmMode>(m.at("mode"), kMicroVm, "microvm mode");
+        b.microvm.memory_bytes = num<uint64_t>(m, "memory_bytes");
+        b.microvm.vcpus = num<uint32_t>(m, "vcpus");
+        b.microvm.confidential = m.at("confidential").get<bool>();
+        b.microvm.rule_ids = pairs_from<uint32_t>(m.at("rule_ids"));
+    }
     const auto& hd = j.at("hardening");
     b.hardening.mte = enum_value<MteMode>(hd.at("mte"), kMte, "mte mode");
     for (const auto& p : hd.at("properties")) {

@@ -1,10 +1,24 @@
 // compile_file / compile_string: parse, run the pass pipeline, hand back the
 // bundle (only when there is no error) and every diagnostic.
+#include <algorithm>
 #include <filesystem>
 
 #include "passes.h"
 
 namespace bulwark::policy {
+
+bool CompileContext::check_choice(const ast::Scalar& s, const std::vector<std::string>& choices,
+                                  const std::string& what) {
+    if (std::find(choices.begin(), choices.end(), s.value) != choices.end()) return true;
+    std::vector<std::string> hints;
+    if (auto m = closest_match(s.value, choices); !m.empty()) hints.push_back("did you mean \"" + m + "\"?");
+    std::string list;
+    for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+    hints.push_back(what + " is one of: " + list);
+    error(s.span, "bad-value", "unknown " + what + " \"" + s.value + "\"", std::move(hints));
+    return false;
+}
+
 ast::Span CompileContext::span_of(uint32_t rule_id) const {
     const RuleRef* r = bundle.rule(rule_id);
     if (!r) return {};

@@ -60,6 +60,9 @@ struct CompileContext {
     }
     // The rule's source span, its length measured in the source text.
     ast::Span span_of(uint32_t rule_id) const;
+    // True when `s` is one of `choices`; else an error naming `what`, the
+    // closest choice and the list.
+    bool check_choice(const ast::Scalar& s, const std::vector<std::string>& choices, const std::string& what);
 
     mutable std::map<std::string, std::vector<size_t>, std::less<>> line_starts_;
 };

@@ -67,14 +67,17 @@ std::vector<LayerClaim> claims_for(const std::string& kind) {
     if (kind == "limits.timeout" || kind == "limits.output") return one("supervisor");
     if (kind == "limits.file_size") return one("rlimit", "RLIMIT_FSIZE");
     if (kind == "limits.open_files") return one("rlimit", "RLIMIT_NOFILE");
+    if (kind == "microvm.confidential") return one("tee", "a TDX, SEV-SNP or CCA guest (docs/confidential.md)");
+    if (kind.starts_with("microvm.")) return one("microvm", "a VM of its own, the tool inside under the guest's layers");
     return {};  // a kind no layer is known to hold: never enforced by assumption
 }
 
 }  // namespace
 
 const std::vector<std::string>& coverage_layers() {
-    static const std::vector<std::string> names = {"bpf_lsm", "landlock", "mount",  "seccomp",   "sock_addr",
-                                                   "sock_unix", "netns", "cgroup", "rlimit", "supervisor"};
+    static const std::vector<std::string> names = {"bpf_lsm", "landlock", "mount",  "seccomp",    "sock_addr",
+                                                   "sock_unix", "netns", "cgroup", "rlimit", "supervisor",
+                                                   "microvm",   "tee"};
     return names;
 }
 
@@ -119,7 +122,8 @@ std::vector<RuleCoverage> rule_coverage(const Bundle& b) {
         RuleCoverage c;
         c.rule_id = r.id;
         c.kind = kind_of(r);
-        c.unenforceable_run = r.unenforceable_run;
+        // A confidential tool never runs unprotected: `unenforceable: run` does not cover it.
+        c.unenforceable_run = r.unenforceable_run && c.kind != "microvm.confidential";
         // The tool's name, and rule 0: the policy's defaults (default deny,
         // limits no rule set), which the rows of the rules themselves cover.
         if (c.kind == "tool" || c.kind == "description" || c.kind == "extends" || r.loc.line == 0) continue;
@@ -127,6 +131,11 @@ std::vector<RuleCoverage> rule_coverage(const Bundle& b) {
         // replaced no longer applies (the mapping's rules have rows of their own).
         if (c.kind == "network" && b.network.mode == NetMode::Rules) continue;
         c.layers = claims_for(c.kind);
+        // A microvm rule of a tool that may run on the host (off, preferred)
+        // is also held by the host sandbox falling back, which its report says.
+        if (c.kind.starts_with("microvm.") && c.kind != "microvm.confidential" &&
+            b.microvm.mode != MicroVmMode::Required)
+            c.layers.push_back({"supervisor", "the host sandbox when no microVM can start, said in the run's report"});
         row_of[r.id] = out.size();
         out.push_back(std::move(c));
     }

@@ -148,6 +148,16 @@ std::string explain_text(const Bundle& b) {
     if (L.open_files) line("open_files", std::to_string(*L.open_files));
     if (!any) o << "  (none)\n";
 
+    if (!b.microvm.rule_ids.empty()) {
+        const auto& m = b.microvm;
+        static constexpr const char* kModes[] = {"off", "preferred", "required"};
+        o << "\nmicrovm (a VM of its own; docs/microvm.md)\n  " << pad("mode", 12) << kModes[int(m.mode)] << "\n";
+        if (m.mode != MicroVmMode::Off)
+            o << "  " << pad("memory", 12) << format_size(m.memory_bytes) << "\n  " << pad("vcpus", 12) << m.vcpus
+              << "\n";
+        if (m.confidential) o << "  " << pad("confidential", 12) << "required (a TDX, SEV-SNP or CCA guest)\n";
+    }
+
     const auto& h = b.hardening;
     o << "\nhardening (supervisor at launch)\n  mte: "
       << (h.mte == MteMode::Off ? "off" : h.mte == MteMode::Async ? "async" : "sync") << "\n";

@@ -183,6 +183,7 @@ struct Narrowing {
     void narrow_network(const Resolver& resolve);
     void narrow_families();
     void narrow_limits();
+    void narrow_microvm();
     void cut_at_expiry(Clock::time_point now);
 
     const Bundle& parent;
@@ -389,6 +390,40 @@ void Narrowing::narrow_limits() {
     }
 }
 
+// microvm: a grant may move a tool into a VM (off -> preferred -> required)
+// and give it less of one, never take it out or give it more.
+void Narrowing::narrow_microvm() {
+    const auto& have = parent.microvm;
+    auto rule = [&](std::string_view key) {
+        uint32_t id = have.rule_of(key);
+        return id ? " (" + describe_rule(parent, id) + ")" : std::string(" (the default)");
+    };
+    static constexpr const char* kModes[] = {"off", "preferred", "required"};
+    if (grant.microvm_mode) {
+        if (*grant.microvm_mode < have.mode)
+            reasons.push_back(std::string("microvm.mode ") + kModes[int(*grant.microvm_mode)] + " is weaker than the tool's " +
+                              kModes[int(have.mode)] + rule("mode"));
+        else
+            n.microvm.mode = *grant.microvm_mode;
+    }
+    if (grant.microvm_memory_bytes) {
+        if (*grant.microvm_memory_bytes > have.memory_bytes)
+            reasons.push_back("microvm.memory " + std::to_string(*grant.microvm_memory_bytes) + " exceeds the tool's " +
+                              std::to_string(have.memory_bytes) + rule("memory"));
+        else if (*grant.microvm_memory_bytes < (128ull << 20))
+            reasons.push_back("microvm.memory " + std::to_string(*grant.microvm_memory_bytes) + " is under 128 MiB");
+        else
+            n.microvm.memory_bytes = *grant.microvm_memory_bytes;
+    }
+    if (grant.microvm_vcpus) {
+        if (*grant.microvm_vcpus > have.vcpus || *grant.microvm_vcpus == 0)
+            reasons.push_back("microvm.vcpus " + std::to_string(*grant.microvm_vcpus) + " is not from 1 to the tool's " +
+                              std::to_string(have.vcpus) + rule("vcpus"));
+        else
+            n.microvm.vcpus = *grant.microvm_vcpus;
+    }
+}
+
 // A time-boxed grant: the run is cut when it expires.
 void Narrowing::cut_at_expiry(Clock::time_point now) {
     if (grant.expires_at) {
@@ -414,6 +449,7 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
     g.narrow_network(resolve);
     g.narrow_families();
     g.narrow_limits();
+    g.narrow_microvm();
     g.cut_at_expiry(now);
     if (!g.reasons.empty()) return std::unexpected(GrantRefusal{std::move(g.reasons)});
     if (auto ok = rebuild_bpf_tables(g.n); !ok)

@@ -19,7 +19,7 @@ namespace bulwark::policy {
 const std::vector<std::pair<std::string, std::vector<std::string>>>& accepted_keys() {
     static const std::vector<std::pair<std::string, std::vector<std::string>>> keys = {
         {"", {"tool", "description", "extends", "binaries", "mode", "mandatory", "unenforceable", "files", "exec",
-              "network", "syscalls", "limits", "hardening", "environment"}},
+              "network", "syscalls", "limits", "microvm", "hardening", "environment"}},
         {"binaries", {"path", "sha256"}},
         {"files", {"read", "write", "create", "remove", "exec", "deny"}},
         {"files.deny", {"path", "rights", "unenforceable"}},
@@ -34,6 +34,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& accepted_ke
         {"syscalls.deny", {"name", "action", "errno"}},
         {"syscalls.on_violation", {"action", "errno"}},
         {"limits", {"memory", "pids", "cpu", "timeout", "output", "file_size", "open_files"}},
+        {"microvm", {"mode", "memory", "vcpus", "confidential"}},
         {"hardening", {"mte", "require", "warn", "speculation"}},
         {"hardening.speculation", {"store_bypass", "indirect_branch"}},
         {"environment", {"pass", "set", "clear"}},
@@ -478,6 +479,13 @@ void Parser::parse_top(const YAML::Node& root, ast::RuleFile& f) {
             each_key(v, "limits", "limits", [&](const std::string& k, const YAML::Node& val) {
                 uint32_t id = add_rule("limits", "limits." + k, val);
                 if (auto s = scalar(val, "limits." + k, id)) f.limits.emplace_back(k, std::move(*s));
+                return true;
+            });
+        } else if (key == "microvm") {
+            if (!expect_map(v, key)) return false;
+            each_key(v, "microvm", "microvm", [&](const std::string& k, const YAML::Node& val) {
+                uint32_t id = add_rule("microvm", "microvm." + k, val);
+                if (auto s = scalar(val, "microvm." + k, id)) f.microvm.emplace_back(k, std::move(*s));
                 return true;
             });
         } else if (key == "hardening") {

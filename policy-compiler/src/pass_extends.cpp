@@ -1,6 +1,7 @@
 // extends: resolve base rule files (rules dirs, cycle detection, depth bound)
 // and merge them, base first: lists append, scalars override, a base's deny
 // entries always stay.
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -100,6 +101,18 @@ void merge_into(ast::RuleFile& dst, ast::RuleFile& src) {
     for (auto& [name, value] : src.limits) {
         std::erase_if(dst.limits, [&](const auto& kv) { return kv.first == name; });
         dst.limits.emplace_back(name, std::move(value));
+    }
+    // microvm: memory and vcpus are replaced; mode and confidential keep the
+    // stricter of base and extension (like a base's denies, an extension
+    // cannot take a tool out of its VM).
+    auto strictness = [](const std::string& v) { return v == "required" ? 2 : v == "preferred" ? 1 : 0; };
+    for (auto& [name, value] : src.microvm) {
+        auto it = std::find_if(dst.microvm.begin(), dst.microvm.end(), [&](const auto& kv) { return kv.first == name; });
+        if (it != dst.microvm.end() && (name == "mode" || name == "confidential") &&
+            strictness(it->second.value) > strictness(value.value))
+            continue;
+        if (it != dst.microvm.end()) dst.microvm.erase(it);
+        dst.microvm.emplace_back(name, std::move(value));
     }
     auto& dh = dst.hardening;
     auto& sh = src.hardening;

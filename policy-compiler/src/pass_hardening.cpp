@@ -8,32 +8,20 @@ namespace {
 const std::vector<std::string> kProperties = {"pie",    "relro",     "bind-now",  "nx",  "stack-protector",
                                               "fortify", "cet-ibt", "cet-shstk", "bti", "pac"};
 
-bool check_choice(CompileContext& ctx, const ast::Scalar& s, const std::vector<std::string>& choices,
-                  const std::string& what) {
-    if (std::find(choices.begin(), choices.end(), s.value) != choices.end()) return true;
-    std::vector<std::string> hints;
-    if (auto m = closest_match(s.value, choices); !m.empty()) hints.push_back("did you mean \"" + m + "\"?");
-    std::string list;
-    for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
-    hints.push_back(what + " is one of: " + list);
-    ctx.error(s.span, "bad-value", "unknown " + what + " \"" + s.value + "\"", std::move(hints));
-    return false;
-}
-
 void run(CompileContext& ctx) {
     auto& h = ctx.ast.hardening;
     auto& out = ctx.bundle.hardening;
     if (!h.present) return;
     out.rule_id = h.rule_id;
-    if (h.mte && check_choice(ctx, *h.mte, {"off", "async", "sync"}, "mte mode"))
+    if (h.mte && ctx.check_choice(*h.mte, {"off", "async", "sync"}, "mte mode"))
         out.mte = h.mte->value == "off" ? MteMode::Off : h.mte->value == "async" ? MteMode::Async : MteMode::Sync;
     for (const auto& r : h.require) {
-        if (!check_choice(ctx, r, kProperties, "hardening property")) continue;
+        if (!ctx.check_choice(r, kProperties, "hardening property")) continue;
         std::erase_if(out.properties, [&](const auto& p) { return p.first == r.value; });
         out.properties.emplace_back(r.value, Requirement::Require);
     }
     for (const auto& w : h.warn) {
-        if (!check_choice(ctx, w, kProperties, "hardening property")) continue;
+        if (!ctx.check_choice(w, kProperties, "hardening property")) continue;
         auto it = std::find_if(out.properties.begin(), out.properties.end(),
                                [&](const auto& p) { return p.first == w.value; });
         if (it != out.properties.end()) {
@@ -46,7 +34,7 @@ void run(CompileContext& ctx) {
     }
     std::sort(out.properties.begin(), out.properties.end());
     auto spec = [&](const std::optional<ast::Scalar>& s, bool& field, const char* what) {
-        if (s && check_choice(ctx, *s, {"disable", "enable"}, what)) field = s->value == "disable";
+        if (s && ctx.check_choice(*s, {"disable", "enable"}, what)) field = s->value == "disable";
     };
     spec(h.store_bypass, out.disable_store_bypass, "speculation.store_bypass setting");
     spec(h.indirect_branch, out.disable_indirect_branch, "speculation.indirect_branch setting");

@@ -13,6 +13,7 @@ const std::vector<Pass>& pipeline() {
         exec_rules_pass(),        // exec.allow -> exec rights
         network_pass(),           // network: -> NetRule (v6 space), families
         limits_pass(),
+        microvm_pass(),           // microvm: mode, memory, vcpus, confidential
         hardening_pass(),
         environment_pass(),
         syscalls_pass(),          // syscalls: -> SeccompSpec

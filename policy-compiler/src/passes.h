@@ -24,6 +24,7 @@ Pass file_rules_pass();
 Pass exec_rules_pass();
 Pass network_pass();
 Pass limits_pass();
+Pass microvm_pass();
 Pass hardening_pass();
 Pass environment_pass();
 Pass syscalls_pass();

@@ -130,6 +130,7 @@ struct RuleFile {
     Network network;
     Syscalls syscalls;
     std::vector<std::pair<std::string, Scalar>> limits;   // in source order
+    std::vector<std::pair<std::string, Scalar>> microvm;  // mode, memory, vcpus, confidential
     Hardening hardening;
     Environment environment;
 };

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -162,6 +163,27 @@ struct Limits {
     std::vector<std::pair<std::string, uint32_t>> rule_ids;  // limit name -> rule
 };
 
+// `microvm:`: whether the tool runs in a VM of its own (docs/microvm.md).
+// Off: the host sandbox. Preferred: a microVM when this host has a usable
+// VMM and guest image, else the host sandbox (the run's report says so).
+// Required: a microVM or no run. Confidential (TDX / SEV-SNP / CCA guest)
+// implies Required (docs/confidential.md).
+enum class MicroVmMode : uint8_t { Off, Preferred, Required };
+
+struct MicroVmPlan {
+    MicroVmMode mode = MicroVmMode::Off;
+    uint64_t memory_bytes = 256ull << 20;
+    uint32_t vcpus = 1;
+    bool confidential = false;
+    std::vector<std::pair<std::string, uint32_t>> rule_ids;  // key (mode, memory, ...) -> rule
+    // The rule behind a key, 0 when the key was not written.
+    uint32_t rule_of(std::string_view key) const {
+        for (const auto& [k, id] : rule_ids)
+            if (k == key) return id;
+        return 0;
+    }
+};
+
 enum class MteMode : uint8_t { Off, Async, Sync };
 enum class Requirement : uint8_t { Require, Warn };
 
@@ -223,6 +245,7 @@ struct Bundle {
     LandlockPlan landlock;
     BpfTables bpf;
     Limits limits;
+    MicroVmPlan microvm;
     HardeningPlan hardening;
     EnvPlan env;
 

@@ -8,7 +8,8 @@
 // Layer names: bpf_lsm, landlock, mount (the sandbox's mount namespace),
 // seccomp, sock_addr (cgroup socket programs), sock_unix (cgroup unix
 // socket programs), netns, cgroup, rlimit,
-// supervisor (agentd's own checks at launch and while the tool runs).
+// supervisor (agentd's own checks at launch and while the tool runs),
+// microvm (the tool in a VM of its own), tee (that VM a confidential guest).
 #include <cstdint>
 #include <string>
 #include <vector>

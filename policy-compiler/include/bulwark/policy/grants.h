@@ -44,6 +44,11 @@ struct Grant {
     std::optional<std::vector<NetGrant>> network;  // confine the operations named
     std::optional<uint64_t> families;              // socket families kept (subset)
     Limits limits;                                 // each one set must not exceed the tool's
+    // microVM: a mode at least the tool's (off < preferred < required), and
+    // memory and vCPUs at most the tool's.
+    std::optional<MicroVmMode> microvm_mode;
+    std::optional<uint64_t> microvm_memory_bytes;
+    std::optional<uint32_t> microvm_vcpus;
     std::optional<Clock::time_point> expires_at;   // the task's run is cut at this time
 };
 

@@ -1,0 +1,74 @@
+#pragma once
+// The microVM channel: length-prefixed frames between agentd and the guest
+// agent over one byte stream (a virtio-serial port here, vsock where the
+// host has it). Both ends compile this file.
+//
+//   frame = u32 length (little endian, of what follows) | u8 type | payload
+//
+// guest -> host: Hello (JSON: kernel, lsm, landlock ABI, agent digest),
+//   Stdout, Stderr (bytes), Record (JSON: one decision of the guest's
+//   layers), Exit (JSON: the guest's run report), Log (text: the agent's own
+//   diagnostics).
+// host -> guest: Start (JSON: bundle, argv, workdir, ids, environment),
+//   Stdin (bytes), StdinEof, Cancel, Ack (of Exit: the guest powers off).
+// A frame longer than kMaxFrame, of an unknown type, or sent the wrong way
+// is a protocol error: the reader stops and the VM is torn down.
+#include <cstdint>
+#include <expected>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace bulwark::vm {
+
+enum class FrameType : uint8_t {
+    Hello = 1,
+    Start = 2,
+    Stdin = 3,
+    StdinEof = 4,
+    Stdout = 5,
+    Stderr = 6,
+    Exit = 7,
+    Cancel = 8,
+    Record = 9,
+    Ack = 10,
+    Log = 11,
+};
+
+inline constexpr uint32_t kMaxFrame = 4u << 20;  // a Start frame carries the compiled bundle
+
+struct Frame {
+    FrameType type;
+    std::string payload;
+};
+
+// Which end a frame type may come from.
+bool from_guest(FrameType t);
+bool from_host(FrameType t);
+std::string_view frame_name(FrameType t);
+
+// One frame's bytes.
+std::string encode(FrameType type, std::string_view payload = {});
+
+// Reassembles frames from the bytes as they arrive, for the frames one end
+// accepts (from_guest on the host, from_host in the guest).
+class FrameReader {
+public:
+    explicit FrameReader(bool (*accept)(FrameType)) : accept_(accept) {}
+    void feed(std::string_view bytes) { buf_.append(bytes); }
+    // The next whole frame, nothing when more bytes are needed, or the
+    // protocol error (sticky: every later call returns it again).
+    std::expected<std::optional<Frame>, std::string> next();
+    size_t buffered() const { return buf_.size() - off_; }
+
+private:
+    bool (*accept_)(FrameType);
+    std::string buf_;
+    size_t off_ = 0;
+    std::string error_;
+};
+
+// Writes all of `bytes` to a blocking fd (EINTR retried); false on error.
+bool write_all(int fd, std::string_view bytes);
+
+}  // namespace bulwark::vm
