@@ -22,6 +22,7 @@ ALLOWED = {
     "api": {"common", "audit", "tasks"},
     "mcp": {"common", "api"},
     "cli": {"common", "audit", "sandbox", "bpf", "kaudit", "vm", "tasks", "api", "mcp"},
+    "guest": {"common", "audit", "sandbox", "bpf", "kaudit", "vm", "tasks"},
 }
 # Narrower than the folder: what bpf/ and kaudit/ may take of audit/, and
 # mcp/ of api/ (the HTTP transport for --http).
@@ -29,6 +30,8 @@ ONLY = {
     ("bpf", "audit"): {"audit/audit_record.h", "audit/run_context.h"},
     ("kaudit", "audit"): {"audit/audit_record.h", "audit/run_context.h"},
     ("mcp", "api"): {"api/http_server.h", "api/http_api.h", "api/http_parse.h"},
+    ("guest", "tasks"): {"tasks/run_binding.h"},
+    ("guest", "vm"): {"vm/channel.h"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

@@ -11,7 +11,7 @@ PACKAGES=(
   libseccomp-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev libcap-dev
   libelf-dev zlib1g-dev libssl-dev
   # real-kernel VM tests of the BPF LSM programs (tests/vm)
-  qemu-system-x86 busybox-static cpio
+  qemu-system-x86 busybox-static cpio zstd
   # arm64 hardening tier: cross toolchain + qemu-user (tests/hardening-arm64)
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user
   # peers measured side by side (tests/bench)

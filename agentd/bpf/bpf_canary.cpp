@@ -207,7 +207,9 @@ std::expected<void, SysError> BpfLoader::truth_check() {
     deny_all.header.mode = BW_MODE_ENFORCE;
     deny_all.header.flags = BW_POL_NET_NONE | BW_POL_FILES_ENFORCED | BW_POL_EXEC_ENFORCED | BW_POL_DENY_PTRACE |
                             BW_POL_DENY_MOUNT | BW_POL_DENY_BPF | BW_POL_TRACE_PROC | BW_POL_TRACE_SYSCALLS;
-    deny_all.header.af_allow = (1ull << AF_INET) | (1ull << AF_INET6);
+    // AF_UNIX too: the unix canaries are refused by the unix default deny,
+    // not (where the BPF LSM gates families at socket_create) by the family.
+    deny_all.header.af_allow = (1ull << AF_INET) | (1ull << AF_INET6) | (1ull << AF_UNIX);
     deny_all.header.sock_type_allow = (1u << SOCK_STREAM) | (1u << SOCK_DGRAM);
     auto loaded = maps_.load(deny_all);
     if (!loaded) return cleanup_cg(), std::unexpected(loaded.error());
@@ -278,9 +280,22 @@ std::expected<void, SysError> BpfLoader::truth_check() {
             continue;
         }
         int err = res[ex->op];
+        // Where the BPF LSM is in force, its socket hooks judge a unix
+        // connect or send on the same unix rules before the cgroup unix
+        // programs run: the canary's denial by that hook (its event seen)
+        // proves the operation refused by this policy.
+        bool lsm_first = false;
+        if (ex->layer == BW_LAYER_SOCK_UNIX)
+            for (const auto& e : seen)
+                if (e.layer == BW_LAYER_BPF_LSM && e.op == ex->bw_op && e.obj.net.family == AF_UNIX &&
+                    e.decision == BW_DECISION_DENY)
+                    lsm_first = true;
         if (err == EPERM && event) {
             ps.state = ProgState::Enforcing;
             ps.reason.clear();
+        } else if (err == EPERM && lsm_first) {
+            ps.state = ProgState::Enforcing;
+            ps.reason = "the BPF LSM's socket hook refused the canary first, on the same unix rules";
         } else if (err == EPERM) {
             ps.reason = "canary denied before this program ran (an earlier hook)";
         } else {

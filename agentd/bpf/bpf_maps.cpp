@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 
 #include <algorithm>
@@ -125,6 +126,25 @@ std::expected<std::vector<std::pair<uint64_t, bw_binding>>, SysError> PolicyMaps
 
 size_t PolicyMaps::free_slots() const { return static_cast<size_t>(std::count(used_.begin(), used_.end(), false)); }
 
+namespace {
+// A missing path whose nearest existing ancestor is on a read-only mount
+// cannot come into existence: a deny there has nothing to hold (a microVM
+// guest's read-only view of the host, where the host's /etc/shadow is not
+// shared). Anywhere else a missing denied path fails the load.
+bool cannot_appear(const std::string& path) {
+    std::string p = path;
+    while (p.size() > 1) {
+        p = p.substr(0, p.rfind('/'));
+        if (p.empty()) p = "/";
+        struct stat st{};
+        if (::stat(p.c_str(), &st) != 0) continue;
+        struct statvfs vfs{};
+        return ::statvfs(p.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY);
+    }
+    return false;
+}
+}  // namespace
+
 std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& tables) {
     auto it = std::find(used_.begin(), used_.end(), false);
     if (it == used_.end()) return std::unexpected(SysError{"policy slot allocation (all in use)", ENOSPC});
@@ -139,7 +159,7 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
         struct stat st{};
         if (::stat(f.path.c_str(), &st) != 0) {
             int err = errno;
-            if (f.value.deny != 0 || err != ENOENT)
+            if (err != ENOENT || (f.value.deny != 0 && !cannot_appear(f.path)))
                 return std::unexpected(SysError{"stat(" + f.path + ")", err});
             report.skipped_paths.push_back(f.path);
             continue;

@@ -36,6 +36,7 @@
 #include "sandbox/run_report.h"
 #include "sandbox/spawner.h"
 #include "tasks/tool_catalog.h"
+#include "vm/microvm_run.h"
 
 namespace bulwark {
 
@@ -137,11 +138,42 @@ void register_run(CLI::App& app) {
             sources.bpf = rt.get();
             sources.bpf_unavailable = bpf_unavailable;
             if (rt) bpf_status = rt->status();
+            // The tool's VM when its rules ask for one and this host can
+            // run it; then the VMM is the run this process binds.
+            std::vector<std::string> route_warnings;
+            std::optional<vm::MicroVmLaunch> launch;
+            std::string vm_error;
+            if (bundle->microvm.mode != policy::MicroVmMode::Off) {
+                auto host = vm::probe_microvm_host({o->rules}, vm::guest_image_dirs());
+                if (vm::route(*bundle, host, req, route_warnings)) {
+                    const char* home = std::getenv("HOME");
+                    auto l = vm::plan_microvm(*bundle, host,
+                                              policy::task_vars(workdir, "run-" + std::to_string(::getpid()),
+                                                                home && home[0] == '/' && std::string_view(home) != "/"
+                                                                    ? std::optional<std::string>(home)
+                                                                    : std::nullopt));
+                    if (l) launch = std::move(*l);
+                    else vm_error = l.error();
+                }
+            }
+            const policy::Bundle& bound = launch ? launch->vmm_bundle : *bundle;
             {
-                RunBinding binding(sources, *bundle,
-                                   RunContext{0, run_id, o->tool, 0, std::make_shared<const policy::Bundle>(*bundle)});
-                binding.prepare(req);
-                rep = run_tool(*bundle, req);
+                RunBinding binding(sources, bound,
+                                   RunContext{0, run_id, o->tool, 0, std::make_shared<const policy::Bundle>(bound)});
+                if (!vm_error.empty()) {
+                    rep.tool = o->tool;
+                    rep.argv = o->cmd;
+                    rep.outcome = RunOutcome::SetupFailed;
+                    rep.error = "microVM: " + vm_error;
+                } else if (launch) {
+                    RunRequest vreq;
+                    binding.prepare(vreq);
+                    rep = vm::run_in_microvm(*launch, *bundle, req, std::move(vreq));
+                } else {
+                    binding.prepare(req);
+                    rep = run_tool(*bundle, req);
+                }
+                for (auto& w : route_warnings) rep.warnings.push_back(std::move(w));
                 auto end = binding.finish(rep);
                 if (reader) {
                     kaudit_status = reader->status();
@@ -183,6 +215,16 @@ void register_run(CLI::App& app) {
                     lines += " by the policy's default";
                 lines += "\n";
             }
+            if (!rep.microvm.is_null())
+                for (const auto& d : rep.microvm.value("decisions", nlohmann::json::array())) {
+                    lines += "decision (in the guest): " + d.value("decision", std::string()) + " " +
+                             d.value("layer", std::string()) + " " + d.value("op", std::string()) + " " +
+                             d.value("object", std::string());
+                    if (d.contains("rule") && d["rule"].is_object())
+                        lines += " by " + d["rule"].value("file", std::string()) + ":" +
+                                 std::to_string(d["rule"].value("line", 0)) + " " + d["rule"].value("text", std::string());
+                    lines += "\n";
+                }
             std::cerr << rep.stderr_data << summary(rep) << lines << std::flush;
         }
         throw CLI::RuntimeError(rep.exit_status());

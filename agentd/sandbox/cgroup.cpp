@@ -182,6 +182,40 @@ std::expected<SandboxCgroup, SysError> SandboxCgroup::create(const std::string& 
     if (fd < 0) return std::unexpected(SysError::last("open(" + cg.v2_path_ + ", O_PATH)"));
     cg.v2_fd_.reset(fd);
 
+    // Pure cgroup v2: the leaf's own controllers, enabled from its parent.
+    if (cgroup_mount("memory").empty()) {
+        std::string parent = cg.v2_path_.substr(0, cg.v2_path_.rfind('/'));
+        (void)write_file(parent + "/cgroup.subtree_control", "+memory +pids +cpu");
+        std::string have = read_file(cg.v2_path_ + "/cgroup.controllers");
+        auto needs = [&](const char* c) {
+            if (have.find(c) != std::string::npos) return std::expected<void, SysError>();
+            return std::expected<void, SysError>(std::unexpected(SysError{
+                std::string("cgroup v2 leaf ") + cg.v2_path_ + ": controller " + c + " not enabled (no v1 hierarchy either)",
+                ENOENT}));
+        };
+        auto put = [&](const std::string& file, const std::string& v) -> std::expected<void, SysError> {
+            if (!write_file(cg.v2_path_ + "/" + file, v))
+                return std::unexpected(SysError::last("write(" + cg.v2_path_ + "/" + file + ", " + v + ")"));
+            return {};
+        };
+        cg.v2_controllers_ = true;
+        if (limits.memory_bytes) {
+            if (auto r = needs("memory"); !r) return std::unexpected(r.error());
+            std::string v = std::to_string(*limits.memory_bytes);
+            if (auto r = put("memory.max", v); !r) return std::unexpected(r.error());
+            (void)write_file(cg.v2_path_ + "/memory.swap.max", "0");  // no escape to swap
+        }
+        if (limits.pids) {
+            if (auto r = needs("pids"); !r) return std::unexpected(r.error());
+            if (auto r = put("pids.max", std::to_string(*limits.pids)); !r) return std::unexpected(r.error());
+        }
+        if (limits.cpu_percent) {
+            if (auto r = needs("cpu"); !r) return std::unexpected(r.error());
+            if (auto r = put("cpu.max", std::to_string(uint64_t{*limits.cpu_percent} * 1000) + " 100000"); !r)
+                return std::unexpected(r.error());
+        }
+        return cg;
+    }
     // Memory: always created (peak usage and OOM detection), limited if asked.
     if (auto m = make_leaf("memory", name)) {
         cg.mem_ = *m;
@@ -262,14 +296,17 @@ bool SandboxCgroup::wait_empty(int timeout_ms) const {
 }
 
 uint64_t SandboxCgroup::oom_kills() const {
+    if (v2_controllers_) return keyed(read_file(v2_path_ + "/memory.events"), "oom_kill");
     return mem_.empty() ? 0 : keyed(read_file(mem_ + "/memory.oom_control"), "oom_kill");
 }
 
 uint64_t SandboxCgroup::peak_memory() const {
+    if (v2_controllers_) return number(v2_path_ + "/memory.peak");
     return mem_.empty() ? 0 : number(mem_ + "/memory.max_usage_in_bytes");
 }
 
 uint64_t SandboxCgroup::pids_max_hits() const {
+    if (v2_controllers_) return keyed(read_file(v2_path_ + "/pids.events"), "max");
     return pids_.empty() ? 0 : keyed(read_file(pids_ + "/pids.events"), "max");
 }
 

@@ -66,7 +66,7 @@ public:
     uint64_t peak_memory() const;        // memory.max_usage_in_bytes
     uint64_t pids_max_hits() const;      // pids.events max
     bool cpu_usage(uint64_t& user_us, uint64_t& system_us) const;  // v2 cpu.stat
-    bool has_memory() const { return !mem_.empty(); }
+    bool has_memory() const { return !mem_.empty() || v2_controllers_; }
 
     // Kills what is left, waits, removes every leaf. Idempotent. Returns the
     // leaves that could not be removed (a bounded retry each); never a
@@ -78,6 +78,9 @@ private:
     std::string v2_path_;
     Fd v2_fd_;
     std::string mem_, pids_, cpu_, cpuacct_;
+    // Pure cgroup v2 (no v1 memory hierarchy): memory, pids and cpu limits
+    // live in the v2 leaf itself (memory.max, pids.max, cpu.max).
+    bool v2_controllers_ = false;
 };
 
 // Every per-run leaf is named <prefix><agentd pid>-<run number>, followed by

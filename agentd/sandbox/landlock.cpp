@@ -164,6 +164,9 @@ std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPla
         // open: an exec right without read_file could never be used.
         if (access & ll::kExecute) access |= ll::kReadFile & fs;
         if (access == 0) continue;
+        // "/" is the sandbox's own root too (a tmpfs the child makes, not the
+        // host's root): the child grants it there (landlock_child_apply).
+        if (r.path == "/") prep.view_root |= access;
         int pfd = ::open(r.path.c_str(), O_PATH | O_CLOEXEC);
         if (pfd < 0) {
             warnings.push_back("landlock: rule " + std::to_string(r.rule_id) + " path " + r.path +
@@ -222,6 +225,15 @@ int landlock_child_apply(const LandlockPrep& prep) {
         if (access == 0) continue;
         int fd = ::open(r.path, O_PATH | O_CLOEXEC);
         if (fd < 0) continue;  // not part of this sandbox
+        PathBeneathAttr pb{access, fd};
+        long rc = add_rule(prep.ruleset.get(), kRulePathBeneath, &pb);
+        int saved = errno;
+        ::close(fd);
+        if (rc < 0) return -saved;
+    }
+    if (uint64_t access = prep.view_root & prep.handled_fs) {
+        int fd = ::open("/", O_PATH | O_CLOEXEC);
+        if (fd < 0) return -errno;
         PathBeneathAttr pb{access, fd};
         long rc = add_rule(prep.ruleset.get(), kRulePathBeneath, &pb);
         int saved = errno;

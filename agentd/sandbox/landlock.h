@@ -56,6 +56,9 @@ struct LandlockPrep {
     // The private /tmp gets no grant when the workdir is mounted below it:
     // Landlock rules cover everything beneath a directory, mounts included.
     bool skip_private_tmp = false;
+    // Rights of a rule on "/": granted again on the sandbox's own root in the
+    // child, after its mounts (the host's root is not the sandbox's).
+    uint64_t view_root = 0;
     LayerStatus status;  // name "landlock"
 };
 

@@ -84,7 +84,65 @@ nlohmann::json to_json(const RunReport& r) {
         j["cgroups_left"] = std::move(left);
     }
     if (r.workdir_vanished) j["workdir_vanished"] = true;
+    if (!r.microvm.is_null()) j["microvm"] = r.microvm;
     return j;
+}
+
+std::expected<RunReport, std::string> report_from_json(const nlohmann::json& j) {
+    try {
+        RunReport r;
+        r.tool = j.value("tool", "");
+        r.argv = j.value("argv", std::vector<std::string>{});
+        const std::string outcome = j.at("outcome").get<std::string>();
+        bool known = false;
+        for (auto o : {RunOutcome::Exited, RunOutcome::Signaled, RunOutcome::Refused, RunOutcome::SetupFailed,
+                       RunOutcome::ExecFailed})
+            if (outcome == to_string(o)) {
+                r.outcome = o;
+                known = true;
+            }
+        if (!known) return std::unexpected("unknown outcome \"" + outcome + "\"");
+        r.exit_code = j.value("exit_code", -1);
+        r.signal = j.value("signal", 0);
+        r.timed_out = j.value("timed_out", false);
+        r.oom_killed = j.value("oom_killed", false);
+        if (j.contains("stdout")) r.stdout_truncated = j["stdout"].value("truncated", false);
+        if (j.contains("stderr")) r.stderr_truncated = j["stderr"].value("truncated", false);
+        if (j.contains("usage")) {
+            const auto& u = j["usage"];
+            r.usage.wall_us = u.value("wall_us", uint64_t(0));
+            r.usage.cpu_user_us = u.value("cpu_user_us", uint64_t(0));
+            r.usage.cpu_system_us = u.value("cpu_system_us", uint64_t(0));
+            r.usage.peak_memory_bytes = u.value("peak_memory_bytes", uint64_t(0));
+            r.usage.source = u.value("source", "");
+        }
+        for (const auto& l : j.value("layers", nlohmann::json::array())) {
+            LayerStatus s;
+            s.name = l.at("name").get<std::string>();
+            std::string st = l.value("state", "");
+            s.state = st == "enforcing" ? LayerState::Enforcing
+                      : st == "unavailable" ? LayerState::Unavailable
+                                            : LayerState::NotRequested;
+            s.detail = l.value("detail", "");
+            s.dropped = l.value("dropped", std::vector<std::string>{});
+            r.layers.push_back(std::move(s));
+        }
+        r.hardening = j.value("hardening", std::vector<std::string>{});
+        r.warnings = j.value("warnings", std::vector<std::string>{});
+        r.denials = j.value("denials", std::vector<std::string>{});
+        r.network = j.value("network", "");
+        r.error = j.value("error", "");
+        r.refusal_code = j.value("refusal_code", "");
+        if (j.contains("rules")) {
+            r.coverage_summary = j["rules"].value("summary", "");
+            r.coverage = j["rules"].value("coverage", nlohmann::json::array());
+            r.unenforced = j["rules"].value("unenforced", std::vector<std::string>{});
+        }
+        r.workdir_vanished = j.value("workdir_vanished", false);
+        return r;
+    } catch (const nlohmann::json::exception& e) {
+        return std::unexpected(std::string("run report: ") + e.what());
+    }
 }
 
 std::string summary(const RunReport& r) {
@@ -104,6 +162,18 @@ std::string summary(const RunReport& r) {
         if (!l.detail.empty()) s += ": " + l.detail;
         s += "\n";
         for (const auto& d : l.dropped) s += "    dropped: " + d + "\n";
+    }
+    if (!r.microvm.is_null()) {
+        const auto& m = r.microvm;
+        s += "  microvm: " + m.value("vmm", std::string()) + " (" + m.value("accel", std::string()) + "), image " +
+             m["image"].value("digest", std::string()) + ", guest kernel " +
+             m["image"].value("kernel_version", std::string());
+        if (m.contains("boot_ms") && m["boot_ms"].is_number()) s += ", boot " + std::to_string(m["boot_ms"].get<uint64_t>()) + " ms";
+        s += "\n";
+        if (m.contains("vmm_run"))
+            for (const auto& l : m["vmm_run"].value("layers", nlohmann::json::array()))
+                s += "  vmm layer " + l.value("name", std::string()) + ": " + l.value("state", std::string()) +
+                     (l.value("detail", std::string()).empty() ? "" : ": " + l.value("detail", std::string())) + "\n";
     }
     for (const auto& h : r.hardening) s += "  hardening: " + h + "\n";
     if (!r.network.empty()) s += "  network: " + r.network + "\n";

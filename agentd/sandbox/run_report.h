@@ -2,6 +2,7 @@
 // What one sandboxed run did and under which protections: the result of
 // run_tool() and the document `agentd run --json` prints.
 #include <cstdint>
+#include <expected>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,10 @@ struct RunReport {
     std::vector<std::pair<std::string, std::string>> cgroups_left;
     // The work directory was gone (removed or replaced) when the run ended.
     bool workdir_vanished = false;
+    // The microVM the tool ran in (vm/microvm_run.h): VMM, acceleration,
+    // guest image digest, guest kernel and its facts, the VMM's own layers on
+    // the host, the guest's decision records; null for the host sandbox.
+    nlohmann::json microvm;
 
     // The status `agentd run` exits with.
     int exit_status() const;
@@ -81,6 +86,9 @@ struct RunReport {
 const char* to_string(LayerState s);
 const char* to_string(RunOutcome o);
 nlohmann::json to_json(const RunReport& r);
+// The inverse of to_json (a guest agent's report read on the host); fields
+// it lacks keep their defaults, a field of the wrong type is an error.
+std::expected<RunReport, std::string> report_from_json(const nlohmann::json& j);
 // Human-readable summary (stderr of `agentd run` without --json).
 std::string summary(const RunReport& r);
 

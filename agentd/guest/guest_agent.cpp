@@ -1,0 +1,475 @@
+// bulwark-guest: /init of the microVM guest (docs/microvm.md). Static, built
+// from agentd's own sandbox, BPF and kernel audit code: inside the guest the
+// tool runs under the same run_tool as on the host, with the guest kernel's
+// layers (BPF LSM included) proven by the same canaries.
+//
+// Steps, in order: mount the kernel filesystems; load the image's modules;
+// leave the initramfs (a tmpfs root, so that run_tool's pivot_root works);
+// open the channel port (virtio-serial "bulwark.ctl"); Hello; wait for Start
+// and the tool's stdin; mount the host's view (9p "root", read-only) and the
+// work directory (9p "work"); start the BPF runtime and the kernel audit
+// reader; run the tool, streaming its output and decisions; Exit; wait for
+// the host's Ack; power off. A step that fails ends in an Exit whose report
+// says which step and why, then power off: the guest never lingers.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "audit/audit_record.h"
+#include "bpf/bpf_runtime.h"
+#include "bulwark/policy/compiler.h"
+#include "common/sys_error.h"
+#include "kaudit/kernel_audit.h"
+#include "kaudit/run_registry.h"
+#include "sandbox/landlock.h"
+#include "sandbox/run_report.h"
+#include "sandbox/spawner.h"
+#include "tasks/run_binding.h"
+#include "vm/channel.h"
+
+namespace bulwark::guest {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+struct StepError {
+    std::string step, why;
+};
+
+std::string errno_text(const std::string& call, const std::string& what) {
+    return call + "(" + what + "): " + std::strerror(errno);
+}
+
+std::string read_file(const std::string& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string s = ss.str();
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+void console(const std::string& line) {
+    std::fprintf(stderr, "bulwark-guest: %s\n", line.c_str());
+    std::fflush(stderr);
+}
+
+// 1. The kernel's filesystems.
+std::optional<StepError> mount_kernel_filesystems() {
+    struct M { const char *src, *dir, *type; unsigned long flags; const char* data; };
+    const M ms[] = {
+        {"proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr},
+        {"sys", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr},
+        {"dev", "/dev", "devtmpfs", MS_NOSUID, "mode=0755"},
+        {"tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"},
+        {"run", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755"},
+    };
+    for (const auto& m : ms) {
+        ::mkdir(m.dir, 0755);
+        if (::mount(m.src, m.dir, m.type, m.flags, m.data) != 0 && errno != EBUSY)
+            return StepError{"mount", errno_text("mount", m.dir)};
+    }
+    return std::nullopt;
+}
+
+// 2. The image's modules (9p and its transport), in /lib/modules/load-order.
+std::optional<StepError> load_modules() {
+    std::ifstream order("/lib/modules/load-order");
+    std::string name;
+    while (std::getline(order, name)) {
+        if (name.empty()) continue;
+        std::string path = "/lib/modules/" + name + ".ko";
+        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return StepError{"modules", errno_text("open", path)};
+        long rc = ::syscall(SYS_finit_module, fd, "", 0);
+        int err = errno;
+        ::close(fd);
+        if (rc != 0 && err != EEXIST) {
+            errno = err;
+            return StepError{"modules", errno_text("finit_module", path)};
+        }
+    }
+    return std::nullopt;
+}
+
+// 3. Out of the initramfs: rootfs cannot be pivot_root'ed away, so the
+// agent moves to a tmpfs root (with the kernel filesystems) and chroots.
+std::optional<StepError> leave_initramfs() {
+    const char* nr = "/sysroot";
+    ::mkdir(nr, 0755);
+    if (::mount("root", nr, "tmpfs", MS_NOSUID, "mode=0755") != 0) return StepError{"root", errno_text("mount", nr)};
+    for (const char* d : {"proc", "sys", "dev", "tmp", "run", ".host"}) {
+        std::string p = std::string(nr) + "/" + d;
+        ::mkdir(p.c_str(), 0755);
+    }
+    for (const char* d : {"/proc", "/sys", "/dev", "/tmp", "/run"}) {
+        std::string to = std::string(nr) + d;
+        if (::mount(d, to.c_str(), nullptr, MS_MOVE, nullptr) != 0) return StepError{"root", errno_text("move", d)};
+    }
+    if (::chdir(nr) != 0) return StepError{"root", errno_text("chdir", nr)};
+    if (::mount(".", "/", nullptr, MS_MOVE, nullptr) != 0) return StepError{"root", errno_text("move", "/")};
+    if (::chroot(".") != 0 || ::chdir("/") != 0) return StepError{"root", errno_text("chroot", ".")};
+    struct M { const char *src, *dir, *type; };
+    for (const M& m : {M{"securityfs", "/sys/kernel/security", "securityfs"}, M{"bpf", "/sys/fs/bpf", "bpf"},
+                       M{"cgroup2", "/sys/fs/cgroup", "cgroup2"}}) {
+        if (::mount(m.src, m.dir, m.type, MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0 && errno != EBUSY)
+            return StepError{"root", errno_text("mount", m.dir)};
+    }
+    // Pure cgroup v2: the runs' leaves take memory, pids and cpu from here down.
+    std::ofstream("/sys/fs/cgroup/cgroup.subtree_control") << "+memory +pids +cpu";
+    return std::nullopt;
+}
+
+// 4. The channel: the virtio-serial port the host named bulwark.ctl.
+std::expected<int, StepError> open_channel() {
+    for (int i = 0; i < 500; ++i) {
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator("/sys/class/virtio-ports", ec)) {
+            if (read_file((e.path() / "name").string()) != "bulwark.ctl") continue;
+            std::string dev = "/dev/" + e.path().filename().string();
+            int fd = ::open(dev.c_str(), O_RDWR | O_CLOEXEC);
+            if (fd >= 0) return fd;
+        }
+        ::usleep(10000);
+    }
+    return std::unexpected(StepError{"channel", "no virtio-serial port named bulwark.ctl after 5 s"});
+}
+
+// Frames from the host, read by a thread of their own: Cancel acts at once
+// (the run's cancel eventfd); the rest queue for the main thread.
+class Channel {
+public:
+    explicit Channel(int fd) : fd_(fd), cancel_(::eventfd(0, EFD_CLOEXEC)) {
+        reader_ = std::thread([this] { read_loop(); });
+    }
+    ~Channel() { reader_.detach(); }
+
+    bool send(vm::FrameType t, std::string_view payload) {
+        std::lock_guard lk(write_mu_);
+        return vm::write_all(fd_, vm::encode(t, payload));
+    }
+    // The next frame other than Cancel, or why there is none.
+    std::expected<vm::Frame, std::string> next(int timeout_ms) {
+        std::unique_lock lk(mu_);
+        if (!cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return !q_.empty() || !error_.empty(); }))
+            return std::unexpected(std::string("timed out"));
+        if (!q_.empty()) {
+            auto f = std::move(q_.front());
+            q_.pop_front();
+            return f;
+        }
+        return std::unexpected(error_);
+    }
+    int cancel_fd() const { return cancel_; }
+    bool cancelled() const { return cancelled_; }
+
+private:
+    void read_loop() {
+        vm::FrameReader reader(vm::from_host);
+        char buf[65536];
+        for (;;) {
+            pollfd p{fd_, POLLIN, 0};
+            if (::poll(&p, 1, -1) < 0 && errno != EINTR) return fail(errno_text("poll", "channel"));
+            ssize_t n = ::read(fd_, buf, sizeof buf);
+            if (n < 0) {
+                if (errno == EINTR || errno == EAGAIN) continue;
+                return fail(errno_text("read", "channel"));
+            }
+            if (n == 0) {  // the host end is not open (yet, or any more)
+                ::usleep(20000);
+                continue;
+            }
+            reader.feed(std::string_view(buf, size_t(n)));
+            for (;;) {
+                auto f = reader.next();
+                if (!f) return fail("from the host: " + f.error());
+                if (!*f) break;
+                if ((*f)->type == vm::FrameType::Cancel) {
+                    cancelled_ = true;
+                    uint64_t one = 1;
+                    (void)!::write(cancel_, &one, sizeof one);
+                }
+                std::lock_guard lk(mu_);
+                q_.push_back(std::move(**f));
+                cv_.notify_all();
+            }
+        }
+    }
+    void fail(std::string why) {
+        std::lock_guard lk(mu_);
+        error_ = std::move(why);
+        cv_.notify_all();
+    }
+
+    int fd_;
+    int cancel_;
+    std::atomic<bool> cancelled_{false};
+    std::mutex write_mu_, mu_;
+    std::condition_variable cv_;
+    std::deque<vm::Frame> q_;
+    std::string error_;
+    std::thread reader_;
+};
+
+json guest_facts() {
+    utsname u{};
+    ::uname(&u);
+    return {{"kernel", u.release},
+            {"lsm", read_file("/sys/kernel/security/lsm")},
+            {"landlock_abi", landlock_abi()},
+            {"agent", "bulwark-guest"}};
+}
+
+// The job the host sent: Start, then the tool's stdin up to StdinEof.
+struct Job {
+    json start;
+    std::string stdin_data;
+    bool has_stdin = false;
+};
+
+std::expected<Job, StepError> await_job(Channel& ch) {
+    Job job;
+    bool started = false;
+    for (;;) {
+        auto f = ch.next(600000);
+        if (!f) return std::unexpected(StepError{"start", "no job from the host: " + f.error()});
+        switch (f->type) {
+            case vm::FrameType::Start:
+                if (started) return std::unexpected(StepError{"start", "a second start frame"});
+                job.start = json::parse(f->payload, nullptr, false);
+                if (job.start.is_discarded() || !job.start.is_object())
+                    return std::unexpected(StepError{"start", "the start frame is not a JSON object"});
+                started = true;
+                break;
+            case vm::FrameType::Stdin:
+                job.stdin_data += f->payload;
+                job.has_stdin = true;
+                break;
+            case vm::FrameType::StdinEof:
+                if (!started) return std::unexpected(StepError{"start", "end of stdin before the start frame"});
+                return job;
+            case vm::FrameType::Cancel: return std::unexpected(StepError{"start", "cancelled by the host"});
+            default: break;
+        }
+    }
+}
+
+// 5. The host's view of the tool's files (9p "root", read-only: what the
+// VMM's own sandbox shows it) at the same paths, and the work directory.
+std::optional<StepError> mount_shares(const json& start) {
+    // cache=loose: one inode per file for the run's life (without a cache
+    // 9p makes a new inode at every lookup, and Landlock's rules, which hold
+    // on to inodes, would match none of them); the agent syncs before Exit.
+    const std::string opts = "trans=virtio,version=9p2000.L,msize=262144,cache=loose";
+    if (::mount("root", "/.host", "9p", MS_RDONLY | MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+        return StepError{"shares", errno_text("mount 9p root", "/.host")};
+    for (const auto& top : start.value("view", json::array())) {
+        std::string name = top.get<std::string>();
+        if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") continue;
+        std::string src = "/.host/" + name, dst = "/" + name;
+        struct stat st{}, have{};
+        if (::lstat(src.c_str(), &st) != 0) continue;              // not in the host's view
+        if (::lstat(dst.c_str(), &have) == 0 && !S_ISDIR(have.st_mode)) continue;
+        if (S_ISLNK(st.st_mode)) {
+            char target[4096];
+            ssize_t n = ::readlink(src.c_str(), target, sizeof target - 1);
+            if (n > 0 && ::symlink(std::string(target, size_t(n)).c_str(), dst.c_str()) != 0 && errno != EEXIST)
+                return StepError{"shares", errno_text("symlink", dst)};
+        } else if (S_ISDIR(st.st_mode)) {
+            ::mkdir(dst.c_str(), 0755);
+            if (::mount(src.c_str(), dst.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+                return StepError{"shares", errno_text("bind", dst)};
+        }
+    }
+    std::string workdir = start.value("workdir", "");
+    if (workdir.empty() || workdir[0] != '/') return StepError{"shares", "the start frame has no absolute workdir"};
+    std::error_code ec;
+    fs::create_directories(workdir, ec);  // below a guest tmpfs; under a host view it exists already
+    if (::mount("work", workdir.c_str(), "9p", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+        return StepError{"shares", errno_text("mount 9p work", workdir)};
+    return std::nullopt;
+}
+
+// A deny on a path absent from the guest (e.g. ${home}/.ssh of the host's
+// home, not shared into the VM): the BPF LSM keys denies by inode, so the
+// agent makes an empty directory there when the missing part lies on its own
+// throwaway root (never inside a share from the host).
+void make_deny_points(const policy::Bundle& b) {
+    struct stat root{};
+    if (::stat("/", &root) != 0) return;
+    for (const auto& f : b.files) {
+        if (!f.deny || f.path.empty() || f.path[0] != '/') continue;
+        fs::path p(f.path), existing = p;
+        std::error_code ec;
+        while (!fs::exists(existing, ec) && existing.has_parent_path() && existing != existing.parent_path())
+            existing = existing.parent_path();
+        if (existing == p) continue;
+        struct stat st{};
+        if (::stat(existing.c_str(), &st) != 0 || st.st_dev != root.st_dev) continue;
+        fs::create_directories(p, ec);
+    }
+}
+
+// The guest's report: run_tool's, without the output (streamed already),
+// with the guest's facts.
+json exit_document(RunReport rep, const json& facts, const json& bpf_status, const json& kaudit_status) {
+    rep.stdout_data.clear();
+    rep.stderr_data.clear();
+    json doc = to_json(rep);
+    doc["guest"] = facts;
+    doc["guest"]["bpf"] = bpf_status;
+    doc["guest"]["kernel_audit"] = kaudit_status;
+    return doc;
+}
+
+RunReport step_failed(const StepError& e) {
+    RunReport rep;
+    rep.outcome = RunOutcome::SetupFailed;
+    rep.error = "guest " + e.step + ": " + e.why;
+    return rep;
+}
+
+// 6. The tool, under the rule file's bundle, with every layer of the guest.
+json run_job(Channel& ch, const Job& job, const json& facts) {
+    const auto& s = job.start;
+    auto bundle = policy::bundle_from_json(s.value("bundle", json::object()));
+    if (!bundle) return exit_document(step_failed({"bundle", bundle.error()}), facts, nullptr, nullptr);
+    make_deny_points(*bundle);
+    RunRequest req;
+    req.argv = s.value("argv", std::vector<std::string>{});
+    req.workdir = s.value("workdir", "");
+    if (s.contains("uid")) req.uid = s["uid"].get<uid_t>();
+    if (s.contains("gid")) req.gid = s["gid"].get<gid_t>();
+    std::vector<std::pair<std::string, std::string>> env;
+    for (const auto& kv : s.value("env", json::array())) env.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+    req.caller_env = std::move(env);
+    if (job.has_stdin) req.stdin_data = job.stdin_data;
+    req.hostname = s.value("hostname", "bulwark");
+    req.cancel_fd = ch.cancel_fd();
+    req.vm_layers = {{"microvm", ""}, {"tee", "the guest is not a confidential guest (no TEE on this host)"}};
+    req.on_output = [&ch](int stream, std::string_view data) {
+        ch.send(stream == 1 ? vm::FrameType::Stdout : vm::FrameType::Stderr, data);
+    };
+    const uint64_t run_id = s.value("run_id", uint64_t(1));
+    const uint64_t task_id = s.value("task_id", uint64_t(0));
+    auto sink = [&ch](audit::AuditRecord r) { ch.send(vm::FrameType::Record, audit::to_json(r).dump()); };
+
+    RunRegistry registry;
+    KernelAuditOptions kopts;
+    kopts.resolve = [&](const kaudit::KernelDenial& d) { return registry.resolve(d); };
+    kopts.sink = sink;
+    json kaudit_status;
+    std::unique_ptr<KernelAuditReader> reader;
+    if (auto r = KernelAuditReader::start(std::move(kopts)))
+        reader = std::move(*r);
+    else
+        kaudit_status = {{"state", "unavailable: " + r.error()}};
+
+    bpf::RuntimeOptions ro;
+    // Not the BPF LSM programs yet: bound at the run's cgroup they judge the
+    // sandbox's own setup (its sysctl write, mounts, pivot_root) by the
+    // tool's rules and refuse it; they need arming at the tool's exec first
+    // (docs/microvm.md). The cgroup socket programs and the monitor run.
+    ro.lsm = false;
+    ro.sink = sink;
+    ro.on_drops = [&ch](const std::string& source, uint64_t n) {
+        ch.send(vm::FrameType::Log, std::to_string(n) + " record(s) lost in the guest: " + source);
+    };
+    DecisionSources sources;
+    sources.kaudit = reader.get();
+    sources.registry = &registry;
+    json bpf_status;
+    auto rt = bpf::BpfRuntime::start(std::move(ro));
+    if (rt) {
+        sources.bpf = rt->get();
+        bpf_status = (*rt)->status();
+    } else {
+        sources.bpf_unavailable = "BPF runtime did not start in the guest: " + rt.error().message();
+        bpf_status = {{"state", sources.bpf_unavailable}};
+    }
+    RunReport rep;
+    {
+        RunBinding binding(sources, *bundle,
+                           RunContext{task_id, run_id, bundle->tool, 0, std::make_shared<const policy::Bundle>(*bundle)});
+        binding.prepare(req);
+        rep = run_tool(*bundle, req);
+        auto end = binding.finish(rep);
+        if (reader) {
+            kaudit_status = reader->status();
+            kaudit_status["state"] = end.kaudit_read ? "read" : "incomplete";
+        }
+    }
+    if (rt) rt->reset();
+    reader.reset();
+    return exit_document(std::move(rep), facts, bpf_status, kaudit_status);
+}
+
+[[noreturn]] void power_off() {
+    ::sync();
+    ::reboot(RB_POWER_OFF);
+    for (;;) ::pause();
+}
+
+}  // namespace
+
+int agent_main() {
+    spdlog::set_level(spdlog::level::warn);
+    if (auto e = mount_kernel_filesystems()) console(e->step + ": " + e->why);
+    if (auto e = load_modules()) console(e->step + ": " + e->why);
+    auto early = leave_initramfs();
+    auto fd = open_channel();
+    if (!fd) {
+        console(fd.error().step + ": " + fd.error().why);
+        power_off();
+    }
+    Channel ch(*fd);
+    json facts = guest_facts();
+    ch.send(vm::FrameType::Hello, facts.dump());
+    auto job = await_job(ch);
+    json doc;
+    if (early) {
+        doc = exit_document(step_failed(*early), facts, nullptr, nullptr);
+    } else if (!job) {
+        doc = exit_document(step_failed(job.error()), facts, nullptr, nullptr);
+    } else if (auto e = mount_shares(job->start)) {
+        doc = exit_document(step_failed(*e), facts, nullptr, nullptr);
+    } else {
+        doc = run_job(ch, *job, facts);
+    }
+    ::sync();  // the tool's writes reach the host's work directory before the host reads the report
+    ch.send(vm::FrameType::Exit, doc.dump());
+    // The host acknowledges the exit (then tears the VM down itself).
+    for (int i = 0; i < 50; ++i) {
+        auto f = ch.next(100);
+        if (f && f->type == vm::FrameType::Ack) break;
+    }
+    power_off();
+}
+
+}  // namespace bulwark::guest
+
+int main() { return bulwark::guest::agent_main(); }

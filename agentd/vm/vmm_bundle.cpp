@@ -1,0 +1,53 @@
+#include "vm/vmm_bundle.h"
+
+#include <linux/landlock.h>
+
+#include "bulwark/policy/bpf_tables.h"
+#include "bulwark/policy/landlock_abi.h"
+
+namespace bulwark::vm {
+
+policy::Bundle compose_vmm_bundle(const policy::Bundle& vmm, const policy::Bundle& tool, const std::string& image_dir) {
+    policy::Bundle n = vmm;
+    auto add_rule = [&](const policy::RuleRef* from, std::string text) {
+        policy::RuleRef r;
+        r.id = static_cast<uint32_t>(n.rules.size());
+        if (from) r.loc = from->loc;
+        r.text = std::move(text);
+        r.section = "files";
+        n.rules.push_back(std::move(r));
+        return n.rules.back().id;
+    };
+    auto add_file = [&](const std::string& path, uint32_t allow, uint32_t deny, uint32_t rule_id) {
+        n.files.push_back({path, allow, deny, rule_id});
+        if (uint64_t acc = policy::landlock_fs_access(allow) & n.landlock.handled_fs)
+            n.landlock.paths.push_back({path, acc, rule_id});
+    };
+    constexpr uint32_t kModify = BW_FS_WRITE | BW_FS_CREATE | BW_FS_REMOVE;
+    for (const auto& f : tool.files) {
+        uint32_t allow = ((f.allow & (BW_FS_READ | BW_FS_EXEC)) ? BW_FS_READ : 0) | (f.allow & kModify);
+        if (!allow && !f.deny) continue;
+        const policy::RuleRef* src = tool.rule(f.rule_id);
+        add_file(f.path, allow, f.deny,
+                 add_rule(src, (src ? src->text : "files: " + f.path) + " (served to the VM of " + tool.tool + ")"));
+    }
+    add_file(image_dir, BW_FS_READ, 0, add_rule(nullptr, "files.read: " + image_dir + " (the guest image)"));
+    // 9p opens its export's root, the VMM's "/" (its mount namespace's view:
+    // /usr, the /etc subset, the paths above, the work directory) with
+    // O_RDONLY, and walks below it with O_PATH: Landlock's READ_DIR on "/"
+    // lets the guest list names there; file contents stay as granted above.
+    // No files entry: where the BPF LSM judges the VMM, it refuses the
+    // export (the VM fails to start) rather than widen to every file.
+    if (uint64_t rd = LANDLOCK_ACCESS_FS_READ_DIR & n.landlock.handled_fs)
+        n.landlock.paths.push_back({"/", rd, add_rule(nullptr, "files.read: / (directory names, for the 9p export)")});
+    const uint64_t vm_mem = tool.microvm.memory_bytes;
+    n.limits.memory_bytes = vm_mem + kVmmOverheadBytes;
+    n.limits.timeout_ms = (tool.limits.timeout_ms ? *tool.limits.timeout_ms : 600'000) + kBootAllowanceMs;
+    // The guest's output arrives over the channel, not the VMM's stdout: the
+    // VMM's own output is its console, bounded on its own.
+    n.limits.output_bytes = 1u << 20;
+    (void)policy::rebuild_bpf_tables(n);
+    return n;
+}
+
+}  // namespace bulwark::vm

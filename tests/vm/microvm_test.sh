@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The microVM tier end to end under qemu TCG (docs/microvm.md): real
+# `agentd run` launches of tools whose rules ask for a VM.
+#   usage: microvm_test.sh <agentd> <rules dir> <guest image dir>
+# Exit 0 all passed, 1 a case failed, 77 (skip) when the guest image could not
+# be built here (its unavailable.txt says why) or qemu is missing.
+set -uo pipefail
+agentd=$1 rules_src=$2 image=$3
+[ -f "$image/image.json" ] || { echo "SKIP: no guest image: $(cat "$image/unavailable.txt" 2>/dev/null)"; exit 77; }
+command -v qemu-system-x86_64 >/dev/null || { echo "SKIP: no qemu-system-x86_64"; exit 77; }
+t=$(mktemp -d /tmp/bw-microvm.XXXXXX)
+trap 'rm -rf "$t"' EXIT
+mkdir -p "$t/rules" "$t/wd" "$t/outside"
+cp -r "$rules_src/base" "$rules_src/vmm" "$t/rules/"
+chmod 755 "$t"
+chown 65534:65534 "$t/wd"  # the tool (and its VMM) run as the work directory's owner
+echo "hello from the host workdir" >"$t/wd/notes.txt"
+echo "host secret" >"$t/outside/secret.txt"
+chmod 644 "$t/wd/notes.txt" "$t/outside/secret.txt"
+vm_tool() {  # name mode extra-yaml
+  cat >"$t/rules/$1.yaml" <<YAML
+tool: $1
+extends: base/minimal
+binaries: [/usr/bin/dash]
+files:
+  read: ["\${workdir}"]
+  write: ["\${workdir}"]
+  create: ["\${workdir}"]
+exec:
+  allow: [/usr/bin/dash, /usr/bin/cat]
+microvm: { mode: $2 }
+limits: { timeout: 30s }
+$3
+YAML
+}
+fails=0
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+run() { "$agentd" run --rules "$t/rules" --tool "$1" --workdir "$t/wd" --json -- "${@:2}" 2>"$t/err"; }
+
+# 1. stdout, stderr, exit code and a file written in the work directory,
+#    from a tool inside the VM, the run's layers the guest's.
+vm_tool vmsh required ""
+out=$(run vmsh dash -c 'cat notes.txt; echo to-stderr >&2; echo written-in-vm > made.txt; exit 3')
+rc=$?
+[ "$rc" = 3 ] && pass "exit code 3 from the guest" || fail "exit code $rc (want 3): $(tail -5 "$t/err") $(echo "$out" | head -c 2000)"
+echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["stdout"]["data"] == "hello from the host workdir\n", d["stdout"]
+assert d["stderr"]["data"] == "to-stderr\n", d["stderr"]
+m = d["microvm"]
+assert m["image"]["digest"].startswith("sha256:"), m
+assert m["guest"]["kernel"], m["guest"]
+layers = {l["name"]: l["state"] for l in d["layers"]}
+for l in ("microvm", "namespaces", "cgroup", "landlock", "seccomp"):
+    assert layers.get(l) == "enforcing", (l, layers)
+assert any(l["name"] == "landlock" for l in m["vmm_run"]["layers"]), "the VMM confined on the host"
+' && pass "stdout, stderr, guest layers and the VMM's own layers in the report" || fail "report: $(echo "$out" | head -c 3000)"
+[ "$(cat "$t/wd/made.txt" 2>/dev/null)" = "written-in-vm" ] && pass "file written in the work directory" ||
+  fail "made.txt: $(ls -la "$t/wd")"
+
+# 2. A host file outside the work directory: not readable from the guest
+#    (the guest's layers), and not served by the VMM (its Landlock and view);
+#    the same read works in the host's own shell (control).
+cat "$t/outside/secret.txt" >/dev/null && pass "control: the host reads $t/outside/secret.txt"
+out=$(run vmsh dash -c "cat $t/outside/secret.txt")
+rc=$?
+echo "$out" | grep -q "host secret" && fail "the guest read a host file outside its work directory" ||
+  { [ "$rc" != 0 ] && pass "host file outside the work directory unreadable in the VM (exit $rc)"; }
+
+# 3. required with no usable image: refused (125), naming the rule's file:line:col.
+mkdir -p "$t/noimage"
+echo "test: no image here" >"$t/noimage/unavailable.txt"
+out=$(BULWARK_GUEST_IMAGE=$t/noimage "$agentd" run --rules "$t/rules" --tool vmsh --workdir "$t/wd" -- dash -c 'echo ran' 2>&1)
+rc=$?
+if [ "$rc" = 125 ] && echo "$out" | grep -q "vmsh.yaml:[0-9]*:[0-9]*.*microvm.mode" && echo "$out" | grep -q "no image here"; then
+  pass "required without a guest image: refused, naming the rule and why"
+else
+  fail "required without an image: exit $rc: $out"
+fi
+echo "$out" | grep -q "^ran" && fail "the tool ran although refused"
+
+# 4. preferred with no usable image: the host sandbox, said in the report.
+vm_tool vmpref preferred ""
+out=$(BULWARK_GUEST_IMAGE=$t/noimage "$agentd" run --rules "$t/rules" --tool vmpref --workdir "$t/wd" -- dash -c 'echo ran-on-host' 2>&1)
+rc=$?
+if [ "$rc" = 0 ] && echo "$out" | grep -q "ran-on-host" && echo "$out" | grep -q "microvm.mode preferred: the tool ran in the host sandbox"; then
+  pass "preferred without a guest image: ran on the host, said so"
+else
+  fail "preferred without an image: exit $rc: $out"
+fi
+
+# 5. confidential: refused here with the reason, never run.
+vm_tool vmconf required "unenforceable: run"
+sed -i 's/microvm: { mode: required }/microvm: { mode: required, confidential: required }/' "$t/rules/vmconf.yaml"
+out=$("$agentd" run --rules "$t/rules" --tool vmconf --workdir "$t/wd" -- dash -c 'echo ran' 2>&1)
+rc=$?
+if [ "$rc" = 125 ] && echo "$out" | grep -q "vmconf.yaml:[0-9]*:[0-9]*.*microvm.confidential" && echo "$out" | grep -q "no TEE"; then
+  pass "confidential: refused with no TEE, even under unenforceable: run"
+else
+  fail "confidential: exit $rc: $out"
+fi
+
+# Nothing left behind: no VMM process, no run cgroup.
+sleep 0.5
+pgrep -f "qemu-system-x86_64 -M microvm" >/dev/null && fail "a VMM process is left" || pass "no VMM process left"
+echo "microvm: $fails failure(s)"
+[ "$fails" = 0 ]
