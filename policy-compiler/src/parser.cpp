@@ -384,6 +384,17 @@ private:
     void parse_syscall_list(const YAML::Node& n, const std::string& what, bool allow,
                             std::vector<ast::SyscallItem>& out);
     void parse_hardening(const YAML::Node& n, ast::Hardening& h);
+    // A section of scalars, one rule per key ("limits.memory: 256MiB").
+    bool keyed_scalars(const YAML::Node& n, const std::string& section,
+                       std::vector<std::pair<std::string, ast::Scalar>>& out) {
+        if (!expect_map(n, section)) return false;
+        each_key(n, section, section, [&](const std::string& k, const YAML::Node& val) {
+            uint32_t id = add_rule(section, section + "." + k, val);
+            if (auto s = scalar(val, section + "." + k, id)) out.emplace_back(k, std::move(*s));
+            return true;
+        });
+        return true;
+    }
     void parse_environment(const YAML::Node& n, ast::Environment& e);
 };
 
@@ -475,19 +486,9 @@ void Parser::parse_top(const YAML::Node& root, ast::RuleFile& f) {
         } else if (key == "syscalls") {
             parse_syscalls(v, f.syscalls);
         } else if (key == "limits") {
-            if (!expect_map(v, key)) return false;
-            each_key(v, "limits", "limits", [&](const std::string& k, const YAML::Node& val) {
-                uint32_t id = add_rule("limits", "limits." + k, val);
-                if (auto s = scalar(val, "limits." + k, id)) f.limits.emplace_back(k, std::move(*s));
-                return true;
-            });
+            return keyed_scalars(v, key, f.limits);
         } else if (key == "microvm") {
-            if (!expect_map(v, key)) return false;
-            each_key(v, "microvm", "microvm", [&](const std::string& k, const YAML::Node& val) {
-                uint32_t id = add_rule("microvm", "microvm." + k, val);
-                if (auto s = scalar(val, "microvm." + k, id)) f.microvm.emplace_back(k, std::move(*s));
-                return true;
-            });
+            return keyed_scalars(v, key, f.microvm);
         } else if (key == "hardening") {
             parse_hardening(v, f.hardening);
         } else if (key == "environment") {
