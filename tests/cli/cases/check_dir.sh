@@ -56,10 +56,10 @@ expect_out_contains "$d/tool.yaml: ok"
 
 # extends resolves in the directory checked: a base that extends another
 # base (rules/base/*.yaml extend base/minimal) checks too. The shipped rules
-# checked as a directory are exactly rules/*.yaml and rules/base/*.yaml.
+# checked as a directory are exactly rules/*.yaml, rules/base/*.yaml and rules/vmm/*.yaml (the microVM tier's VMM).
 run check "$RULES/"
 expect_rc 0
-ls "$RULES"/*.yaml "$RULES"/base/*.yaml | sed 's|$|: ok|' | LC_ALL=C sort > "$WORK/expected"
+ls "$RULES"/*.yaml "$RULES"/base/*.yaml "$RULES"/vmm/*.yaml | sed 's|$|: ok|' | LC_ALL=C sort > "$WORK/expected"
 grep -E ': ok(, [0-9]+ warning\(s\))?$' "$WORK/out" | sed -E 's/, [0-9]+ warning\(s\)$//' > "$WORK/got"
 diff -u "$WORK/expected" "$WORK/got" >&2 || fail "policyc check rules/ is not every shipped rule file"
 expect_out_contains "policy tests not checked here"
