@@ -102,6 +102,17 @@ else
   fail "confidential: exit $rc: $out"
 fi
 
+# 6. The tool's timeout holds inside the guest: 124, the VM gone.
+vm_tool vmloop required ""
+sed -i 's/limits: { timeout: 30s }/limits: { timeout: 3s }/' "$t/rules/vmloop.yaml"
+out=$(run vmloop dash -c 'while :; do :; done')
+rc=$?
+if [ "$rc" = 124 ] && echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["timed_out"], d'; then
+  pass "timeout in the guest: exit 124, timed_out in the report"
+else
+  fail "timeout: exit $rc: $(echo "$out" | head -c 1500)"
+fi
+
 # Nothing left behind: no VMM process, no run cgroup.
 sleep 0.5
 pgrep -f "qemu-system-x86_64 -M microvm" >/dev/null && fail "a VMM process is left" || pass "no VMM process left"

@@ -70,3 +70,15 @@ TEST_CASE("the field path starts where the caller says the grant is") {
     REQUIRE_FALSE(g);
     CHECK(g.error() == "tasks[2].grant.files: must be an array");
 }
+
+TEST_CASE("a grant's microvm part: mode, memory and vCPUs, each checked", "[tasks][grant_json]") {
+    auto g = grant_from_json(json{{"microvm", {{"mode", "required"}, {"memory_bytes", 268435456}, {"vcpus", 1}}}}, kVars);
+    REQUIRE(g);
+    CHECK(g->microvm_mode == bulwark::policy::MicroVmMode::Required);
+    CHECK(g->microvm_memory_bytes == 268435456u);
+    CHECK(g->microvm_vcpus == 1u);
+    CHECK(refusal({{"microvm", {{"mode", "sometimes"}}}}).find("microvm.mode") != std::string::npos);
+    CHECK(refusal({{"microvm", {{"memory_bytes", 1024}}}}).find("microvm.memory_bytes") != std::string::npos);
+    CHECK(refusal({{"microvm", {{"vcpus", 0}}}}).find("microvm.vcpus") != std::string::npos);
+    CHECK(refusal({{"microvm", {{"disk", 1}}}}).find("disk") != std::string::npos);
+}

@@ -1,0 +1,86 @@
+// agentd/vm/vmm_bundle: the VMM's own policy for one tool's VM.
+#include <catch2/catch.hpp>
+
+#include <linux/landlock.h>
+
+#include "bulwark/policy/compiler.h"
+#include "bulwark/policy/instantiate.h"
+#include "vm/vmm.h"
+#include "vm/vmm_bundle.h"
+
+using namespace bulwark;
+
+namespace {
+policy::Bundle compiled(const std::string& text) {
+    auto r = policy::compile_string(text, "t.yaml", {});
+    INFO(policy::render_diagnostics(r));
+    REQUIRE(r.ok());
+    auto i = policy::instantiate(*r.bundle, policy::task_vars("/work/t1", "task-1"), {});
+    REQUIRE(i);
+    return *i;
+}
+const policy::FileRule* file(const policy::Bundle& b, const std::string& path) {
+    for (const auto& f : b.files)
+        if (f.path == path) return &f;
+    return nullptr;
+}
+}  // namespace
+
+TEST_CASE("the VMM may read what the tool may read or run, write where it writes, never what it denies",
+          "[vm][vmm_bundle]") {
+    auto vmm = compiled("tool: vmm\nbinaries: [/usr/bin/qemu-system-x86_64]\nfiles:\n  read: [/usr/share/qemu]\n");
+    auto tool = compiled(
+        "tool: t\nbinaries: [/usr/bin/dash]\nfiles:\n  read: [\"${workdir}\", /srv/data]\n  write: [\"${workdir}\"]\n"
+        "  exec: [/usr/lib/libx.so]\n  deny: [/srv/data/keys]\nmicrovm: { mode: required, memory: 512MiB }\n"
+        "limits: { timeout: 30s }\n");
+    auto n = vm::compose_vmm_bundle(vmm, tool, "/opt/bulwark/guest");
+    REQUIRE(file(n, "/usr/lib/libx.so"));
+    CHECK(file(n, "/usr/lib/libx.so")->allow == BW_FS_READ);  // exec served as read: the guest executes
+    uint32_t workdir = 0;
+    for (const auto& f : n.files)
+        if (f.path == "/work/t1") workdir |= f.allow;
+    CHECK(workdir == (BW_FS_READ | BW_FS_WRITE));
+    REQUIRE(file(n, "/srv/data/keys"));
+    CHECK(file(n, "/srv/data/keys")->deny != 0);
+    REQUIRE(file(n, "/opt/bulwark/guest"));
+    CHECK(file(n, "/opt/bulwark/guest")->allow == BW_FS_READ);
+    // Traced to the tool's rule: its file and line, its text.
+    const auto* r = n.rule(file(n, "/srv/data/keys")->rule_id);
+    REQUIRE(r);
+    CHECK(r->loc.file == "t.yaml");
+    CHECK(r->loc.line == 7);
+    CHECK(r->text.starts_with("files.deny"));
+    CHECK(r->text.find("served to the VM of t") != std::string::npos);
+    // The VMM's memory is the VM's plus its own; its timeout the tool's plus the boot.
+    CHECK(*n.limits.memory_bytes == (512ull << 20) + vm::kVmmOverheadBytes);
+    CHECK(*n.limits.timeout_ms == 30'000 + vm::kBootAllowanceMs);
+    // The 9p export's root: directory names only, on the sandbox's own root.
+    bool root_dir = false;
+    for (const auto& p : n.landlock.paths)
+        if (p.path == "/") root_dir = p.access == LANDLOCK_ACCESS_FS_READ_DIR;
+    CHECK(root_dir == ((n.landlock.handled_fs & LANDLOCK_ACCESS_FS_READ_DIR) != 0));
+}
+
+TEST_CASE("qemu's command line: microvm, no network device, the channel on the given fd, two 9p shares",
+          "[vm][vmm]") {
+    vm::Vmm v{"/usr/bin/qemu-system-x86_64", "/usr/share/qemu/qboot.rom", "tcg", "test", 2600000};
+    vm::GuestImage img{"/img", "/img/vmlinux", "/img/initramfs.cpio", "sha256:x", "console=ttyS0", "6.12", "pkg"};
+    auto argv = vm::qemu_argv(v, img, {512ull << 20, 2, "/work/t1", 9});
+    std::string all;
+    for (const auto& a : argv) all += a + " ";
+    CHECK(all.find("-M microvm") != std::string::npos);
+    CHECK(all.find("-accel tcg") != std::string::npos);
+    CHECK(all.find("tsc_early_khz=2600000") != std::string::npos);
+    CHECK(all.find("-nic none") != std::string::npos);
+    CHECK(all.find("socket,id=ctl,fd=9") != std::string::npos);
+    CHECK(all.find("path=/,readonly=on") != std::string::npos);
+    CHECK(all.find("path=/work/t1,security_model=none") != std::string::npos);
+    CHECK(all.find("-m 512M") != std::string::npos);
+    CHECK(all.find("-smp 2") != std::string::npos);
+    CHECK(all.find("-sandbox on") != std::string::npos);
+    v.accel = "kvm";
+    auto k = vm::qemu_argv(v, img, {256ull << 20, 1, "/w", 3});
+    std::string kall;
+    for (const auto& a : k) kall += a + " ";
+    CHECK(kall.find("mitigations=off") == std::string::npos);  // a KVM guest keeps its mitigations
+}
