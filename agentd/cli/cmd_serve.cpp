@@ -32,6 +32,7 @@
 #include "tasks/reconcile.h"
 #include "kaudit/run_registry.h"
 #include "tasks/tasks.h"
+#include "vm/microvm_run.h"
 #include "tasks/tool_catalog.h"
 #include "sandbox/tool_coverage.h"
 #include "audit/metrics.h"
@@ -146,6 +147,7 @@ private:
     std::unique_ptr<KernelAuditReader> kaudit_;
     std::string kaudit_error_;
     LeftCgroups left_cgroups_;  // run cgroups not removed at their run's end, retried until they go
+    vm::MicroVmHost microvm_;   // what this host offers the microVM tier
     TaskOptions topts_;
     std::optional<TaskManager> tasks_;
     bool default_listener_ = false;
@@ -297,6 +299,13 @@ Started Daemon::start_tasks() {
     topts_.sources.bpf_unavailable = bpf_unavailable_;
     topts_.sources.kaudit = kaudit_.get();
     topts_.sources.registry = &runs_;
+    microvm_ = vm::probe_microvm_host({cfg_.rules_dir.string()}, vm::guest_image_dirs());
+    if (microvm_.unavailable.empty())
+        spdlog::info("microVM tier: {} ({}), guest image {}", microvm_.vmm->binary, microvm_.vmm->accel,
+                     microvm_.image->digest);
+    else
+        spdlog::info("microVM tier unavailable: {}", microvm_.unavailable);
+    topts_.microvm = &microvm_;
     if (auto r = ensure_dir(topts_.work_root, 0711); !r) return r;
     tasks_.emplace(*catalog_, store_.get(), topts_);
     return {};

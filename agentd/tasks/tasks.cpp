@@ -21,6 +21,8 @@
 #include "tasks/record_operation.h"
 #include "kaudit/run_registry.h"
 #include "tasks/run_binding.h"
+#include "vm/guest_records.h"
+#include "vm/microvm_run.h"
 #include "sandbox/run_report.h"
 #include "sandbox/spawner.h"
 #include "tasks/tool_catalog.h"
@@ -550,6 +552,11 @@ struct TaskManager::ExecRun {
     bool start_enqueued = false, start_not_taken = false, start_unacknowledged = false, announced = false;
     std::unique_ptr<audit::RunWatch> watch;  // the run's records as the store accepts them
     RunRequest rr;
+    // route(): the tool's VM, when its rules ask for one and this host can
+    // run it; then the binding is the VMM's (its policy, its cgroup).
+    std::optional<vm::MicroVmLaunch> vm_launch;
+    RunRequest vmm_rr;
+    std::vector<std::string> route_warnings;
     std::shared_ptr<RunBinding> binding;
     std::chrono::steady_clock::time_point t_run;
     // collect()
@@ -557,6 +564,7 @@ struct TaskManager::ExecRun {
     json decisions = json::array(), denials = json::array();
     std::optional<uint64_t> exit_seq;
 
+    RunReport launch();
     void enqueue_start(const RunReport* plan);
     void announce_start();
     void finish_run(std::string outcome, std::optional<int> status);
@@ -576,8 +584,8 @@ std::expected<json, TaskError> TaskManager::exec(uint64_t id, const ExecRequest&
     } done{this};
     ExecRun run(*this, id, req, std::move(hooks));
     if (auto r = run.admit(); !r) return std::unexpected(std::move(r.error()));  // task, tool, workdir, files
-    run.plan();  // limits, start record, decision sources
-    RunReport rep = run_tool(run.bundle(), run.rr);
+    run.plan();  // limits, start record, where it runs, decision sources
+    RunReport rep = run.launch();
     if (auto r = run.settle_start(rep); !r) return std::unexpected(std::move(r.error()));
     run.collect(rep);       // sources drained, exit record, decisions explained
     return run.answer(rep);  // the reply, or why the run could not be carried out
@@ -695,9 +703,34 @@ void TaskManager::ExecRun::plan() {
     rr.on_output = hooks.on_output;
     rr.cancel_fd = cancel.get();
     rr.caller_env = std::vector<std::pair<std::string, std::string>>{};  // never the daemon's environment
-    binding = std::make_shared<RunBinding>(m.opts_.sources, bundle(),
-                                           RunContext{task_id, run_id, req.tool, version, epoch_bundle});
-    binding->prepare(rr);
+    // Where it runs: in a VM of its own when the tool asks and this host
+    // can (its VMM is then what the decision sources bind, and the start
+    // record is durable before the VMM starts); else the host sandbox, with
+    // the microvm layer saying why not.
+    std::string vm_error;
+    if (bundle().microvm.mode != policy::MicroVmMode::Off) {
+        vm::MicroVmHost none;
+        none.unavailable = "agentd serve runs without the microVM tier";
+        const vm::MicroVmHost& host = m.opts_.microvm ? *m.opts_.microvm : none;
+        if (vm::route(bundle(), host, rr, route_warnings)) {
+            auto l = vm::plan_microvm(bundle(), host, task->vars);
+            if (l) vm_launch = std::move(*l);
+            else rr.vm_layers["microvm"] = "the VM could not be planned: " + l.error();
+        }
+    }
+    if (vm_launch) {
+        vmm_rr.on_plan = std::move(rr.on_plan);
+        vmm_rr.before_exec = std::move(rr.before_exec);
+        vmm_rr.cgroup_label = rr.cgroup_label;
+        rr.on_plan = nullptr;
+        rr.before_exec = nullptr;
+    }
+    const policy::Bundle& bound = vm_launch ? vm_launch->vmm_bundle : bundle();
+    binding = std::make_shared<RunBinding>(
+        m.opts_.sources, bound,
+        RunContext{task_id, run_id, req.tool, version,
+                   vm_launch ? std::make_shared<const policy::Bundle>(bound) : epoch_bundle});
+    binding->prepare(vm_launch ? vmm_rr : rr);
     {
         std::lock_guard lk(m.mu_);
         for (auto& r : task->runs)
@@ -705,6 +738,12 @@ void TaskManager::ExecRun::plan() {
     }
     t_run = std::chrono::steady_clock::now();
     if (m.opts_.metrics) m.opts_.metrics->runs_running.fetch_add(1, std::memory_order_relaxed);
+}
+
+RunReport TaskManager::ExecRun::launch() {
+    RunReport rep = vm_launch ? vm::run_in_microvm(*vm_launch, bundle(), rr, std::move(vmm_rr)) : run_tool(bundle(), rr);
+    for (auto& w : route_warnings) rep.warnings.push_back(std::move(w));
+    return rep;
 }
 
 void TaskManager::ExecRun::enqueue_start(const RunReport* plan) {
@@ -773,6 +812,19 @@ void TaskManager::ExecRun::collect(RunReport& rep) {
         std::vector<CgroupLeft> left;
         for (const auto& [path, why] : rep.cgroups_left) left.push_back({path, why});
         m.opts_.left_cgroups->add(left, run_id);
+    }
+    if (m.store_ && !rep.microvm.is_null()) {
+        // The guest's decisions, as records of this run marked in_guest,
+        // before its exit record (so the reply's decisions include them).
+        const RunContext ctx{task_id, run_id, req.tool, version, epoch_bundle};
+        uint64_t unreadable = rep.microvm.value("decisions_dropped", uint64_t(0));
+        for (const auto& d : rep.microvm.value("decisions", json::array())) {
+            if (auto r = vm::guest_record(d, ctx)) (void)m.store_->enqueue(std::move(*r));
+            else ++unreadable;
+        }
+        if (unreadable) rep.warnings.push_back("microVM: " + std::to_string(unreadable) +
+                                               " guest decision record(s) lost or unreadable");
+        rep.microvm.erase("decisions");
     }
     report = to_json(rep);
     if (m.store_) {

@@ -37,6 +37,9 @@
 #include "tasks/workdir_files.h"
 
 namespace bulwark {
+namespace vm {
+struct MicroVmHost;
+}
 class LeftCgroups;
 class ToolCatalog;
 class RunRegistry;
@@ -86,6 +89,10 @@ struct TaskOptions {
     // Cgroup leaves a run could not remove are handed here (retried until
     // they go; /v1/health lists them). nullptr: only the run's report says so.
     LeftCgroups* left_cgroups = nullptr;
+    // What this host offers the microVM tier (vm/microvm_run.h), probed once
+    // at start; nullptr: no tier (a `required` tool is refused by coverage,
+    // a `preferred` one runs in the host sandbox).
+    const vm::MicroVmHost* microvm = nullptr;
 };
 
 class TaskManager {

@@ -113,6 +113,14 @@ else
   fail "timeout: exit $rc: $(echo "$out" | head -c 1500)"
 fi
 
+# 7. The exec API of a real `agentd serve` routes the tool into its VM.
+if out=$("$(dirname "$0")/../support/with_agentd.sh" "$agentd" "$t/rules" 18917 -- \
+           "$(dirname "$0")/microvm_api_case.sh" 2>&1); then
+  pass "$(echo "$out" | tail -1)"
+else
+  fail "exec API: $out"
+fi
+
 # Nothing left behind: no VMM process, no run cgroup.
 sleep 0.5
 pgrep -f "qemu-system-x86_64 -M microvm" >/dev/null && fail "a VMM process is left" || pass "no VMM process left"
