@@ -26,7 +26,7 @@ SEC("lsm/file_open")
 int BPF_PROG(bw_file_open, struct file *file)
 {
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	__u32 fmode = file->f_mode;
 	__u32 fflags = file->f_flags;
@@ -52,7 +52,7 @@ SEC("lsm/path_truncate")
 int BPF_PROG(bw_path_truncate, const struct path *path)
 {
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	return bw_fs_decide(&s, BW_OP_FILE_TRUNCATE, path->dentry, BPF_CORE_READ(path, mnt), BW_FS_WRITE);
 }
@@ -63,7 +63,7 @@ SEC("lsm/path_chmod")
 int BPF_PROG(bw_path_chmod, const struct path *path, umode_t mode)
 {
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	if ((mode & (04000 | 02000)) && (s.flags & BW_POL_FILES_ENFORCED)) {
 		struct bw_walk w = {};
@@ -81,7 +81,7 @@ SEC("lsm/path_chown")
 int BPF_PROG(bw_path_chown, const struct path *path)
 {
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	return bw_fs_decide(&s, BW_OP_FILE_SETATTR, path->dentry, BPF_CORE_READ(path, mnt), BW_FS_WRITE);
 }
@@ -90,7 +90,7 @@ int BPF_PROG(bw_path_chown, const struct path *path)
 static __always_inline int bw_create_in(const struct path *dir, __u16 op)
 {
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	return bw_fs_decide(&s, op, dir->dentry, BPF_CORE_READ(dir, mnt), BW_FS_CREATE);
 }
@@ -117,7 +117,7 @@ int BPF_PROG(bw_path_symlink, const struct path *dir, struct dentry *dentry, con
 static __always_inline int bw_remove(const struct path *dir, struct dentry *dentry)
 {
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	return bw_fs_decide(&s, BW_OP_FILE_UNLINK, dentry, BPF_CORE_READ(dir, mnt), BW_FS_REMOVE);
 }
@@ -180,7 +180,7 @@ int BPF_PROG(bw_path_rename, const struct path *old_dir, struct dentry *old_dent
 	     struct dentry *new_dentry, unsigned int flags)
 {
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	struct vfsmount *om = BPF_CORE_READ(old_dir, mnt), *nm = BPF_CORE_READ(new_dir, mnt);
 	int ret = bw_move(&s, BW_OP_FILE_RENAME, old_dentry, om, new_dir->dentry, nm, BW_FS_REMOVE);
@@ -194,7 +194,7 @@ SEC("lsm/path_link")
 int BPF_PROG(bw_path_link, struct dentry *old_dentry, const struct path *new_dir, struct dentry *new_dentry)
 {
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	/* a link never crosses a mount (EXDEV), so old_dentry lives on new_dir's mount */
 	struct vfsmount *m = BPF_CORE_READ(new_dir, mnt);
@@ -210,7 +210,10 @@ int BPF_PROG(bw_bprm_check, struct linux_binprm *bprm)
 	if (!bw_sandbox(&s))
 		return 0;
 	struct file *f = bprm->file;
-	return bw_fs_decide(&s, BW_OP_EXEC, f->f_path.dentry, BPF_CORE_READ(f, f_path.mnt), BW_FS_EXEC);
+	int rc = bw_fs_decide(&s, BW_OP_EXEC, f->f_path.dentry, BPF_CORE_READ(f, f_path.mnt), BW_FS_EXEC);
+	if (rc == 0 && s.valid && s.setup)
+		bw_arm(&s);
+	return rc;
 }
 
 SEC("lsm/mmap_file")
@@ -219,7 +222,7 @@ int BPF_PROG(bw_mmap_file, struct file *file, unsigned long reqprot, unsigned lo
 	if (!file || !(prot & BW_PROT_EXEC))
 		return 0;
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	return bw_fs_decide(&s, BW_OP_MMAP_EXEC, file->f_path.dentry, BPF_CORE_READ(file, f_path.mnt), BW_FS_EXEC);
 }
@@ -233,7 +236,7 @@ int BPF_PROG(bw_file_mprotect, struct vm_area_struct *vma, unsigned long reqprot
 	if (!file)
 		return 0;
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	return bw_fs_decide(&s, BW_OP_MMAP_EXEC, file->f_path.dentry, BPF_CORE_READ(file, f_path.mnt), BW_FS_EXEC);
 }
@@ -249,7 +252,7 @@ static __always_inline __u64 bw_task_cgid(struct task_struct *t)
 static __always_inline int bw_cross(struct task_struct *target, __u16 op, __u32 arg, __u32 flag)
 {
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	__u64 tcg = bw_task_cgid(target);
 	int outside = tcg != s.cgid && tcg != bpf_get_current_cgroup_id();
@@ -283,7 +286,7 @@ int BPF_PROG(bw_task_kill, struct task_struct *p, struct kernel_siginfo *info, i
 static __always_inline int bw_flagged(__u16 op, __u32 flag, __u32 arg)
 {
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	__u8 d = bw_decide(&s, !s.valid || (s.flags & flag));
 	if (bw_reportable(&s, d))
@@ -330,7 +333,7 @@ int BPF_PROG(bw_socket_create, int family, int type, int protocol, int kern)
 	if (kern)
 		return 0;
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	__u32 t = (__u32)type & 0xf; /* without SOCK_NONBLOCK / SOCK_CLOEXEC */
 	__u32 f = (__u32)family;
@@ -379,7 +382,7 @@ static __always_inline int bw_sock_op(struct socket *sock, const void *sa, int l
 	if (!sa)
 		return 0;
 	struct bw_sbx s;
-	if (!bw_sandbox(&s))
+	if (!bw_lsm_sandbox(&s))
 		return 0;
 	__u16 family = 0;
 	if (bpf_probe_read_kernel(&family, sizeof(family), sa) < 0)

@@ -242,8 +242,8 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
 }
 
 std::expected<void, SysError> PolicyMaps::bind(uint64_t cgroup_id, PolicyHandle h, uint64_t task_id,
-                                               uint64_t run_id) {
-    bw_binding b{h.slot, 0, h.version, task_id, run_id};
+                                               uint64_t run_id, uint32_t flags) {
+    bw_binding b{h.slot, flags, h.version, task_id, run_id};
     if (int rc = bpf_map_update_elem(sandboxes_.get(), &cgroup_id, &b, BPF_ANY); rc)
         return std::unexpected(SysError{"bpf_map_update_elem(bw_sandboxes, " + std::to_string(cgroup_id) + ")", -rc});
     return {};

@@ -50,8 +50,10 @@ public:
     // Stats each file path (kernel dev encoding major<<20|minor), fills a free
     // slot (batched where the kernel allows), publishes the header last.
     std::expected<LoadReport, SysError> load(const policy::BpfTables& tables);
+    // flags: BW_BIND_* (BW_BIND_SETUP: a run's first binding, before its
+    // tool's exec; the LSM hooks let its setup through until that exec).
     std::expected<void, SysError> bind(uint64_t cgroup_id, PolicyHandle h, uint64_t task_id = 0,
-                                       uint64_t run_id = 0);
+                                       uint64_t run_id = 0, uint32_t flags = 0);
     std::expected<void, SysError> unbind(uint64_t cgroup_id);
     // Marks the slot unused first (stale bindings deny), then deletes its entries.
     std::expected<void, SysError> free(uint32_t slot);

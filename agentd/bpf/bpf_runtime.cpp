@@ -565,7 +565,11 @@ std::expected<std::string, BindError> Attachment::bind(const std::string& cgroup
         bound.epochs = {*ep};
     }
     PolicyMaps& maps = rt_->loader_->maps();
-    if (auto r = maps.bind(*id, PolicyHandle{ep->slot, ep->kernel_version}, run_.task_id, run_.run_id); !r) {
+    // Bound in setup: the sandbox's own code runs in the cgroup until the
+    // tool's exec, which the LSM judges and which arms the binding.
+    if (auto r = maps.bind(*id, PolicyHandle{ep->slot, ep->kernel_version}, run_.task_id, run_.run_id,
+                           BW_BIND_SETUP);
+        !r) {
         (void)maps.free(ep->slot);
         std::lock_guard cl(rt_->ctx_mu_);
         rt_->runs_.erase(*id);
@@ -600,7 +604,8 @@ std::expected<void, BindError> Attachment::rebind(const policy::Bundle& bundle, 
     }
     PolicyMaps& maps = rt_->loader_->maps();
     // The switch: one update of the cgroup's bw_sandboxes value (slot and
-    // version together).
+    // version together), armed (no BW_BIND_SETUP: a rebind never reopens the
+    // setup window, even if it lands before the tool's exec).
     if (auto r = maps.bind(cgid_, PolicyHandle{ep->slot, ep->kernel_version}, run_.task_id, run_.run_id); !r) {
         (void)maps.free(ep->slot);
         return std::unexpected(kernel_error(r.error()));

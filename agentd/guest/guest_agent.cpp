@@ -390,11 +390,6 @@ json run_job(Channel& ch, const Job& job, const json& facts) {
         kaudit_status = {{"state", "unavailable: " + r.error()}};
 
     bpf::RuntimeOptions ro;
-    // Not the BPF LSM programs yet: bound at the run's cgroup they judge the
-    // sandbox's own setup (its sysctl write, mounts, pivot_root) by the
-    // tool's rules and refuse it; they need arming at the tool's exec first
-    // (docs/microvm.md). The cgroup socket programs and the monitor run.
-    ro.lsm = false;
     ro.sink = sink;
     ro.on_drops = [&ch](const std::string& source, uint64_t n) {
         ch.send(vm::FrameType::Log, std::to_string(n) + " record(s) lost in the guest: " + source);

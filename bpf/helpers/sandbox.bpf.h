@@ -27,7 +27,7 @@ struct bw_sbx {
 	__u32 flags;
 	__u64 af_allow;
 	__u32 sock_type_allow;
-	__u32 pad;
+	__u32 setup;     /* the binding's BW_BIND_SETUP: its tool has not executed yet */
 };
 
 static __always_inline struct bw_counters *bw_counters_get(void)
@@ -44,6 +44,7 @@ static __always_inline int bw_bind_policy(struct bw_sbx *s, __u64 cgid, struct b
 	for (int attempt = 0; attempt < 2; attempt++) {
 		__u32 id = b->policy_id;
 		__u64 ver = b->policy_version;
+		s->setup = b->flags & BW_BIND_SETUP;
 		s->policy_id = id;
 		s->version = ver;
 		struct bw_policy *p = bpf_map_lookup_elem(&bw_policies, &id);
@@ -194,6 +195,27 @@ static __always_inline void bw_emit_proc(const struct bw_sbx *s, __u16 layer, __
 	e->obj.proc.arg = arg;
 	e->obj.proc.target_cgroup_id = target_cgid;
 	bw_event_submit(e);
+}
+
+/* The LSM hooks' filter: as bw_sandbox(), but a live binding still in setup
+ * (BW_BIND_SETUP) is the sandbox's own code before the tool's exec: let through. */
+static __always_inline int bw_lsm_sandbox(struct bw_sbx *s)
+{
+	if (!bw_sandbox(s))
+		return 0;
+	return !(s->valid && s->setup);
+}
+
+/* The tool's first exec was allowed: the binding leaves setup. */
+static __always_inline void bw_arm(const struct bw_sbx *s)
+{
+	__u64 cg = s->cgid;
+	struct bw_binding *b = bpf_map_lookup_elem(&bw_sandboxes, &cg);
+	/* Read-modify-write without an atomic (32-bit atomics need BPF v3): the
+	 * only in-place writers are this same idempotent clear; a rebind by the
+	 * loader replaces the whole element (armed). */
+	if (b)
+		b->flags = b->flags & ~BW_BIND_SETUP;
 }
 
 #endif /* BULWARK_SANDBOX_BPF_H */

@@ -124,9 +124,15 @@
 /* Map: bw_sandboxes, HASH, key = cgroup v2 id (__u64), value = bw_binding.
  * Switching a subtask's policy is one update of this value (policy_id and
  * version together), so no operation ever sees neither policy. */
+/* bw_binding.flags */
+#define BW_BIND_SETUP (1u << 0) /* the run's tool has not executed yet: the LSM hooks let the
+                                 * sandbox's own setup (its mounts, pivot_root, sysctl writes)
+                                 * through; the first exec the policy allows (bprm_check, the
+                                 * verified binary) clears it. The canary binds without it. */
+
 struct bw_binding {
 	__u32 policy_id;      /* slot in bw_policies */
-	__u32 flags;          /* reserved, 0 */
+	__u32 flags;          /* BW_BIND_* */
 	__u64 policy_version; /* stamped on every event */
 	__u64 task_id;
 	__u64 run_id;

@@ -899,6 +899,24 @@ int main(int argc, char** argv) {
     Leaf leaf(parent, "files");
     (void)M.bind(leaf.id, pol->handle);
 
+    // ---- a run's first binding (BW_BIND_SETUP): the sandbox's own setup goes
+    // through until the tool's exec, which is judged and arms the binding.
+    {
+        Leaf setup(parent, "setup");
+        (void)M.bind(setup.id, pol->handle, 0, 0, BW_BIND_SETUP);
+        expect("setup_lets_own_code_through", in(setup.path, [] { return open_err("/data/secret/f", O_RDONLY); }), 0);
+        expect("setup_exec_still_judged", in(setup.path, [] { return exec_err("/data/bin/prog"); }), EPERM);
+        auto still = M.binding(setup.id);
+        result("setup_denied_exec_does_not_arm", still && (still->flags & BW_BIND_SETUP),
+               still ? "flags=" + std::to_string(still->flags) : "no binding");
+        expect("setup_exec_allowed", in(setup.path, [] { return exec_err("/bin/busybox"); }), 0);
+        auto armed = M.binding(setup.id);
+        result("setup_armed_by_exec", armed && !(armed->flags & BW_BIND_SETUP),
+               armed ? "flags=" + std::to_string(armed->flags) : "no binding");
+        expect("armed_denies", in(setup.path, [] { return open_err("/data/secret/f", O_RDONLY); }), EPERM);
+        (void)M.unbind(setup.id);
+    }
+
     // ---- files
     expect("allowed_read", in(leaf.path, [] { return open_err("/data/ro/f", O_RDONLY); }), 0);
     expect("denied_read_unlisted", in(leaf.path, [] { return open_err("/data/secret/f", O_RDONLY); }), EPERM);
