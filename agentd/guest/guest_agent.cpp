@@ -13,7 +13,9 @@
 // says which step and why, then power off: the guest never lingers.
 #include <fcntl.h>
 #include <poll.h>
+#include <linux/random.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
 #include <sys/stat.h>
@@ -21,7 +23,9 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -334,6 +338,34 @@ void make_deny_points(const policy::Bundle& b) {
     }
 }
 
+// A guest restored from a snapshot shares that snapshot's RNG state and
+// clock with every other restore: the host's fresh entropy is mixed in (and
+// credited) and its time set, before anything of the run.
+void fresh_entropy_and_clock(const json& start) {
+    std::string hex = start.value("entropy", "");
+    if (hex.size() >= 64 && hex.size() % 2 == 0) {
+        struct {
+            int entropy_count;
+            int buf_size;
+            unsigned char buf[64];
+        } pool{};
+        size_t n = std::min(hex.size() / 2, sizeof pool.buf);
+        for (size_t i = 0; i < n; ++i) pool.buf[i] = static_cast<unsigned char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+        pool.buf_size = int(n);
+        pool.entropy_count = int(n * 8);
+        int fd = ::open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (::ioctl(fd, RNDADDENTROPY, &pool) != 0) console(errno_text("ioctl RNDADDENTROPY", "/dev/urandom"));
+            ::close(fd);
+        }
+    }
+    if (start.contains("now_ns") && start["now_ns"].is_number_unsigned()) {
+        uint64_t ns = start["now_ns"].get<uint64_t>();
+        timespec ts{time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
+        if (::clock_settime(CLOCK_REALTIME, &ts) != 0) console(errno_text("clock_settime", "CLOCK_REALTIME"));
+    }
+}
+
 // The guest's report: run_tool's, without the output (streamed already),
 // with the guest's facts.
 json exit_document(RunReport rep, const json& facts, const json& bpf_status, const json& kaudit_status) {
@@ -353,11 +385,44 @@ RunReport step_failed(const StepError& e) {
     return rep;
 }
 
+// The guest's decision sources, started at boot, before Hello: the BPF
+// programs loaded and proven by their canaries (slow under TCG) and the
+// kernel audit reader are then part of a snapshot, and every restored run
+// finds them ready. Their records go to the host as Record frames.
+struct GuestLayers {
+    RunRegistry registry;
+    std::unique_ptr<KernelAuditReader> reader;
+    std::string kaudit_unavailable;
+    std::unique_ptr<bpf::BpfRuntime> bpf;
+    std::string bpf_unavailable;
+};
+
+void start_layers(Channel& ch, GuestLayers& g) {
+    auto sink = [&ch](audit::AuditRecord r) { ch.send(vm::FrameType::Record, audit::to_json(r).dump()); };
+    KernelAuditOptions kopts;
+    kopts.resolve = [&g](const kaudit::KernelDenial& d) { return g.registry.resolve(d); };
+    kopts.sink = sink;
+    if (auto r = KernelAuditReader::start(std::move(kopts)))
+        g.reader = std::move(*r);
+    else
+        g.kaudit_unavailable = r.error();
+    bpf::RuntimeOptions ro;
+    ro.sink = sink;
+    ro.on_drops = [&ch](const std::string& source, uint64_t n) {
+        ch.send(vm::FrameType::Log, std::to_string(n) + " record(s) lost in the guest: " + source);
+    };
+    if (auto rt = bpf::BpfRuntime::start(std::move(ro)))
+        g.bpf = std::move(*rt);
+    else
+        g.bpf_unavailable = "BPF runtime did not start in the guest: " + rt.error().message();
+}
+
 // 6. The tool, under the rule file's bundle, with every layer of the guest.
-json run_job(Channel& ch, const Job& job, const json& facts) {
+json run_job(Channel& ch, const Job& job, const json& facts, GuestLayers& layers) {
     const auto& s = job.start;
     auto bundle = policy::bundle_from_json(s.value("bundle", json::object()));
     if (!bundle) return exit_document(step_failed({"bundle", bundle.error()}), facts, nullptr, nullptr);
+    fresh_entropy_and_clock(s);
     make_deny_points(*bundle);
     RunRequest req;
     req.argv = s.value("argv", std::vector<std::string>{});
@@ -376,36 +441,13 @@ json run_job(Channel& ch, const Job& job, const json& facts) {
     };
     const uint64_t run_id = s.value("run_id", uint64_t(1));
     const uint64_t task_id = s.value("task_id", uint64_t(0));
-    auto sink = [&ch](audit::AuditRecord r) { ch.send(vm::FrameType::Record, audit::to_json(r).dump()); };
-
-    RunRegistry registry;
-    KernelAuditOptions kopts;
-    kopts.resolve = [&](const kaudit::KernelDenial& d) { return registry.resolve(d); };
-    kopts.sink = sink;
-    json kaudit_status;
-    std::unique_ptr<KernelAuditReader> reader;
-    if (auto r = KernelAuditReader::start(std::move(kopts)))
-        reader = std::move(*r);
-    else
-        kaudit_status = {{"state", "unavailable: " + r.error()}};
-
-    bpf::RuntimeOptions ro;
-    ro.sink = sink;
-    ro.on_drops = [&ch](const std::string& source, uint64_t n) {
-        ch.send(vm::FrameType::Log, std::to_string(n) + " record(s) lost in the guest: " + source);
-    };
     DecisionSources sources;
-    sources.kaudit = reader.get();
-    sources.registry = &registry;
-    json bpf_status;
-    auto rt = bpf::BpfRuntime::start(std::move(ro));
-    if (rt) {
-        sources.bpf = rt->get();
-        bpf_status = (*rt)->status();
-    } else {
-        sources.bpf_unavailable = "BPF runtime did not start in the guest: " + rt.error().message();
-        bpf_status = {{"state", sources.bpf_unavailable}};
-    }
+    sources.kaudit = layers.reader.get();
+    sources.registry = &layers.registry;
+    sources.bpf = layers.bpf.get();
+    sources.bpf_unavailable = layers.bpf_unavailable;
+    json bpf_status = layers.bpf ? layers.bpf->status() : json{{"state", layers.bpf_unavailable}};
+    json kaudit_status = layers.reader ? json(nullptr) : json{{"state", "unavailable: " + layers.kaudit_unavailable}};
     RunReport rep;
     {
         RunBinding binding(sources, *bundle,
@@ -413,13 +455,11 @@ json run_job(Channel& ch, const Job& job, const json& facts) {
         binding.prepare(req);
         rep = run_tool(*bundle, req);
         auto end = binding.finish(rep);
-        if (reader) {
-            kaudit_status = reader->status();
+        if (layers.reader) {
+            kaudit_status = layers.reader->status();
             kaudit_status["state"] = end.kaudit_read ? "read" : "incomplete";
         }
     }
-    if (rt) rt->reset();
-    reader.reset();
     return exit_document(std::move(rep), facts, bpf_status, kaudit_status);
 }
 
@@ -442,6 +482,8 @@ int agent_main() {
         power_off();
     }
     Channel ch(*fd);
+    GuestLayers layers;
+    if (!early) start_layers(ch, layers);
     json facts = guest_facts();
     ch.send(vm::FrameType::Hello, facts.dump());
     auto job = await_job(ch);
@@ -453,7 +495,7 @@ int agent_main() {
     } else if (auto e = mount_shares(job->start)) {
         doc = exit_document(step_failed(*e), facts, nullptr, nullptr);
     } else {
-        doc = run_job(ch, *job, facts);
+        doc = run_job(ch, *job, facts, layers);
     }
     ::sync();  // the tool's writes reach the host's work directory before the host reads the report
     ch.send(vm::FrameType::Exit, doc.dump());

@@ -3,13 +3,17 @@
 #include <poll.h>
 #include <csignal>
 #include <sys/eventfd.h>
+#include <fcntl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +21,7 @@
 #include "bulwark/policy/compiler.h"
 #include "common/fd.h"
 #include "vm/channel.h"
+#include "vm/qmp.h"
 #include "vm/vmm_bundle.h"
 
 extern char** environ;
@@ -102,7 +107,9 @@ std::expected<MicroVmLaunch, std::string> plan_microvm(const policy::Bundle& too
         return std::unexpected("no microVM on this host: " + host.unavailable);
     auto vmm = policy::instantiate(*host.vmm_rules, vars, {});  // the VMM has no host-name rules
     if (!vmm) return std::unexpected("the VMM's rules do not instantiate: " + vmm.error().message);
-    return MicroVmLaunch{compose_vmm_bundle(*vmm, tool, host.image->dir), *host.vmm, *host.image};
+    std::string snaps = "/var/cache/bulwark/microvm";
+    if (const char* e = std::getenv("BULWARK_MICROVM_SNAPSHOTS"); e && *e) snaps = std::string(e) == "off" ? "" : e;
+    return MicroVmLaunch{compose_vmm_bundle(*vmm, tool, host.image->dir), *host.vmm, *host.image, snaps};
 }
 
 namespace {
@@ -135,7 +142,9 @@ public:
     RunReport run() {
         t0_ = Clock::now();
         if (auto e = open_channel(); !e.empty()) return failed(e);
+        choose_start();
         start_vmm();
+        if (restoring_) restore();
         converse();
         stop_vmm();
         return report();
@@ -152,17 +161,110 @@ private:
         kill_ = Fd(::eventfd(0, EFD_CLOEXEC));
         vmm_done_ = Fd(::eventfd(0, EFD_CLOEXEC));
         if (!kill_ || !vmm_done_) return std::string("eventfd: ") + std::strerror(errno);
+        int qv[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qv) != 0)
+            return std::string("socketpair: ") + std::strerror(errno);
+        qmp_mine_ = Fd(qv[0]);
+        qmp_theirs_ = Fd(qv[1]);
         return "";
+    }
+
+    // 1b. Cold boot, or restore the snapshot of a parked guest agent of this
+    // image and shape (made at the first cold boot, after its Hello).
+    void choose_start() {
+        if (launch_.snapshot_dir.empty()) return;
+        snap_dir_ = launch_.snapshot_dir + "/" + snapshot_key();
+        std::ifstream meta(snap_dir_ + "/meta.json");
+        auto m = json::parse(meta, nullptr, false);
+        if (!meta || m.is_discarded() || !m.contains("hello")) return;
+        int fd = ::open((snap_dir_ + "/state").c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return;
+        incoming_ = Fd(fd);
+        restoring_ = true;
+        facts_ = m["hello"];
+    }
+
+    std::string snapshot_key() const {
+        std::string d = launch_.image.digest.substr(launch_.image.digest.find(':') + 1, 16);
+        return d + "-m" + std::to_string(tool_.microvm.memory_bytes >> 20) + "-c" + std::to_string(tool_.microvm.vcpus) +
+               "-" + launch_.vmm.accel;
+    }
+
+    // 2b. The restore: the migration stream read, the VM continued; the
+    // guest agent is where the snapshot left it (after its Hello, waiting
+    // for Start), so Start goes at once.
+    void restore() {
+        Qmp q(qmp_mine_.get());
+        auto fail = [&](const std::string& why) {
+            error_ = "snapshot restore: " + why;
+            kill_vm();
+        };
+        if (auto h = q.handshake(std::chrono::seconds(10)); !h) return fail(h.error());
+        for (int i = 0; i < 1000; ++i) {
+            auto st = q.run("query-migrate", json::object(), std::chrono::seconds(5));
+            if (!st) return fail(st.error());
+            std::string status = st->value("status", "");
+            if (status == "completed") break;
+            if (status == "failed" || status == "cancelled") return fail("migration " + status);
+            ::usleep(5000);
+        }
+        if (auto c = q.run("cont", json::object(), std::chrono::seconds(5)); !c) return fail(c.error());
+        hello_ = true;
+        restored_ = true;
+        boot_ms_ = uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0_).count());
+        send_start();
+    }
+
+    // At the first cold boot's Hello: the parked guest saved for the next
+    // runs (stop, migrate to a file, continue). Failing leaves no snapshot.
+    void make_snapshot() {
+        if (launch_.snapshot_dir.empty()) return;
+        auto t = Clock::now();
+        std::error_code ec;
+        fs::create_directories(snap_dir_, ec);
+        ::chmod(launch_.snapshot_dir.c_str(), 0700);
+        std::string tmp = snap_dir_ + "/state.tmp." + std::to_string(::getpid()) + "." + std::to_string(uintptr_t(this));
+        Fd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+        Qmp q(qmp_mine_.get());
+        auto warn = [&](const std::string& why) {
+            snapshot_note_ = "no snapshot made: " + why;
+            (void)q.run("cont", json::object(), std::chrono::seconds(5));
+            ::unlink(tmp.c_str());
+        };
+        if (!out) return warn(std::string("open ") + tmp + ": " + std::strerror(errno));
+        if (auto h = q.handshake(std::chrono::seconds(10)); !h) return warn(h.error());
+        if (auto r = q.run("stop", json::object(), std::chrono::seconds(5)); !r) return warn(r.error());
+        if (auto r = q.send_fd("snap", out.get(), std::chrono::seconds(5)); !r) return warn(r.error());
+        if (auto r = q.run("migrate", {{"uri", "fd:snap"}}, std::chrono::seconds(5)); !r) return warn(r.error());
+        for (int i = 0;; ++i) {
+            auto st = q.run("query-migrate", json::object(), std::chrono::seconds(5));
+            if (!st) return warn(st.error());
+            std::string status = st->value("status", "");
+            if (status == "completed") break;
+            if (status == "failed" || status == "cancelled" || i > 6000) return warn("migration " + status);
+            ::usleep(5000);
+        }
+        out = Fd();
+        if (::rename(tmp.c_str(), (snap_dir_ + "/state").c_str()) != 0) return warn(std::string("rename: ") + std::strerror(errno));
+        json meta = {{"hello", facts_}, {"image", launch_.image.digest}, {"created_ns", uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count())}};
+        std::ofstream(snap_dir_ + "/meta.json.tmp") << meta.dump();
+        fs::rename(snap_dir_ + "/meta.json.tmp", snap_dir_ + "/meta.json", ec);
+        if (auto r = q.run("cont", json::object(), std::chrono::seconds(5)); !r) return warn(r.error());
+        snapshot_note_ = "snapshot made in " +
+                         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count()) +
+                         " ms: " + snap_dir_;
     }
 
     // 2. The VMM, confined by run_tool under its own policy, on a thread.
     void start_vmm() {
-        VmShape shape{tool_.microvm.memory_bytes, tool_.microvm.vcpus, req_.workdir, theirs_.get()};
+        VmShape shape{tool_.microvm.memory_bytes, tool_.microvm.vcpus, req_.workdir, theirs_.get(), qmp_theirs_.get(),
+                      incoming_ ? incoming_.get() : -1};
         vreq_.argv = qemu_argv(launch_.vmm, launch_.image, shape);
         vreq_.workdir = req_.workdir;
         vreq_.uid = req_.uid;
         vreq_.gid = req_.gid;
-        vreq_.keep_fds = {theirs_.get()};
+        vreq_.keep_fds = {theirs_.get(), qmp_theirs_.get()};
+        if (incoming_) vreq_.keep_fds.push_back(incoming_.get());
         vreq_.cancel_fd = kill_.get();
         vreq_.caller_env = std::vector<std::pair<std::string, std::string>>{};
         vreq_.stdin_data.reset();
@@ -196,6 +298,18 @@ private:
                       {"view", view_tops()}};
         if (req_.uid) start["uid"] = *req_.uid;
         if (req_.gid) start["gid"] = *req_.gid;
+        // A restored guest shares its snapshot's RNG state and clock: fresh
+        // entropy and the time for every run.
+        unsigned char seed[32];
+        if (::getrandom(seed, sizeof seed, 0) == ssize_t(sizeof seed)) {
+            static const char* hx = "0123456789abcdef";
+            std::string h;
+            for (unsigned char c : seed) h += {hx[c >> 4], hx[c & 15]};
+            start["entropy"] = h;
+        }
+        start["now_ns"] = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count());
         json env = json::array();
         for (const auto& [k, v] : passed_env(tool_, req_)) env.push_back({k, v});
         start["env"] = std::move(env);
@@ -298,6 +412,10 @@ private:
                 boot_ms_ = uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0_).count());
                 facts_ = json::parse(f.payload, nullptr, false);
                 if (facts_.is_discarded()) facts_ = nullptr;
+                if (!launch_.snapshot_dir.empty()) {
+                    snap_dir_ = launch_.snapshot_dir + "/" + snapshot_key();
+                    make_snapshot();
+                }
                 send_start();
                 return;
             case FrameType::Stdout:
@@ -414,6 +532,8 @@ private:
                                   {"kernel_version", launch_.image.kernel_version},
                                   {"kernel_package", launch_.image.kernel_package}}},
                        {"boot_ms", hello_ ? json(boot_ms_) : json(nullptr)},
+                       {"start", restored_ ? "restored from a snapshot" : "cold boot"},
+                       {"snapshot", snapshot_note_.empty() ? (restored_ ? json(snap_dir_) : json(nullptr)) : json(snapshot_note_)},
                        {"wall_ms", uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0_).count())},
                        {"guest", guest_.is_null() ? facts_ : guest_},
                        {"vmm_run", std::move(vmm)},
@@ -427,7 +547,9 @@ private:
     const policy::Bundle& tool_;
     const RunRequest& req_;
     RunRequest vreq_;
-    Fd mine_, theirs_, kill_, vmm_done_;
+    Fd mine_, theirs_, kill_, vmm_done_, qmp_mine_, qmp_theirs_, incoming_;
+    bool restoring_ = false, restored_ = false;
+    std::string snap_dir_, snapshot_note_;
     std::thread vmm_thread_;
     RunReport vmm_rep_;
     std::mutex console_mu_;

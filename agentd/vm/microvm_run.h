@@ -49,6 +49,10 @@ struct MicroVmLaunch {
     policy::Bundle vmm_bundle;  // instantiated: what the caller binds for the VMM's run
     Vmm vmm;
     GuestImage image;
+    // Where snapshots of the parked guest agent are kept (one per image,
+    // memory, vCPUs and acceleration; root only), "" for cold boots only:
+    // $BULWARK_MICROVM_SNAPSHOTS ("off": none), else /var/cache/bulwark/microvm.
+    std::string snapshot_dir;
 };
 
 std::expected<MicroVmLaunch, std::string> plan_microvm(const policy::Bundle& tool, const MicroVmHost& host,

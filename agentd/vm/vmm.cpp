@@ -75,7 +75,7 @@ std::vector<std::string> qemu_argv(const Vmm& vmm, const GuestImage& img, const 
         append += " mitigations=off";
     }
     const std::string fs_opts = ",security_model=none,multidevs=remap";
-    return {
+    std::vector<std::string> argv = {
         vmm.binary,
         "-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on",
         "-bios", vmm.firmware,
@@ -98,6 +98,12 @@ std::vector<std::string> qemu_argv(const Vmm& vmm, const GuestImage& img, const 
         "-device", "virtserialport,chardev=ctl,name=bulwark.ctl",
         "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
     };
+    if (shape.qmp_fd >= 0) {
+        argv.insert(argv.end(), {"-chardev", "socket,id=qmp,fd=" + std::to_string(shape.qmp_fd), "-mon",
+                                 "chardev=qmp,mode=control"});
+    }
+    if (shape.incoming_fd >= 0) argv.insert(argv.end(), {"-incoming", "fd:" + std::to_string(shape.incoming_fd)});
+    return argv;
 }
 
 }  // namespace bulwark::vm

@@ -30,6 +30,8 @@ struct VmShape {
     uint32_t vcpus = 1;
     std::string workdir;   // exported read-write as 9p "work"
     int channel_fd = -1;   // the VMM's end of the channel (a connected socket)
+    int qmp_fd = -1;       // the VMM's end of its QMP monitor (a connected socket), or none
+    int incoming_fd = -1;  // a snapshot to restore from (-incoming fd:N), or none
 };
 
 // qemu's command line: microvm, the image (PVH vmlinux + initramfs), the

@@ -11,6 +11,9 @@ command -v qemu-system-x86_64 >/dev/null || { echo "SKIP: no qemu-system-x86_64"
 t=$(mktemp -d /tmp/bw-microvm.XXXXXX)
 trap 'rm -rf "$t"' EXIT
 mkdir -p "$t/rules" "$t/wd" "$t/outside"
+# Snapshots of the parked guest of this test only: the first VM boots cold and
+# saves one, the next ones restore it.
+export BULWARK_MICROVM_SNAPSHOTS=$t/snapshots
 cp -r "$rules_src/base" "$rules_src/vmm" "$t/rules/"
 chmod 755 "$t"
 chown 65534:65534 "$t/wd"  # the tool (and its VMM) run as the work directory's owner
@@ -59,6 +62,23 @@ assert any(l["name"] == "landlock" for l in m["vmm_run"]["layers"]), "the VMM co
 ' && pass "stdout, stderr, guest layers and the VMM's own layers in the report" || fail "report: $(echo "$out" | head -c 3000)"
 [ "$(cat "$t/wd/made.txt" 2>/dev/null)" = "written-in-vm" ] && pass "file written in the work directory" ||
   fail "made.txt: $(ls -la "$t/wd")"
+
+# 1b. The next run restores the snapshot the first one made (not a cold boot),
+#     with the same result.
+out=$(run vmsh dash -c 'cat notes.txt; exit 5')
+rc=$?
+if [ "$rc" = 5 ] && echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+m = d["microvm"]
+assert m["start"] == "restored from a snapshot", m["start"]
+assert d["stdout"]["data"] == "hello from the host workdir\n", d["stdout"]
+print("restore to Start:", m["boot_ms"], "ms; VM wall:", m["wall_ms"], "ms")
+' >"$t/restore.txt"; then
+  pass "second run restored from the snapshot ($(cat "$t/restore.txt"))"
+else
+  fail "restore: exit $rc: $(echo "$out" | head -c 1500) $(cat "$t/restore.txt")"
+fi
 
 # 2. A host file outside the work directory: not readable from the guest
 #    (the guest's layers), and not served by the VMM (its Landlock and view);
