@@ -141,6 +141,31 @@ else
   fail "exec API: $out"
 fi
 
+# 8. A hostile guest (tests/vm/bad_guest.c as /init) floods the channel, writes
+#    garbage, announces a 4 GiB frame or sends a host-only frame: each run ends
+#    (126, the reason said) within seconds and takes its VM with it.
+if [ -n "${BULWARK_BAD_GUEST_IMAGE:-}" ] && [ -f "$BULWARK_BAD_GUEST_IMAGE/image.json" ]; then
+  vm_tool vmbad required ""
+  sed -i 's/limits: { timeout: 30s }/limits: { timeout: 30s, output: 256KiB }/' "$t/rules/vmbad.yaml"
+  for mode in FLOOD:"more output than the tool's limit" GARBAGE:"broke the channel protocol" \
+              OVERSIZE:"broke the channel protocol: frame of" WRONGWAY:"is not accepted from this end"; do
+    m=${mode%%:*} want=${mode#*:}
+    t0=$(date +%s)
+    out=$(BULWARK_GUEST_IMAGE=$BULWARK_BAD_GUEST_IMAGE BULWARK_MICROVM_SNAPSHOTS=off \
+          "$agentd" run --rules "$t/rules" --tool vmbad --workdir "$t/wd" -- dash -c "echo MODE-$m" 2>&1)
+    rc=$? took=$(( $(date +%s) - t0 ))
+    sleep 0.3
+    if [ "$rc" = 126 ] && echo "$out" | grep -qF "$want" && [ "$took" -lt 60 ] &&
+       ! pgrep -f "qemu-system-x86_64 -M microvm" >/dev/null; then
+      pass "hostile guest $m: run ended in ${took} s ($want), VM gone"
+    else
+      fail "hostile guest $m: exit $rc in ${took} s: $(echo "$out" | head -c 800)"
+    fi
+  done
+else
+  echo "note: no hostile guest image (BULWARK_BAD_GUEST_IMAGE): channel abuse cases not run"
+fi
+
 # Nothing left behind: no VMM process, no run cgroup.
 sleep 0.5
 pgrep -f "qemu-system-x86_64 -M microvm" >/dev/null && fail "a VMM process is left" || pass "no VMM process left"

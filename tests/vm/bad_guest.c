@@ -1,0 +1,108 @@
+/* A hostile microVM guest for microvm_test.sh: /init of a test image that
+ * speaks the channel's framing (agentd/vm/channel.h) only to abuse it. It says
+ * Hello, reads the host's Start, and by the marker in it (the tool's argv):
+ *   MODE-FLOOD     Stdout frames of 64 KiB, forever
+ *   MODE-GARBAGE   random bytes, forever
+ *   MODE-OVERSIZE  a frame announcing 4 GiB
+ *   MODE-WRONGWAY  a Start frame (host -> guest only)
+ * agentd must end the run (setup-failed, the reason said), kill the VM and
+ * stay well. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/random.h>
+#include <sys/reboot.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static void write_all(int fd, const void* p, size_t n) {
+	const char* c = p;
+	while (n) {
+		ssize_t w = write(fd, c, n);
+		if (w <= 0) {
+			usleep(1000);
+			continue;
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+}
+
+static void frame(int fd, uint8_t type, const char* p, uint32_t n) {
+	uint32_t len = n + 1;
+	unsigned char h[5] = {len & 0xff, (len >> 8) & 0xff, (len >> 16) & 0xff, len >> 24, type};
+	write_all(fd, h, 5);
+	if (n) write_all(fd, p, n);
+}
+
+static int open_port(void) {
+	for (int i = 0; i < 500; ++i) {
+		DIR* d = opendir("/sys/class/virtio-ports");
+		struct dirent* e;
+		while (d && (e = readdir(d))) {
+			char p[512], name[64] = {0};
+			snprintf(p, sizeof p, "/sys/class/virtio-ports/%s/name", e->d_name);
+			int f = open(p, O_RDONLY);
+			if (f < 0) continue;
+			(void)!read(f, name, sizeof name - 1);
+			close(f);
+			if (strncmp(name, "bulwark.ctl", 11) == 0) {
+				snprintf(p, sizeof p, "/dev/%s", e->d_name);
+				closedir(d);
+				return open(p, O_RDWR);
+			}
+		}
+		if (d) closedir(d);
+		usleep(10000);
+	}
+	return -1;
+}
+
+int main(void) {
+	mount("dev", "/dev", "devtmpfs", 0, NULL);
+	mount("sys", "/sys", "sysfs", 0, NULL);
+	FILE* order = fopen("/lib/modules/load-order", "r");
+	char m[128];
+	while (order && fgets(m, sizeof m, order)) {
+		m[strcspn(m, "\n")] = 0;
+		char p[256];
+		snprintf(p, sizeof p, "/lib/modules/%s.ko", m);
+		int f = open(p, O_RDONLY);
+		if (f >= 0) {
+			syscall(SYS_finit_module, f, "", 0);
+			close(f);
+		}
+	}
+	int fd = open_port();
+	if (fd < 0) reboot(RB_POWER_OFF);
+	frame(fd, 1, "{\"kernel\":\"bad\"}", 16);
+	static char start[1 << 20];
+	size_t have = 0;
+	while (have < sizeof start - 1) {
+		ssize_t n = read(fd, start + have, sizeof start - 1 - have);
+		if (n > 0) have += (size_t)n;
+		if (memmem(start, have, "MODE-", 5) && memmem(start, have, "\"workdir\"", 9)) break;
+		if (n <= 0) usleep(10000);
+	}
+	static char buf[65536];
+	if (memmem(start, have, "MODE-FLOOD", 10)) {
+		memset(buf, 'A', sizeof buf);
+		for (;;) frame(fd, 5, buf, sizeof buf);
+	} else if (memmem(start, have, "MODE-GARBAGE", 12)) {
+		for (;;) {
+			(void)!getrandom(buf, sizeof buf, 0);
+			(void)!write(fd, buf, sizeof buf);
+		}
+	} else if (memmem(start, have, "MODE-OVERSIZE", 13)) {
+		unsigned char h[5] = {0xff, 0xff, 0xff, 0xff, 5};
+		write_all(fd, h, 5);
+		for (;;) write_all(fd, buf, sizeof buf);
+	} else {
+		frame(fd, 2, "{}", 2);
+	}
+	for (;;) pause();
+}
