@@ -186,8 +186,11 @@ private:
 
     std::string snapshot_key() const {
         std::string d = launch_.image.digest.substr(launch_.image.digest.find(':') + 1, 16);
+        // The device layout of qemu_argv: a snapshot restores only into the
+        // same devices, so a change of them is a new key.
+        constexpr const char* kLayout = "l1";
         return d + "-m" + std::to_string(tool_.microvm.memory_bytes >> 20) + "-c" + std::to_string(tool_.microvm.vcpus) +
-               "-" + launch_.vmm.accel;
+               "-" + launch_.vmm.accel + "-" + kLayout;
     }
 
     // 2b. The restore: the migration stream read, the VM continued; the
@@ -196,7 +199,11 @@ private:
     void restore() {
         Qmp q(qmp_mine_.get());
         auto fail = [&](const std::string& why) {
-            error_ = "snapshot restore: " + why;
+            // This run fails; the snapshot goes, so the next one boots cold
+            // and makes a new one.
+            error_ = "snapshot restore: " + why + " (the snapshot " + snap_dir_ + " was removed)";
+            std::error_code ec;
+            fs::remove_all(snap_dir_, ec);
             kill_vm();
         };
         if (auto h = q.handshake(std::chrono::seconds(10)); !h) return fail(h.error());
