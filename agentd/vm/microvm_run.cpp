@@ -207,14 +207,7 @@ private:
             kill_vm();
         };
         if (auto h = q.handshake(std::chrono::seconds(10)); !h) return fail(h.error());
-        for (int i = 0; i < 1000; ++i) {
-            auto st = q.run("query-migrate", json::object(), std::chrono::seconds(5));
-            if (!st) return fail(st.error());
-            std::string status = st->value("status", "");
-            if (status == "completed") break;
-            if (status == "failed" || status == "cancelled") return fail("migration " + status);
-            ::usleep(5000);
-        }
+        if (auto w = q.wait_migration(std::chrono::seconds(30)); !w) return fail(w.error());
         if (auto c = q.run("cont", json::object(), std::chrono::seconds(5)); !c) return fail(c.error());
         hello_ = true;
         restored_ = true;
@@ -243,14 +236,7 @@ private:
         if (auto r = q.run("stop", json::object(), std::chrono::seconds(5)); !r) return warn(r.error());
         if (auto r = q.send_fd("snap", out.get(), std::chrono::seconds(5)); !r) return warn(r.error());
         if (auto r = q.run("migrate", {{"uri", "fd:snap"}}, std::chrono::seconds(5)); !r) return warn(r.error());
-        for (int i = 0;; ++i) {
-            auto st = q.run("query-migrate", json::object(), std::chrono::seconds(5));
-            if (!st) return warn(st.error());
-            std::string status = st->value("status", "");
-            if (status == "completed") break;
-            if (status == "failed" || status == "cancelled" || i > 6000) return warn("migration " + status);
-            ::usleep(5000);
-        }
+        if (auto w = q.wait_migration(std::chrono::seconds(30)); !w) return warn(w.error());
         out = Fd();
         if (::rename(tmp.c_str(), (snap_dir_ + "/state").c_str()) != 0) return warn(std::string("rename: ") + std::strerror(errno));
         json meta = {{"hello", facts_}, {"image", launch_.image.digest}, {"created_ns", uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count())}};

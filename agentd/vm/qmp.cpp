@@ -59,6 +59,19 @@ std::expected<json, std::string> Qmp::run(const std::string& command, const json
     return r->value("return", json::object());
 }
 
+std::expected<void, std::string> Qmp::wait_migration(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+        auto st = run("query-migrate", json::object(), std::chrono::seconds(5));
+        if (!st) return std::unexpected(st.error());
+        std::string status = st->value("status", "");
+        if (status == "completed") return {};
+        if (status == "failed" || status == "cancelled") return std::unexpected("migration " + status);
+        if (Clock::now() > deadline) return std::unexpected("migration still " + status + " at the deadline");
+        ::usleep(5000);
+    }
+}
+
 std::expected<void, std::string> Qmp::send_fd(const std::string& name, int fd, std::chrono::milliseconds timeout) {
     std::string line = json{{"execute", "getfd"}, {"arguments", {{"fdname", name}}}}.dump() + "\n";
     iovec iov{line.data(), line.size()};

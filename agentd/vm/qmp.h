@@ -18,6 +18,9 @@ public:
     // The command's "return", or its error's description.
     std::expected<nlohmann::json, std::string> run(const std::string& command, const nlohmann::json& args,
                                                    std::chrono::milliseconds timeout);
+    // Polls query-migrate until the migration (either way) completed, or
+    // why not.
+    std::expected<void, std::string> wait_migration(std::chrono::milliseconds timeout);
     // `getfd` with `fd` attached: qemu then knows it as `name`.
     std::expected<void, std::string> send_fd(const std::string& name, int fd, std::chrono::milliseconds timeout);
 
