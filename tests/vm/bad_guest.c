@@ -5,10 +5,19 @@
  *   MODE-GARBAGE   random bytes, forever
  *   MODE-OVERSIZE  a frame announcing 4 GiB
  *   MODE-WRONGWAY  a Start frame (host -> guest only)
+ *   MODE-ESCAPE:<path>:  root in the guest with no Bulwark layer at all: mounts
+ *                  the host's 9p view and tries to read <path> (a host file the
+ *                  tool's rules do not grant), and tries to reach an address;
+ *                  says what happened on Stdout and exits through the protocol
  * agentd must end the run (setup-failed, the reason said), kill the VM and
  * stay well. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -101,6 +110,35 @@ int main(void) {
 		unsigned char h[5] = {0xff, 0xff, 0xff, 0xff, 5};
 		write_all(fd, h, 5);
 		for (;;) write_all(fd, buf, sizeof buf);
+	} else if (memmem(start, have, "MODE-ESCAPE:", 12)) {
+		char* p = memmem(start, have, "MODE-ESCAPE:", 12) + 12;
+		char* end = memchr(p, ':', (size_t)(start + have - p));
+		char path[512] = "/mnt";
+		if (end && end - p < 400) memcpy(path + 4, p, (size_t)(end - p));
+		mkdir("/mnt", 0755);
+		char out[2048];
+		int n = 0;
+		if (mount("root", "/mnt", "9p", MS_RDONLY, "trans=virtio,version=9p2000.L") != 0) {
+			n = snprintf(out, sizeof out, "mount: %s\n", strerror(errno));
+		} else {
+			int f = open(path, O_RDONLY);
+			if (f < 0) {
+				n = snprintf(out, sizeof out, "read %s: %s\n", path + 4, strerror(errno));
+			} else {
+				char data[256] = {0};
+				ssize_t r = read(f, data, sizeof data - 1);
+				n = snprintf(out, sizeof out, "read %s: %s (%zd bytes: %s)\n", path + 4,
+				             r < 0 ? strerror(errno) : "READ", r, r > 0 ? data : "");
+			}
+		}
+		int s4 = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
+		a.sin_addr.s_addr = htonl(0x0a000202); /* 10.0.2.2: a user-mode network's host */
+		int c = s4 < 0 ? -1 : connect(s4, (struct sockaddr*)&a, sizeof a);
+		n += snprintf(out + n, sizeof out - (size_t)n, "connect 10.0.2.2:80: %s\n", c == 0 ? "CONNECTED" : strerror(errno));
+		frame(fd, 5, out, (uint32_t)n);
+		const char* exit_doc = "{\"outcome\":\"exited\",\"exit_code\":0}";
+		frame(fd, 7, exit_doc, (uint32_t)strlen(exit_doc));
 	} else {
 		frame(fd, 2, "{}", 2);
 	}

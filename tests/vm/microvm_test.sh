@@ -162,6 +162,25 @@ if [ -n "${BULWARK_BAD_GUEST_IMAGE:-}" ] && [ -f "$BULWARK_BAD_GUEST_IMAGE/image
       fail "hostile guest $m: exit $rc in ${took} s: $(echo "$out" | head -c 800)"
     fi
   done
+  # 9. Root in the guest with every Bulwark layer of the guest gone (the
+  #    hostile /init runs instead of the agent): the host file outside the work
+  #    directory is still not served (the VMM's view and Landlock on the
+  #    host), and no address is reachable (the VM has no network device).
+  #    Control: the same path read on the host.
+  #    $t/outside is not in the VMM's view at all; /etc/passwd is (the /etc
+  #    subset every sandbox gets), and the VMM's Landlock refuses it, recorded.
+  for target in "$t/outside/secret.txt" /etc/passwd; do
+    out=$(BULWARK_GUEST_IMAGE=$BULWARK_BAD_GUEST_IMAGE BULWARK_MICROVM_SNAPSHOTS=off \
+          "$agentd" run --rules "$t/rules" --tool vmbad --workdir "$t/wd" -- dash -c "echo MODE-ESCAPE:$target:" 2>&1)
+    if echo "$out" | grep -q "^read $target: " && ! echo "$out" | grep -q "READ\|host secret\|root:x:0" &&
+       echo "$out" | grep -q "^connect 10.0.2.2:80: " && ! echo "$out" | grep -q "CONNECTED" &&
+       { [ "$target" != /etc/passwd ] || echo "$out" | grep -q "decision: deny landlock file_open /etc/passwd"; }; then
+      pass "root in the guest without its layers: $(echo "$out" | grep -E '^(read|connect) ' | tr '\n' ';')"
+    else
+      fail "root in the guest without its layers ($target): $(echo "$out" | head -c 1500)"
+    fi
+  done
+  [ -r /etc/passwd ] && grep -q "^root:" /etc/passwd && pass "control: the host reads /etc/passwd"
 else
   echo "note: no hostile guest image (BULWARK_BAD_GUEST_IMAGE): channel abuse cases not run"
 fi
