@@ -13,7 +13,9 @@
 #include <linux/bpf.h>
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -21,10 +23,12 @@
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -46,7 +50,15 @@ namespace fs = std::filesystem;
 namespace {
 
 enum CanaryOp : int { kSockRaw, kConnect4, kConnect6, kSend4, kSend6, kBind4, kBind6, kOpen, kMkdir, kBpf, kKill,
-                      kFork, kUnixConnect, kUnixSend, kExec, kOpCount };
+                      kFork, kUnixConnect, kUnixSend, kTruncate, kChmod, kChown, kMknod, kSymlink, kUnlink, kRmdir,
+                      kRename, kLink, kMmapExec, kMprotectExec, kPtraceRead, kTraceme, kMount, kUmount, kPivotRoot,
+                      kMoveMount, kExec, kOpCount };
+
+// Files and directories of the scratch directory the file canaries act on,
+// one per operation (an operation a broken program lets through changes no
+// other's target). Made by the loader before the canary runs.
+constexpr const char* kScratchFiles[] = {"ft", "fc", "fo", "fu", "fr", "fl", "fm"};
+constexpr const char* kScratchDirs[] = {"e", "p", "um"};
 
 struct Expect {
     const char* prog;
@@ -75,6 +87,28 @@ constexpr Expect kExpect[] = {
     {"bw_socket_connect", kConnect4, BW_LAYER_BPF_LSM, BW_OP_CONNECT, AF_INET},
     {"bw_socket_bind", kBind4, BW_LAYER_BPF_LSM, BW_OP_BIND, AF_INET},
     {"bw_socket_sendmsg", kSend4, BW_LAYER_BPF_LSM, BW_OP_SENDMSG, AF_INET},
+    // Several hooks share an op (FILE_SETATTR: chmod and chown; FILE_CREATE:
+    // mknod and symlink; FILE_UNLINK: unlink and rmdir; MMAP_EXEC: mmap and
+    // mprotect; PTRACE; MOUNT): the event proves a program of the op denied,
+    // each operation's own EPERM (no other layer acts in the canary) that its
+    // hook did.
+    {"bw_path_truncate", kTruncate, BW_LAYER_BPF_LSM, BW_OP_FILE_TRUNCATE, 0},
+    {"bw_path_chmod", kChmod, BW_LAYER_BPF_LSM, BW_OP_FILE_SETATTR, 0},
+    {"bw_path_chown", kChown, BW_LAYER_BPF_LSM, BW_OP_FILE_SETATTR, 0},
+    {"bw_path_mknod", kMknod, BW_LAYER_BPF_LSM, BW_OP_FILE_CREATE, 0},
+    {"bw_path_symlink", kSymlink, BW_LAYER_BPF_LSM, BW_OP_FILE_CREATE, 0},
+    {"bw_path_unlink", kUnlink, BW_LAYER_BPF_LSM, BW_OP_FILE_UNLINK, 0},
+    {"bw_path_rmdir", kRmdir, BW_LAYER_BPF_LSM, BW_OP_FILE_UNLINK, 0},
+    {"bw_path_rename", kRename, BW_LAYER_BPF_LSM, BW_OP_FILE_RENAME, 0},
+    {"bw_path_link", kLink, BW_LAYER_BPF_LSM, BW_OP_FILE_LINK, 0},
+    {"bw_mmap_file", kMmapExec, BW_LAYER_BPF_LSM, BW_OP_MMAP_EXEC, 0},
+    {"bw_file_mprotect", kMprotectExec, BW_LAYER_BPF_LSM, BW_OP_MMAP_EXEC, 0},
+    {"bw_ptrace_access", kPtraceRead, BW_LAYER_BPF_LSM, BW_OP_PTRACE, 0},
+    {"bw_ptrace_traceme", kTraceme, BW_LAYER_BPF_LSM, BW_OP_PTRACE, 0},
+    {"bw_sb_mount", kMount, BW_LAYER_BPF_LSM, BW_OP_MOUNT, 0},
+    {"bw_sb_umount", kUmount, BW_LAYER_BPF_LSM, BW_OP_MOUNT, 0},
+    {"bw_sb_pivotroot", kPivotRoot, BW_LAYER_BPF_LSM, BW_OP_MOUNT, 0},
+    {"bw_move_mount", kMoveMount, BW_LAYER_BPF_LSM, BW_OP_MOUNT, 0},
     {"bw_proc_exit", -1, BW_LAYER_MONITOR, BW_OP_PROC_EXIT, 0},
     {"bw_proc_fork", -1, BW_LAYER_MONITOR, BW_OP_PROC_FORK, 0},
     {"bw_sys_enter", -1, BW_LAYER_MONITOR, BW_OP_SYSCALL, 0},
@@ -87,6 +121,13 @@ int errno_of(long rc) { return rc < 0 ? errno : 0; }
 // operation per program, reports errnos, then tries to exec.
 [[noreturn]] void canary_child(int procs_fd, int out_fd, const std::string& scratch) {
     int res[kOpCount] = {};
+    // Before joining the canary cgroup (the policy judges nothing of this):
+    // a mount namespace of its own with a tmpfs the umount and move_mount
+    // canaries act on (gone with the child), and a descriptor to map.
+    const std::string sc = scratch + "/";
+    bool own_ns = unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+                  mount("canary", (sc + "um").c_str(), "tmpfs", 0, "size=64k") == 0;
+    int map_fd = open((sc + "fm").c_str(), O_RDONLY | O_CLOEXEC);
     if (write(procs_fd, "0", 1) != 1) _exit(90);
     int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
     res[kSockRaw] = errno_of(fd);
@@ -143,10 +184,51 @@ int errno_of(long rc) { return rc < 0 ? errno : 0; }
     }
     std::snprintf(us.sun_path, sizeof us.sun_path, "%s/u", scratch.c_str());
     res[kUnixSend] = try_sock(AF_UNIX, [&](int s) { return errno_of(sendto(s, "x", 1, 0, (sockaddr*)&us, sizeof us)); });
+    // The path hooks, one scratch object each.
+    res[kTruncate] = errno_of(truncate((sc + "ft").c_str(), 0));
+    res[kChmod] = errno_of(chmod((sc + "fc").c_str(), 0600));
+    res[kChown] = errno_of(chown((sc + "fo").c_str(), 0, 0));
+    res[kMknod] = errno_of(mknod((sc + "n").c_str(), S_IFIFO | 0600, 0));
+    res[kSymlink] = errno_of(symlink("x", (sc + "l").c_str()));
+    res[kUnlink] = errno_of(unlink((sc + "fu").c_str()));
+    res[kRmdir] = errno_of(rmdir((sc + "e").c_str()));
+    res[kRename] = errno_of(rename((sc + "fr").c_str(), (sc + "fr2").c_str()));
+    res[kLink] = errno_of(link((sc + "fl").c_str(), (sc + "fl2").c_str()));
+    // Mapping a file executable, and making a readable mapping executable.
+    if (map_fd < 0) {
+        res[kMmapExec] = res[kMprotectExec] = EBADF;
+    } else {
+        void* x = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, map_fd, 0);
+        res[kMmapExec] = x == MAP_FAILED ? errno : 0;
+        if (x != MAP_FAILED) munmap(x, 4096);
+        void* r = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE, map_fd, 0);
+        res[kMprotectExec] = r == MAP_FAILED ? 1000 + errno : errno_of(mprotect(r, 4096, PROT_READ | PROT_EXEC));
+        if (r != MAP_FAILED) munmap(r, 4096);
+    }
+    // Another process: a read-mode access check on the parent (kcmp: Yama
+    // restricts attach modes only), and PTRACE_TRACEME.
+    res[kPtraceRead] = errno_of(syscall(SYS_kcmp, getpid(), getppid(), 0 /* KCMP_FILE */, 0, 0));
+    // Mounts: in the child's own namespace (nothing of the host changes even
+    // where a program lets them through).
+    if (!own_ns) {
+        res[kMount] = res[kUmount] = res[kPivotRoot] = res[kMoveMount] = ENOTSUP;
+    } else {
+        res[kMount] = errno_of(mount("canary", (sc + "p").c_str(), "tmpfs", 0, "size=64k"));
+        res[kMoveMount] = errno_of(syscall(SYS_move_mount, AT_FDCWD, (sc + "um").c_str(), AT_FDCWD, (sc + "p").c_str(), 0));
+        res[kPivotRoot] = errno_of(syscall(SYS_pivot_root, (sc + "um").c_str(), (sc + "um").c_str()));
+        res[kUmount] = errno_of(umount2((sc + "um").c_str(), MNT_DETACH));
+    }
     pid_t g = fork();
     if (g == 0) _exit(0);
     res[kFork] = errno_of(g);
     if (g > 0) waitpid(g, nullptr, 0);
+    // PTRACE_TRACEME last, with every signal blocked: where it goes through
+    // (no BPF LSM holds it) the loader becomes this process's tracer, and a
+    // delivered signal (the exec's SIGTRAP among them) would stop it.
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, nullptr);
+    res[kTraceme] = errno_of(ptrace(PTRACE_TRACEME, 0, nullptr, nullptr));
     if (write(out_fd, res, sizeof res) != sizeof res) _exit(91);
     char arg0[] = "true";
     char* argv[] = {arg0, nullptr};
@@ -192,6 +274,8 @@ std::expected<void, SysError> BpfLoader::truth_check() {
     const char* scratch = mkdtemp(tmpl.data());
     if (!scratch) return cleanup_cg(), std::unexpected(SysError::last("mkdtemp(" + tmpl + ")"));
     const std::string scratch_dir = scratch;
+    for (const char* f : kScratchFiles) std::ofstream(scratch_dir + "/" + f) << "canary";
+    for (const char* d : kScratchDirs) ::mkdir((scratch_dir + "/" + d).c_str(), 0700);
     // What the unix canaries reach: a listening stream socket and a datagram
     // socket (not at "d", which the mkdir canary must find free).
     Fd unix_stream(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)), unix_dgram(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
@@ -240,8 +324,12 @@ std::expected<void, SysError> BpfLoader::truth_check() {
         if (read(rd.get(), &exec_err, sizeof exec_err) != sizeof exec_err) exec_err = 0;  // exec succeeded
         res[kExec] = exec_err;
     }
+    // Where PTRACE_TRACEME went through (no BPF LSM holds it), this thread is
+    // the child's tracer; the child blocks every signal, so it should never
+    // stop; if it does, let it go.
     int status = 0;
-    waitpid(child, &status, 0);
+    while (waitpid(child, &status, 0) == child && WIFSTOPPED(status))
+        ptrace(PTRACE_DETACH, child, nullptr, nullptr);
 
     std::vector<bw_event> seen;
     auto reader = RingbufReader::create(maps_.events_fd(), [&](const bw_event& e) {
