@@ -119,7 +119,7 @@ int errno_of(long rc) { return rc < 0 ? errno : 0; }
 
 // Runs in the forked canary child: joins the canary cgroup, tries one
 // operation per program, reports errnos, then tries to exec.
-[[noreturn]] void canary_child(int procs_fd, int out_fd, const std::string& scratch) {
+[[noreturn]] void canary_child(int procs_fd, int out_fd, const std::string& scratch, const char* exec_path) {
     int res[kOpCount] = {};
     // Before joining the canary cgroup (the policy judges nothing of this):
     // a mount namespace of its own with a tmpfs the umount and move_mount
@@ -233,7 +233,7 @@ int errno_of(long rc) { return rc < 0 ? errno : 0; }
     char arg0[] = "true";
     char* argv[] = {arg0, nullptr};
     char* envp[] = {nullptr};
-    execve("/bin/true", argv, envp);
+    execve(exec_path, argv, envp);
     int e = errno;
     if (write(out_fd, &e, sizeof e) != sizeof e) _exit(92);
     _exit(0);
@@ -314,7 +314,7 @@ std::expected<void, SysError> BpfLoader::truth_check() {
     Fd rd(p[0]), wr(p[1]);
     pid_t child = fork();
     if (child < 0) return finish(), std::unexpected(SysError::last("fork (canary)"));
-    if (child == 0) canary_child(procs.get(), wr.get(), scratch_dir);
+    if (child == 0) canary_child(procs.get(), wr.get(), scratch_dir, opts_.canary_exec.c_str());
     wr.reset();
     int res[kOpCount];
     for (int& r : res) r = -1;

@@ -45,6 +45,9 @@ struct LoaderOptions {
     // path while attached; load it only when policies use BW_POL_TRACE_SYSCALLS.
     bool trace_syscalls = false;
     bool truth_check = true;
+    // The program the canary executes (judged by the exec hooks, then run to
+    // its end with no arguments but argv[0] "true"): a file every host has.
+    std::string canary_exec = "/bin/true";
     // Probe every program the kernel refuses by loading it, even where a
     // minimal program of its hook was already refused with EPERM (the
     // shortcut's check: both must give the same verdicts).

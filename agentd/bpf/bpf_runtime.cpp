@@ -116,6 +116,7 @@ std::expected<std::unique_ptr<BpfRuntime>, SysError> BpfRuntime::start(RuntimeOp
         lo.lsm = rt->opts_.lsm;
         lo.monitor = rt->opts_.monitor;
         lo.truth_check = rt->opts_.truth_check;
+        lo.canary_exec = rt->opts_.canary_exec;
         BpfRuntime* self = rt.get();
         lo.foreign_event_sink = [self](const bw_event& e) { self->on_event(e); };
         auto loader = BpfLoader::start(std::move(lo));

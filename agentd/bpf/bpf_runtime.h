@@ -58,6 +58,7 @@ struct RuntimeOptions {
     bool lsm = true;
     bool monitor = true;
     bool truth_check = true;
+    std::string canary_exec = "/bin/true";  // LoaderOptions::canary_exec
     // Decision records, on the reader thread (or the thread calling
     // release()); calls are serialised. Must not block for long.
     std::function<void(audit::AuditRecord)> sink;

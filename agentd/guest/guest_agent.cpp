@@ -407,6 +407,9 @@ void start_layers(Channel& ch, GuestLayers& g) {
     else
         g.kaudit_unavailable = r.error();
     bpf::RuntimeOptions ro;
+    // The guest has no /bin/true at boot: the canary executes this agent,
+    // which, not PID 1, ends at once (main).
+    ro.canary_exec = "/proc/self/exe";
     ro.sink = sink;
     ro.on_drops = [&ch](const std::string& source, uint64_t n) {
         ch.send(vm::FrameType::Log, std::to_string(n) + " record(s) lost in the guest: " + source);
@@ -509,4 +512,6 @@ int agent_main() {
 
 }  // namespace bulwark::guest
 
-int main() { return bulwark::guest::agent_main(); }
+// Not PID 1: executed as the BPF canary's exec target (start_layers), it
+// does nothing.
+int main() { return ::getpid() == 1 ? bulwark::guest::agent_main() : 0; }
