@@ -40,6 +40,20 @@
 
 namespace bulwark {
 
+namespace {
+
+// One-shot runs are their own task: ${workdir} is the bound directory,
+// ${home} the caller's home (so rules about ~/.ssh mean the real one), ${tmp}
+// the sandbox's private /tmp. The tool's rules and its VMM's read the same.
+policy::TaskVars one_shot_vars(const std::string& workdir) {
+    const char* home = std::getenv("HOME");
+    return policy::task_vars(
+        workdir, "run-" + std::to_string(::getpid()),
+        home && home[0] == '/' && std::string_view(home) != "/" ? std::optional<std::string>(home) : std::nullopt);
+}
+
+}  // namespace
+
 std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& rules_dir,
                                                            const std::string& tool,
                                                            const std::string& workdir,
@@ -52,13 +66,7 @@ std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& r
     auto compiled = policy::compile_file(file.string(), opts);
     if (!compiled.ok())
         return std::unexpected("cannot compile " + file.string() + ":\n" + policy::render_diagnostics(compiled));
-    // One-shot runs are their own task: ${workdir} is the bound directory,
-    // ${home} the caller's home (so rules about ~/.ssh mean the real one),
-    // ${tmp} the sandbox's private /tmp.
-    const char* home = std::getenv("HOME");
-    policy::TaskVars vars = policy::task_vars(
-        workdir, "run-" + std::to_string(::getpid()),
-        home && home[0] == '/' && std::string_view(home) != "/" ? std::optional<std::string>(home) : std::nullopt);
+    policy::TaskVars vars = one_shot_vars(workdir);
     return resolve ? instantiate_tool(*compiled.bundle, vars, resolve) : instantiate_tool(*compiled.bundle, vars);
 }
 
@@ -146,12 +154,7 @@ void register_run(CLI::App& app) {
             if (bundle->microvm.mode != policy::MicroVmMode::Off) {
                 auto host = vm::probe_microvm_host({o->rules}, vm::guest_image_dirs());
                 if (vm::route(*bundle, host, req, route_warnings)) {
-                    const char* home = std::getenv("HOME");
-                    auto l = vm::plan_microvm(*bundle, host,
-                                              policy::task_vars(workdir, "run-" + std::to_string(::getpid()),
-                                                                home && home[0] == '/' && std::string_view(home) != "/"
-                                                                    ? std::optional<std::string>(home)
-                                                                    : std::nullopt));
+                    auto l = vm::plan_microvm(*bundle, host, one_shot_vars(workdir));
                     if (l) launch = std::move(*l);
                     else vm_error = l.error();
                 }

@@ -1,5 +1,7 @@
 #include "bulwark/policy/grants.h"
 
+#include "bulwark/policy/landlock_abi.h"
+
 #include <linux/landlock.h>
 
 #include <algorithm>
@@ -10,22 +12,6 @@
 namespace bulwark::policy {
 
 namespace {
-
-// BW_FS_* -> LANDLOCK_ACCESS_FS_*, the mapping of the compiler's Landlock
-// emitter (emit_landlock.cpp; bit 14 is LANDLOCK_ACCESS_FS_TRUNCATE, newer
-// than Debian 12's uapi headers).
-uint64_t landlock_bits(uint32_t rights) {
-    uint64_t out = 0;
-    if (rights & BW_FS_READ) out |= LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
-    if (rights & BW_FS_WRITE) out |= LANDLOCK_ACCESS_FS_WRITE_FILE | (1ull << 14);
-    if (rights & BW_FS_CREATE)
-        out |= LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_SYM |
-               LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_REFER;
-    if (rights & BW_FS_REMOVE)
-        out |= LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REFER;
-    if (rights & BW_FS_EXEC) out |= LANDLOCK_ACCESS_FS_EXECUTE;
-    return out;
-}
 
 std::string op_names(uint8_t ops) {
     std::string out;
@@ -248,14 +234,14 @@ void Narrowing::narrow_files() {
             // Landlock: bits only the scoped rights produce leave the tool's
             // paths and come back on the grant's paths only (a bit shared
             // with a right the grant does not name, REFER, stays).
-            uint64_t strip = landlock_bits(scoped) & ~landlock_bits(BW_FS_ALL & ~scoped);
+            uint64_t strip = landlock_fs_access(scoped) & ~landlock_fs_access(BW_FS_ALL & ~scoped);
             std::vector<LandlockPathRule> ll;
             for (auto p : parent.landlock.paths) {
                 p.access &= ~strip;
                 if (p.access) ll.push_back(p);
             }
             for (const auto& f : added)
-                if (uint64_t acc = landlock_bits(f.allow) & n.landlock.handled_fs)
+                if (uint64_t acc = landlock_fs_access(f.allow) & n.landlock.handled_fs)
                     ll.push_back({f.path, acc, f.rule_id});
             n.landlock.paths = std::move(ll);
         }
