@@ -373,10 +373,12 @@ static __always_inline int bw_req_from_sockaddr(struct bw_net_req *r, const void
 }
 
 /* A connect, bind or addressed send: IP addresses against the network rules,
- * unix addresses (connect and send) against the unix rules, as the cgroup
- * sock_addr and unix programs judge them; other families are gated at
- * socket_create. A unix bind makes a file (path_mknod judges it) or claims
- * an abstract name, which no rule grants or refuses. */
+ * unix addresses against the unix rules (connect and send as the cgroup unix
+ * programs judge them; bind here alone), as the cgroup sock_addr programs
+ * judge IP; other families are gated at socket_create. A unix bind names the
+ * address as written, like a connect; an autobind (the address family alone:
+ * the kernel picks an unused abstract name) claims no name and passes. A
+ * pathname bind also creates a file, which path_mknod judges. */
 static __always_inline int bw_sock_op(struct socket *sock, const void *sa, int len, __u16 op, __u8 op_bit)
 {
 	if (!sa)
@@ -388,7 +390,7 @@ static __always_inline int bw_sock_op(struct socket *sock, const void *sa, int l
 	if (bpf_probe_read_kernel(&family, sizeof(family), sa) < 0)
 		return 0;
 	if (family == BW_AF_UNIX) {
-		if (op_bit == BW_NET_BIND)
+		if (op_bit == BW_NET_BIND && len == BW_SUN_PATH_OFF)
 			return 0;
 		return bw_unix_decide(&s, BW_LAYER_BPF_LSM, op, op_bit, BPF_CORE_READ(sock, type), sa, (__u32)len)
 			       ? -EPERM

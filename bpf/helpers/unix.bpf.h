@@ -1,8 +1,9 @@
 /* Unix socket address decisions shared by the cgroup connect_unix /
  * sendmsg_unix programs (Linux 6.7+) and the LSM socket_connect /
- * socket_sendmsg hooks (where the BPF LSM loads): a sandboxed task's connect,
- * and its sendmsg naming an address, to a pathname or abstract unix address
- * is refused unless the policy's bw_unix_rules allow that address.
+ * socket_sendmsg / socket_bind hooks (where the BPF LSM loads): a sandboxed
+ * task's connect, its sendmsg naming an address, and its bind, to a pathname
+ * or abstract unix address is refused unless the policy's bw_unix_rules allow
+ * that address for that operation.
  *
  * Both hooks run before the kernel looks the address up, so the decision is
  * on the address as written: a relative path, or one spelled with "//",
@@ -35,7 +36,7 @@ static __always_inline int bw_unix_judge(const struct bw_sbx *s, struct bw_unix_
 	struct bw_unix_rule *r = bpf_map_lookup_elem(&bw_unix_rules, k);
 	if (!r || !(r->op_mask & op_bit))
 		return 1;
-	*rule_id = op_bit == BW_NET_CONNECT ? r->connect_rule_id : r->send_rule_id;
+	*rule_id = op_bit == BW_NET_CONNECT ? r->connect_rule_id : op_bit == BW_NET_SEND ? r->send_rule_id : r->bind_rule_id;
 	return 0;
 }
 
@@ -76,7 +77,16 @@ static __always_inline int bw_unix_key_from(struct bw_unix_key *k, const char *u
 	return dotdot;
 }
 
-/* Judges a connect or an addressed send to the sockaddr_un at ua (kernel
+/* 1 when the pathname key is below "/tmp/": the sandbox's private tmpfs,
+ * where a tool may bind with no rule (its sockets are out of the host's
+ * reach; Landlock grants the same there, policy/bpf_tables.h). */
+static __always_inline int bw_unix_in_private_tmp(const struct bw_unix_key *k)
+{
+	return k->kind == BW_UNIX_PATH && k->name[0] == '/' && k->name[1] == 't' && k->name[2] == 'm' &&
+	       k->name[3] == 'p' && k->name[4] == '/';
+}
+
+/* Judges a connect, a bind or an addressed send to the sockaddr_un at ua (kernel
  * memory, len bytes) for the sandbox s, counts the rule and reports the
  * decision as layer `layer`. Returns 1 when the operation is refused. */
 static __always_inline int bw_unix_decide(const struct bw_sbx *s, __u16 layer, __u16 op, __u8 op_bit,
@@ -87,6 +97,8 @@ static __always_inline int bw_unix_decide(const struct bw_sbx *s, __u16 layer, _
 	int unmatchable = bw_unix_key_from(&k, ua, len);
 	__u32 rule_id;
 	int would_deny = bw_unix_judge(s, &k, unmatchable, op_bit, &rule_id);
+	if (op_bit == BW_NET_BIND && s->valid && !unmatchable && bw_unix_in_private_tmp(&k))
+		would_deny = 0;
 	__u8 d = bw_decide(s, would_deny);
 	bw_rule_hit(s, rule_id);
 	if (bw_reportable(s, d)) {

@@ -219,7 +219,8 @@ struct bw_net_rule {
 
 /* Map: bw_unix_rules, LPM_TRIE, key = bw_unix_key, value = bw_unix_rule.
  * The address a sandboxed task connects or sends to (a connect, or a sendmsg
- * naming an address), as the kernel received it:
+ * naming an address), or binds (the BPF LSM's socket_bind: no cgroup hook sees
+ * a unix bind), as the kernel received it:
  *   - pathname: kind BW_UNIX_PATH, name = sun_path up to its first NUL (or the
  *     address length), then NUL bytes. A rule for one socket is the path and its
  *     NUL (prefixlen covers the NUL, so "/run/a.sock" never matches
@@ -244,10 +245,10 @@ struct bw_unix_key {
 };
 
 struct bw_unix_rule {
-	__u32 op_mask;        /* BW_NET_CONNECT | BW_NET_SEND: allowed */
+	__u32 op_mask;        /* BW_NET_CONNECT | BW_NET_SEND | BW_NET_BIND: allowed */
 	__u32 connect_rule_id;/* rule that allows connect (BW_NO_RULE: none) */
 	__u32 send_rule_id;   /* rule that allows an addressed send */
-	__u32 pad0;
+	__u32 bind_rule_id;   /* rule that allows a bind to the address */
 };
 
 /* Map: bw_rule_hits, PERCPU_HASH, key = bw_rule_key, value = __u64 hits. */

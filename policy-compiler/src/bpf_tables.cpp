@@ -292,11 +292,37 @@ std::string unix_rule_unsound(const Bundle& b, const std::string& address) {
     return {};
 }
 
+std::string unix_rule_check(const Bundle& b, const UnixRule& r) {
+    if (r.op_mask & BW_NET_BIND)
+        if (std::string why = unix_bind_uncreatable(b, r.address); !why.empty()) return "the tool could never bind here: " + why;
+    if (r.op_mask & ~uint32_t(BW_NET_BIND))
+        if (std::string why = unix_rule_unsound(b, r.address); !why.empty()) return "cannot be held to its socket: " + why;
+    return {};
+}
+
+bool unix_bind_in_private_tmp(std::string_view address) {
+    for (std::string_view tmp : {"/tmp/", "${tmp}/"})
+        if (address.starts_with(tmp)) return true;
+    return address == "/tmp" || address == "${tmp}";
+}
+
+std::string unix_bind_uncreatable(const Bundle& b, const std::string& address) {
+    if (address.starts_with("@")) return {};
+    std::string path = address.size() > 1 && address.ends_with("/") ? address.substr(0, address.size() - 1) : address;
+    if (unix_bind_in_private_tmp(address)) return {};
+    if (unrestricted_file_rights(b) & BW_FS_CREATE) return {};
+    uint32_t allow = 0, deny = 0;
+    for (const auto& f : b.files)
+        if (path_covers(f.path, path)) allow |= f.allow, deny |= f.deny;
+    if (allow & ~deny & BW_FS_CREATE) return {};
+    return std::string("no files rule lets it create at ") + path + ((deny & BW_FS_CREATE) ? " (a deny takes create away)" : "");
+}
+
 std::expected<std::vector<BpfUnixEntry>, TableError> build_unix_entries(const std::vector<UnixRule>& rules) {
     struct Acc {
         std::string address;
         BpfUnixEntry e;
-        size_t connect_spec = 0, send_spec = 0;  // length of the rule that gave each op
+        size_t connect_spec = 0, send_spec = 0, bind_spec = 0;  // length of the rule that gave each op
     };
     std::vector<Acc> acc;
     for (const auto& r : rules) {
@@ -306,7 +332,7 @@ std::expected<std::vector<BpfUnixEntry>, TableError> build_unix_entries(const st
         auto k = unix_rule_key(r.address);
         if (!k) return std::unexpected(TableError{"bad-unix-address", r.address + ": " + k.error(), r.rule_id, {r.rule_id}});
         if (std::none_of(acc.begin(), acc.end(), [&](const Acc& a) { return a.address == r.address; }))
-            acc.push_back({r.address, {*k, {0, BW_NO_RULE, BW_NO_RULE, 0}}});
+            acc.push_back({r.address, {*k, {0, BW_NO_RULE, BW_NO_RULE, BW_NO_RULE}}});
     }
     // every entry carries the ops of every rule covering it: itself, or a directory rule above it
     for (auto& a : acc) {
@@ -322,6 +348,10 @@ std::expected<std::vector<BpfUnixEntry>, TableError> build_unix_entries(const st
             if ((r.op_mask & BW_NET_SEND) && r.address.size() > a.send_spec) {
                 a.send_spec = r.address.size();
                 a.e.value.send_rule_id = r.rule_id;
+            }
+            if ((r.op_mask & BW_NET_BIND) && r.address.size() > a.bind_spec) {
+                a.bind_spec = r.address.size();
+                a.e.value.bind_rule_id = r.rule_id;
             }
         }
     }
@@ -340,8 +370,7 @@ std::expected<void, std::string> rebuild_bpf_tables(Bundle& b) {
                                                                    : std::vector<NetRule>{});
     if (!net) return std::unexpected(net.error().message);
     for (const auto& u : b.network.unix_rules)
-        if (std::string why = unix_rule_unsound(b, u.address); !why.empty())
-            return std::unexpected("unix rule " + u.address + " cannot be held to its socket: " + why);
+        if (std::string why = unix_rule_check(b, u); !why.empty()) return std::unexpected("unix rule " + u.address + ": " + why);
     auto unix_entries = build_unix_entries(b.network.unix_rules);
     if (!unix_entries) return std::unexpected(unix_entries.error().message);
     b.bpf.unix_sockets = std::move(*unix_entries);

@@ -174,10 +174,14 @@ json bundle_to_json(const Bundle& b) {
     bpf["files"] = std::move(bf);
     bpf["net"] = std::move(bn);
     json bu = json::array();
-    for (const auto& u : b.bpf.unix_sockets)
-        bu.push_back({{"prefixlen", u.key.prefixlen}, {"policy_id", u.key.policy_id}, {"kind", u.key.kind},
-                      {"name", hex(u.key.name, BW_UNIX_KEY_NAME)}, {"op_mask", u.value.op_mask},
-                      {"connect_rule_id", u.value.connect_rule_id}, {"send_rule_id", u.value.send_rule_id}});
+    for (const auto& u : b.bpf.unix_sockets) {
+        json e = {{"prefixlen", u.key.prefixlen}, {"policy_id", u.key.policy_id}, {"kind", u.key.kind},
+                  {"name", hex(u.key.name, BW_UNIX_KEY_NAME)}, {"op_mask", u.value.op_mask},
+                  {"connect_rule_id", u.value.connect_rule_id}, {"send_rule_id", u.value.send_rule_id}};
+        // only where a bind rule covers the address: other bundles keep the JSON (and hash) they had
+        if (u.value.op_mask & BW_NET_BIND) e["bind_rule_id"] = u.value.bind_rule_id;
+        bu.push_back(std::move(e));
+    }
     if (!bu.empty()) bpf["unix"] = std::move(bu);
     j["bpf"] = std::move(bpf);
     const auto& L = b.limits;
@@ -249,7 +253,8 @@ Bundle from_json_unchecked(const json& j) {
     if (n.contains("unix"))  // bundles written before unix rules have none: every named socket is refused
         for (const auto& u : n.at("unix")) {
             UnixRule r{u.at("address").get<std::string>(), num<uint32_t>(u, "op_mask"), num<uint32_t>(u, "rule_id")};
-            if (r.op_mask == 0 || (r.op_mask & ~uint32_t(BW_NET_CONNECT | BW_NET_SEND))) fail("bad unix op_mask");
+            if (r.op_mask == 0 || (r.op_mask & ~uint32_t(BW_NET_CONNECT | BW_NET_SEND | BW_NET_BIND)))
+                fail("bad unix op_mask");
             b.network.unix_rules.push_back(std::move(r));
         }
     const auto& s = j.at("seccomp");
@@ -317,6 +322,8 @@ Bundle from_json_unchecked(const json& j) {
             e.value.op_mask = num<uint32_t>(x, "op_mask");
             e.value.connect_rule_id = num<uint32_t>(x, "connect_rule_id");
             e.value.send_rule_id = num<uint32_t>(x, "send_rule_id");
+            e.value.bind_rule_id = x.contains("bind_rule_id") ? num<uint32_t>(x, "bind_rule_id") : BW_NO_RULE;
+            if (e.value.op_mask & ~uint32_t(BW_NET_CONNECT | BW_NET_SEND | BW_NET_BIND)) fail("bad unix op_mask");
             b.bpf.unix_sockets.push_back(e);
         }
     const auto& L = j.at("limits");
@@ -371,7 +378,8 @@ Bundle from_json_unchecked(const json& j) {
         for (uint32_t i = 0; i < x.value.count; ++i) check(x.value.ranges[i].rule_id);
     for (const auto& x : b.landlock.paths) check(x.rule_id);
     for (const auto& x : b.network.unix_rules) check(x.rule_id);
-    for (const auto& x : b.bpf.unix_sockets) check(x.value.connect_rule_id), check(x.value.send_rule_id);
+    for (const auto& x : b.bpf.unix_sockets)
+        check(x.value.connect_rule_id), check(x.value.send_rule_id), check(x.value.bind_rule_id);
     return b;
 }
 

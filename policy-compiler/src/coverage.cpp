@@ -3,10 +3,13 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 #include <string_view>
 
+#include "bulwark/policy/evaluator.h"
+#include "bulwark/policy/landlock_abi.h"
 #include "passes.h"
 
 namespace bulwark::policy {
@@ -46,6 +49,35 @@ std::string kind_of(const RuleRef& r) {
 std::vector<LayerClaim> unix_claims() {
     return {{"sock_unix", "cgroup connect_unix/sendmsg_unix programs (Linux 6.7+)"},
             {"bpf_lsm", "socket_connect/socket_sendmsg hooks"}};
+}
+
+// bind(2) refused to the tool altogether: an unconditional syscalls.deny
+// entry whose action refuses (the reference evaluator runs the filter).
+bool bind_refused_by_seccomp(const Bundle& b) {
+    bool listed = std::any_of(b.syscalls.deny.begin(), b.syscalls.deny.end(),
+                              [](const auto& d) { return d.first == "bind"; });
+    if (!listed) return false;
+    Operation op;
+    op.kind = OpKind::Syscall;
+    op.syscall = "bind";
+    return evaluate(b, op).verdict == Verdict::Deny;
+}
+
+// Who holds a unix bind rule at `address` ("" stands for the pathname
+// default, "@" for the abstract one).
+std::vector<LayerClaim> unix_bind_claims(const Bundle& b, const std::string& address, bool own_netns) {
+    std::vector<LayerClaim> c = {{"bpf_lsm", "socket_bind hook, on the address as written"}};
+    const bool landlock_fs = b.landlock.handled_fs & LANDLOCK_ACCESS_FS_MAKE_SOCK;
+    if (address.starts_with("@")) {
+        if (own_netns) c.push_back({"netns", "a name bound in the tool's own network namespace is out of the host's reach"});
+    } else if (address.empty()) {
+        if (landlock_fs) c.push_back({"landlock", "make_sock only on the directories of bind rules"});
+    } else if (address.ends_with("/") && landlock_fs) {
+        c.push_back({"landlock", "make_sock on the directory"});
+    }
+    if ((address.empty() || address == "@") && bind_refused_by_seccomp(b))
+        c.push_back({"seccomp", "bind(2) is refused to the tool altogether"});
+    return c;
 }
 
 std::vector<LayerClaim> claims_for(const std::string& kind) {
@@ -127,6 +159,7 @@ std::vector<RuleCoverage> rule_coverage(const Bundle& b) {
         // The tool's name, and rule 0: the policy's defaults (default deny,
         // limits no rule set), which the rows of the rules themselves cover.
         if (c.kind == "tool" || c.kind == "description" || c.kind == "extends" || r.loc.line == 0) continue;
+        if (c.kind == "network.unix.unenforceable") continue;  // an opt-out, not a rule to hold
         // `network: none|loopback` of a base that a later `network:` mapping
         // replaced no longer applies (the mapping's rules have rows of their own).
         if (c.kind == "network" && b.network.mode == NetMode::Rules) continue;
@@ -185,23 +218,54 @@ std::vector<RuleCoverage> rule_coverage(const Bundle& b) {
         c.unenforceable_run = any && all_run;
         out.push_back(std::move(c));
     }
-    // A tool that may make unix sockets connects (or sends) only to the
-    // addresses its network.unix rules name: a file grant on a socket's path
-    // is no connect right. Where nothing holds that, every host daemon's
-    // socket under a granted path is open to it. The tool's own file may say
-    // `unenforceable: run`.
+    // Unix bind rules: an abstract name is judged by the LSM's socket_bind
+    // alone (no cgroup hook sees a unix bind), and cannot reach the host from
+    // a network namespace of the tool's own; a pathname bind makes a socket
+    // file, which Landlock's make_sock holds per directory.
+    const bool own_netns = b.network.mode != NetMode::Rules;
+    for (const auto& u : b.network.unix_rules) {
+        if (!(u.op_mask & BW_NET_BIND)) continue;
+        auto it = row_of.find(u.rule_id);
+        if (it == row_of.end()) continue;
+        out[it->second].layers = unix_bind_claims(b, u.address, own_netns);
+    }
     if (b.network.af_allow & (uint64_t(1) << AF_UNIX)) {
-        RuleCoverage c;
-        c.rule_id = BW_NO_RULE;
-        c.kind = "network.unix.default_deny";
-        c.text = "network.unix: a connect or addressed send to a unix socket no rule names is refused "
-                 "(a file grant is not a connect right)";
-        c.layers = unix_claims();
+        // The rows of the unix defaults may run unheld where the tool's own
+        // file says `unenforceable: run`, or `network.unix.unenforceable: run`.
         const RuleRef* tool = nullptr;  // the tool's own `tool:` line (a base's comes first)
         for (const auto& r : b.rules)
             if (r.text == "tool: " + b.tool) tool = &r;
-        c.unenforceable_run = tool && tool->unenforceable_run;
-        out.push_back(std::move(c));
+        bool opted = tool && tool->unenforceable_run;
+        for (const auto& r : b.rules)
+            opted |= tool && r.unenforceable_run && r.loc.file == tool->loc.file &&
+                     r.text.starts_with("network.unix.unenforceable");
+        auto unix_default = [&](std::string kind, std::string text, std::vector<LayerClaim> layers) {
+            RuleCoverage c;
+            c.rule_id = BW_NO_RULE;
+            c.kind = std::move(kind);
+            c.text = std::move(text);
+            c.layers = std::move(layers);
+            c.unenforceable_run = opted;
+            out.push_back(std::move(c));
+        };
+        // A tool that may make unix sockets connects (or sends) only to the
+        // addresses its network.unix rules name: a file grant on a socket's
+        // path is no connect right. Where nothing holds that, every host
+        // daemon's socket under a granted path is open to it.
+        unix_default("network.unix.default_deny",
+                     "network.unix: a connect or addressed send to a unix socket no rule names is refused "
+                     "(a file grant is not a connect right)",
+                     unix_claims());
+        // And it binds only where its bind rules say: a create right is no
+        // bind right, and an abstract name a host daemon uses is not its to take.
+        unix_default("network.unix.path_bind_default_deny",
+                     "network.unix: binding a pathname unix socket no bind rule names is refused (a create right is "
+                     "not a bind right; the sandbox's private /tmp excepted)",
+                     unix_bind_claims(b, "", own_netns));
+        unix_default("network.unix.abstract_bind_default_deny",
+                     "network.unix: binding an abstract unix name no bind rule names is refused (no squatting on a "
+                     "name a host daemon uses)",
+                     unix_bind_claims(b, "@", own_netns));
     }
     return out;
 }

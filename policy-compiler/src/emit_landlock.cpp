@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "bulwark/policy/bpf_tables.h"
 #include "bulwark/policy/landlock_abi.h"
 #include "passes.h"
 
@@ -14,9 +15,11 @@ uint64_t landlock_fs_access(uint32_t rights) {
     uint64_t a = 0;
     if (rights & BW_FS_READ) a |= LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
     if (rights & BW_FS_WRITE) a |= LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE;
+    // create makes files, directories, symlinks and fifos; a socket file only
+    // where a network.unix.bind rule names it (emit_fs): a bind is a right of its own
     if (rights & BW_FS_CREATE)
         a |= LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_SYM |
-             LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_REFER;
+             LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_REFER;
     if (rights & BW_FS_REMOVE)
         a |= LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REFER;
     if (rights & BW_FS_EXEC) a |= LANDLOCK_ACCESS_FS_EXECUTE;
@@ -74,6 +77,18 @@ void emit_fs(CompileContext& ctx) {
                       "tool's mount namespace at launch (docs/rule-language.md)"});
             ll.gaps.push_back(std::move(gap));
         });
+    }
+    // network.unix.bind: make_sock on the directory a pathname bind rule names
+    // ("/run/app/") or the one holding its socket ("/run/app/ctl.sock": Landlock
+    // cannot tell names in a directory apart, the BPF LSM does). The sandbox's
+    // private /tmp has it already (agentd/sandbox/landlock.cpp).
+    for (const auto& u : ctx.bundle.network.unix_rules) {
+        if (!(u.op_mask & BW_NET_BIND) || u.address.starts_with("@") || unix_bind_in_private_tmp(u.address)) continue;
+        std::string dir = u.address.substr(0, u.address.rfind('/'));
+        ll.paths.push_back(LandlockPathRule{dir.empty() ? "/" : dir, LANDLOCK_ACCESS_FS_MAKE_SOCK, u.rule_id});
+        if (!u.address.ends_with("/"))
+            ll.gaps.push_back(ctx.describe(u.rule_id) + ": Landlock lets the tool bind any socket in " + ll.paths.back().path +
+                              "; the BPF LSM holds the one name");
     }
 }
 

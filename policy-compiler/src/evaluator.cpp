@@ -385,8 +385,10 @@ bool has_dotdot(std::string_view p) {
     return false;
 }
 
+std::string unix_list(OpKind k) { return k == OpKind::Send ? "send" : k == OpKind::Bind ? "bind" : "connect"; }
+
 std::string unix_grant_hint(const Operation& op) {
-    std::string list = op.kind == OpKind::Send ? "send" : "connect";
+    std::string list = unix_list(op.kind);
     if (op.unix_addr.starts_with("@")) return "network.unix." + list + ": [\"" + op.unix_addr + "\"]";
     if (!op.unix_addr.starts_with("/"))
         return "none: the address is relative; a rule matches the absolute, normalised path the tool connects to";
@@ -394,19 +396,20 @@ std::string unix_grant_hint(const Operation& op) {
 }
 
 Decision eval_unix(const Bundle& b, const Operation& op, bool tables) {
-    const uint16_t L = BW_LAYER_SOCK_UNIX;
-    const uint32_t bit = op.kind == OpKind::Send ? BW_NET_SEND : BW_NET_CONNECT;
+    // no cgroup hook sees a unix bind: the BPF LSM's socket_bind judges it
+    const uint16_t L = op.kind == OpKind::Bind ? BW_LAYER_BPF_LSM : BW_LAYER_SOCK_UNIX;
+    const uint32_t bit = op.kind == OpKind::Send ? BW_NET_SEND : op.kind == OpKind::Bind ? BW_NET_BIND : BW_NET_CONNECT;
     const bool audit = tables ? b.bpf.header.mode == BW_MODE_AUDIT : b.mode == Mode::Audit;
     std::string a = op.unix_addr;
     if (!a.starts_with("@")) a = a.substr(0, a.find('\0'));
-    const std::string what = std::string(op.kind == OpKind::Send ? "send to" : "connect to") + " unix socket " + a;
-    if (op.kind == OpKind::Bind)
-        return make(Verdict::Allow, L, BW_NO_RULE,
-                    "allowed: bind of unix socket " + a + " is not judged by the unix rules (a pathname bind "
-                    "creates a file: the file rules and Landlock judge it)");
+    const std::string what = (op.kind == OpKind::Send   ? "send to unix socket "
+                              : op.kind == OpKind::Bind ? "bind of unix socket "
+                                                        : "connect to unix socket ") + a;
     uint32_t rule = BW_NO_RULE;
     bool allowed = false;
     const bool unmatchable = !a.starts_with("@") && has_dotdot(a);
+    if (op.kind == OpKind::Bind && !unmatchable && unix_bind_in_private_tmp(a))
+        return make(Verdict::Allow, L, BW_NO_RULE, "allowed: " + what + ": the sandbox's private /tmp is its own");
     if (!unmatchable && !tables) {
         size_t spec = 0;
         for (const auto& r : b.network.unix_rules) {
@@ -438,13 +441,17 @@ Decision eval_unix(const Bundle& b, const Operation& op, bool tables) {
         }
         if (best && want.kind && (best->value.op_mask & bit)) {
             allowed = true;
-            rule = bit == BW_NET_SEND ? best->value.send_rule_id : best->value.connect_rule_id;
+            rule = bit == BW_NET_SEND   ? best->value.send_rule_id
+                   : bit == BW_NET_BIND ? best->value.bind_rule_id
+                                        : best->value.connect_rule_id;
         }
     }
     if (allowed) return make(Verdict::Allow, L, rule, "allowed: " + what + " by " + describe_rule(b, rule));
-    std::string why = unmatchable ? "a path with a \"..\" component matches no unix rule"
-                                  : "no network.unix rule allows it; a file grant on the socket or its directory "
-                                    "is no connect right";
+    std::string why = unmatchable               ? "a path with a \"..\" component matches no unix rule"
+                      : op.kind == OpKind::Bind ? "no network.unix.bind rule allows it; a create right on the "
+                                                  "directory is no bind right"
+                                                : "no network.unix rule allows it; a file grant on the socket or its "
+                                                  "directory is no connect right";
     return apply_mode(audit, make(Verdict::Deny, L, BW_NO_RULE,
                                   "denied: " + what + ": " + why + "; a grant that would allow it: " + unix_grant_hint(op)));
 }

@@ -102,11 +102,11 @@ std::string explain_text(const Bundle& b) {
     o << "\nunix sockets (" << kUnixRuleLayers << ")\n";
     if (n.unix_rules.empty())
         o << "  no unix rule: every connect or addressed send to a named unix socket is refused (socketpair is not "
-             "affected)\n";
+             "affected), and every bind but in the private /tmp\n";
     for (const auto& u : n.unix_rules) {
-        std::string ops = std::string((u.op_mask & BW_NET_CONNECT) ? "connect" : "") +
-                          ((u.op_mask & BW_NET_CONNECT) && (u.op_mask & BW_NET_SEND) ? "+" : "") +
-                          ((u.op_mask & BW_NET_SEND) ? "send" : "");
+        std::string ops;
+        for (auto [bit, name] : {std::pair{BW_NET_CONNECT, "connect"}, {BW_NET_SEND, "send"}, {BW_NET_BIND, "bind"}})
+            if (u.op_mask & bit) ops += (ops.empty() ? "" : "+") + std::string(name);
         std::string what = u.address.starts_with("@") ? "abstract name " + u.address
                            : u.address.ends_with("/") ? "every socket below " + u.address
                                                       : "socket " + u.address;
@@ -114,7 +114,8 @@ std::string explain_text(const Bundle& b) {
     }
     if (!n.unix_rules.empty())
         o << "  judged on the address as written: relative paths, other spellings and \"..\" match no rule; a file "
-             "grant is never a connect right\n";
+             "grant is never a connect right, a create right never a bind right (binds: the BPF LSM's socket_bind; "
+             "Landlock's make_sock per directory)\n";
 
     const auto& s = b.syscalls;
     o << "\nsyscalls (seccomp)\n  baseline: " << s.baseline << "; on violation: " << action_name(s.violation, s.violation_errno)

@@ -147,8 +147,8 @@ std::expected<Bundle, InstantiateError> instantiate(const Bundle& in, const Task
         if (!p) return std::unexpected(err(u.rule_id, p.error()));
         u.address = *p + (dir && *p != "/" ? "/" : "");
         if (auto k = unix_rule_key(u.address); !k) return std::unexpected(err(u.rule_id, "network.unix " + u.address + ": " + k.error()));
-        if (std::string why = unix_rule_unsound(b, u.address); !why.empty())
-            return std::unexpected(err(u.rule_id, "network.unix " + u.address + " cannot be held to its socket: " + why));
+        if (std::string why = unix_rule_check(b, u); !why.empty())
+            return std::unexpected(err(u.rule_id, "network.unix " + u.address + ": " + why));
     }
     for (auto& [name, value] : b.env.set) {
         auto v = substitute_value(value, vars);

@@ -25,7 +25,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& accepted_ke
         {"files.deny", {"path", "rights", "unenforceable"}},
         {"exec", {"allow"}},
         {"network", {"families", "connect", "bind", "send", "deny", "dns", "unix"}},
-        {"network.unix", {"connect", "send"}},
+        {"network.unix", {"connect", "send", "bind", "unenforceable"}},
         {"network.rule", {"host", "cidr", "ports", "proto", "unenforceable"}},
         {"syscalls", {"baseline", "allow", "deny", "on_violation", "architectures"}},
         {"syscalls.baseline", {"import"}},
@@ -640,12 +640,22 @@ void Parser::parse_network(const YAML::Node& n, ast::Network& net) {
             if (!expect_map(v, what)) return false;
             each_key(v, "network.unix", what, [&](const std::string& uk, const YAML::Node& uv) {
                 std::string w = what + "." + uk;
+                if (uk == "unenforceable") {
+                    auto u = unenforceable(uv, w);
+                    if (u && *u) {
+                        uint32_t id = add_rule("network", w, uv);
+                        mark_unenforceable(id);
+                        net.unix_unenforceable = scalar(uv, w, id);
+                    }
+                    return true;
+                }
                 if (uv.IsSequence() && uv.size() == 0) {
                     error(span(uv), "empty-list", "\"" + w + "\" is empty: it would allow nothing",
                           {"remove the key, or list socket paths (/run/app.sock), directories (/run/app/) or @names"});
                     return false;
                 }
-                scalar_list(uv, "network", w, "socket paths or @names", uk == "connect" ? net.unix_connect : net.unix_send);
+                scalar_list(uv, "network", w, "socket paths or @names",
+                            uk == "connect" ? net.unix_connect : uk == "send" ? net.unix_send : net.unix_bind);
                 return true;
             });
         }

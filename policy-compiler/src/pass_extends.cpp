@@ -77,6 +77,7 @@ void merge_into(ast::RuleFile& dst, ast::RuleFile& src) {
         append(dn.dns, sn.dns);
         append(dn.unix_connect, sn.unix_connect);
         append(dn.unix_send, sn.unix_send);
+        append(dn.unix_bind, sn.unix_bind);
     }
     auto& ds = dst.syscalls;
     auto& ss = src.syscalls;
@@ -216,6 +217,7 @@ void run(CompileContext& ctx) {
     merged.extends = ctx.ast.extends;
     // The tool's own file decides for the rules it extends too.
     merged.unenforceable = ctx.ast.unenforceable;
+    merged.network.unix_unenforceable = ctx.ast.network.unix_unenforceable;
     if (merged.unenforceable)
         for (auto& rule : ctx.bundle.rules) rule.unenforceable_run = true;
     ctx.ast = std::move(merged);

@@ -135,7 +135,14 @@ void add_unix(CompileContext& ctx, const std::vector<ast::Scalar>& items, uint32
                     ctx.error(s.span, "bad-unix-address", k.error(), {"the kernel's sun_path holds 108 bytes"});
                     continue;
                 }
-            if (std::string why = unix_rule_unsound(ctx.bundle, a); !why.empty()) {
+            if (op == BW_NET_BIND) {
+                if (std::string why = unix_bind_uncreatable(ctx.bundle, a); !why.empty()) {
+                    ctx.error(s.span, "unix-bind-uncreatable", "the tool could never bind here: " + why,
+                              {"a pathname bind creates the socket file: add its directory to files.create",
+                               "the sandbox's private /tmp needs no files rule: bind under ${tmp}/"});
+                    continue;
+                }
+            } else if (std::string why = unix_rule_unsound(ctx.bundle, a); !why.empty()) {
                 ctx.error(s.span, "unix-rule-unsound", "the rule cannot be held to the socket it names: " + why,
                           {"allow a socket in a directory the tool cannot create or remove in",
                            "the cgroup unix programs judge the address as written, before the kernel resolves it"});
@@ -151,6 +158,11 @@ void run(CompileContext& ctx) {
     auto& net = ctx.bundle.network;
     add_unix(ctx, a.unix_connect, BW_NET_CONNECT);
     add_unix(ctx, a.unix_send, BW_NET_SEND);
+    add_unix(ctx, a.unix_bind, BW_NET_BIND);
+    // network.unix.unenforceable: run (the tool's own file): every unix rule may run unheld
+    if (a.unix_unenforceable)
+        for (const auto& u : net.unix_rules)
+            if (u.rule_id < ctx.bundle.rules.size()) ctx.bundle.rules[u.rule_id].unenforceable_run = true;
     net.af_allow = bit(AF_UNIX);
     net.sock_type_allow = (1u << SOCK_STREAM) | (1u << SOCK_DGRAM) | (1u << SOCK_SEQPACKET);
     if (!a.present) {

@@ -29,7 +29,7 @@ void run(CompileContext& ctx) {
     for (auto* list : {&f.read, &f.write, &f.create, &f.remove, &f.exec, &f.deny, &ctx.ast.exec.allow})
         for (const auto& item : *list) check(ctx, item.path);
     for (const auto& [name, value] : ctx.ast.environment.set) check(ctx, value);
-    for (auto* list : {&ctx.ast.network.unix_connect, &ctx.ast.network.unix_send})
+    for (auto* list : {&ctx.ast.network.unix_connect, &ctx.ast.network.unix_send, &ctx.ast.network.unix_bind})
         for (const auto& s : *list) check(ctx, s);
 }
 

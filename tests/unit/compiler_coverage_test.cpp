@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "bulwark/policy/compiler.h"
 #include "bulwark/policy/coverage.h"
 
 using namespace bulwark::test;
@@ -181,4 +182,80 @@ TEST_CASE("a tool that may make unix sockets has the unix default deny as a rule
     auto opted = require_ok("tool: t\nunenforceable: run\nfiles:\n  read: [/run]\n");
     REQUIRE(row(rule_coverage(opted)));
     CHECK(row(rule_coverage(opted))->unenforceable_run);
+}
+
+namespace {
+
+const RuleCoverage* find_kind(const std::vector<RuleCoverage>& cov, std::string_view kind) {
+    for (const auto& c : cov)
+        if (c.kind == kind) return &c;
+    return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("unix binds: the two defaults and each bind rule, with the layers that hold them", "[compiler][coverage]") {
+    using V = std::vector<std::string>;
+    // own network namespace (network: none), files under Landlock
+    auto own = require_ok("tool: t\nfiles: { read: [/etc], create: [/srv] }\nnetwork: none\n");
+    auto cov = rule_coverage(own);
+    REQUIRE(find_kind(cov, "network.unix.path_bind_default_deny"));
+    CHECK(layer_names(*find_kind(cov, "network.unix.path_bind_default_deny")) == V{"bpf_lsm", "landlock"});
+    CHECK(layer_names(*find_kind(cov, "network.unix.abstract_bind_default_deny")) == V{"bpf_lsm", "netns"});
+    // no files: rules: Landlock does not handle the file system
+    auto open = require_ok("tool: t\nnetwork: none\n");
+    CHECK(layer_names(*find_kind(rule_coverage(open), "network.unix.path_bind_default_deny")) == V{"bpf_lsm"});
+
+    // network rules share the host's network namespace: an abstract name there is the host's
+    auto host = require_ok("tool: t\nfiles: { read: [/etc], create: [/srv] }\n"
+                           "network: { connect: [{ cidr: 10.0.0.0/8 }], unix: { bind: [/srv/s/, /srv/one.sock, \"@n\"] } }\n");
+    auto hc = rule_coverage(host);
+    CHECK(layer_names(*find_kind(hc, "network.unix.abstract_bind_default_deny")) == V{"bpf_lsm"});
+    CHECK(layer_names(*find_rule(hc, host, "network.unix.bind: /srv/s/")) == V{"bpf_lsm", "landlock"});
+    CHECK(layer_names(*find_rule(hc, host, "network.unix.bind: /srv/one.sock")) == V{"bpf_lsm"});
+    CHECK(layer_names(*find_rule(hc, host, "network.unix.bind: @n")) == V{"bpf_lsm"});
+    // ... unless bind(2) is refused altogether (the shipped curl); the real
+    // seccomp compiler, since the claim runs the filter
+    auto real = [](const std::string& text) {
+        auto r = bulwark::policy::compile_string(text, "test.yaml", bulwark::policy::CompileOptions{});
+        REQUIRE(r.ok());
+        return *r.bundle;
+    };
+    const std::string hostnet = "tool: t\nfiles: { read: [/etc] }\nnetwork: { connect: [{ cidr: 10.0.0.0/8 }] }\n";
+    auto nc = rule_coverage(real(hostnet + "syscalls: { deny: [bind] }\n"));
+    CHECK(layer_names(*find_kind(nc, "network.unix.abstract_bind_default_deny")) == V{"bpf_lsm", "seccomp"});
+    CHECK(layer_names(*find_kind(nc, "network.unix.path_bind_default_deny")) == V{"bpf_lsm", "landlock", "seccomp"});
+    // a deny that only logs refuses nothing, nor does audit mode
+    auto logged = rule_coverage(real(hostnet + "syscalls: { deny: [{ name: bind, action: log }] }\n"));
+    CHECK(layer_names(*find_kind(logged, "network.unix.abstract_bind_default_deny")) == V{"bpf_lsm"});
+    auto audit = rule_coverage(real(hostnet + "mode: audit\nsyscalls: { deny: [bind] }\n"));
+    CHECK(layer_names(*find_kind(audit, "network.unix.abstract_bind_default_deny")) == V{"bpf_lsm"});
+    // no unix family: no unix rows
+    auto inet = require_ok("tool: t\nfiles: { read: [/etc] }\nnetwork: { families: [inet], connect: [{ cidr: 10.0.0.0/8 }] }\n");
+    CHECK_FALSE(find_kind(rule_coverage(inet), "network.unix.abstract_bind_default_deny"));
+}
+
+TEST_CASE("network.unix.unenforceable: run opts out the unix rules and defaults only, from the tool's own file",
+          "[compiler][coverage]") {
+    auto b = require_ok("tool: t\nfiles: { read: [/etc], deny: [/etc/shadow] }\n"
+                        "network:\n  connect: [{ cidr: 10.0.0.0/8 }]\n  unix:\n    connect: [\"@bus\"]\n"
+                        "    unenforceable: run\n");
+    auto cov = rule_coverage(b);
+    for (auto k : {"network.unix.default_deny", "network.unix.path_bind_default_deny",
+                   "network.unix.abstract_bind_default_deny"})
+        CHECK(find_kind(cov, k)->unenforceable_run);
+    CHECK(find_rule(cov, b, "network.unix.connect: @bus")->unenforceable_run);
+    CHECK_FALSE(find_rule(cov, b, "files.deny: /etc/shadow")->unenforceable_run);
+    CHECK_FALSE(find_kind(cov, "network.default_deny")->unenforceable_run);
+    for (const auto& c : cov) CHECK(c.kind != "network.unix.unenforceable");  // the opt-out is no row
+    require_error("tool: t\nnetwork: { unix: { unenforceable: always } }\n", "bad-value");
+
+    namespace fs = std::filesystem;
+    fs::path dir = fs::temp_directory_path() / ("bw-cov-unix-" + std::to_string(::getpid()));
+    fs::create_directories(dir / "base");
+    std::ofstream(dir / "base" / "u.yaml") << "tool: u\nnetwork:\n  unix:\n    unenforceable: run\n";
+    auto child = compile("tool: t\nextends: base/u\nfiles: { read: [/etc] }\n", {dir.string()});
+    REQUIRE(child.ok());
+    CHECK_FALSE(find_kind(rule_coverage(*child.bundle), "network.unix.default_deny")->unenforceable_run);
+    fs::remove_all(dir);
 }

@@ -8,6 +8,7 @@
 #include "bulwark/policy/evaluator.h"
 #include "bulwark/policy/explain.h"
 #include "bulwark/policy/instantiate.h"
+#include "bulwark/policy/landlock_abi.h"
 
 using namespace bulwark::test;
 
@@ -156,7 +157,7 @@ TEST_CASE("network.unix rejects what it cannot hold, naming file:line:col", "[co
     require_error(head + "network: { unix: { connect: [/" + std::string(108, 'a') + "] } }\n", "bad-unix-address");
     require_error(head + "network: { unix: { connect: [\"@" + std::string(108, 'a') + "\"] } }\n", "bad-unix-address");
     require_error(head + "network: { unix: { connect: [] } }\n", "empty-list");
-    require_error(head + "network: { unix: { bind: [/run/a.sock] } }\n", "unknown-key");
+    require_error(head + "network: { unix: { listen: [/run/a.sock] } }\n", "unknown-key");
     require_error(head + "network: { unix: [/run/a.sock] }\n", "wrong-type");
     // a socket the tool could replace: create at its directory, remove above it
     require_error(head + "network: { unix: { connect: [/tmp/t/app.sock] } }\n", "unix-rule-unsound");
@@ -225,4 +226,115 @@ TEST_CASE("tables: a socket entry carries the ops of the directory rules above i
     CHECK((*e)[2].value.send_rule_id == 2);
     std::vector<UnixRule> unresolved = {{"${home}/a.sock", BW_NET_CONNECT, 1}};
     CHECK_FALSE(build_unix_entries(unresolved));
+}
+
+// ---------------------------------------------------------------- bind
+
+namespace {
+
+const char* kBinder = R"(tool: srv
+files:
+  read: [/etc]
+  create: ["${workdir}", /srv/own]
+network:
+  families: [unix]
+  unix:
+    bind: ["${workdir}/sockets/", /srv/own/ctl.sock, "@srv-worker"]
+    connect: [/run/app.sock]
+)";
+
+}  // namespace
+
+TEST_CASE("network.unix.bind: rules, tables, and Landlock make_sock only where a bind rule says", "[compiler][unix]") {
+    Bundle b = require_ok(kBinder);
+    REQUIRE(b.network.unix_rules.size() == 4);  // connect, then bind
+    CHECK(b.network.unix_rules[1].op_mask == BW_NET_BIND);
+    CHECK(b.network.unix_rules[1].address == "${workdir}/sockets/");
+    // a create right makes files, directories, symlinks, fifos, never a socket
+    constexpr uint64_t kMakeSock = LANDLOCK_ACCESS_FS_MAKE_SOCK;
+    CHECK_FALSE((landlock_fs_access(BW_FS_ALL) & kMakeSock));
+    uint64_t at_workdir = 0, at_sockets = 0, at_own = 0;
+    for (const auto& p : b.landlock.paths) {
+        if (p.path == "${workdir}") at_workdir |= p.access;
+        if (p.path == "${workdir}/sockets") at_sockets |= p.access;
+        if (p.path == "/srv/own") at_own |= p.access;
+    }
+    CHECK(at_workdir != 0);
+    CHECK_FALSE((at_workdir & kMakeSock));
+    CHECK(at_sockets == kMakeSock);
+    CHECK((at_own & kMakeSock));  // the one-socket rule's directory: the BPF LSM holds the name
+    bool gap = false;
+    for (const auto& g : b.landlock.gaps) gap = gap || g.find("any socket in /srv/own") != std::string::npos;
+    CHECK(gap);
+
+    // the JSON round trip keeps each entry's bind rule (the compiled hash holds)
+    auto back = bundle_from_json(bundle_to_json(b));
+    INFO((back ? "" : back.error()));
+    REQUIRE(back);
+    REQUIRE(back->bpf.unix_sockets.size() == 3);
+    for (size_t k = 0; k < b.bpf.unix_sockets.size(); ++k)
+        CHECK(std::memcmp(&back->bpf.unix_sockets[k], &b.bpf.unix_sockets[k], sizeof(BpfUnixEntry)) == 0);
+    Bundle i = instantiated(b);
+    CHECK_THAT(explain_text(i), Catch::Contains("bind every socket below /srv/t1/sockets/"));
+}
+
+TEST_CASE("unix bind: only where a bind rule says (or the private /tmp); rules and tables agree", "[evaluator][unix]") {
+    Bundle b = instantiated(require_ok(kBinder));
+    struct Case {
+        OpKind op;
+        const char* addr;
+        bool allow;
+        int rule;  // index into unix_rules, -1 none
+    };
+    const Case cases[] = {
+        {OpKind::Bind, "/srv/t1/sockets/a.sock", true, 1},
+        {OpKind::Bind, "/srv/t1/sockets/deep/b.sock", true, 1},
+        {OpKind::Bind, "/srv/t1/a.sock", false, -1},           // create right on the workdir: no bind right
+        {OpKind::Bind, "/srv/t1/sockets/../a.sock", false, -1},
+        {OpKind::Bind, "/srv/own/ctl.sock", true, 2},
+        {OpKind::Bind, "/srv/own/other.sock", false, -1},      // the one name only
+        {OpKind::Bind, "@srv-worker", true, 3},
+        {OpKind::Bind, "@srv-worker2", false, -1},
+        {OpKind::Bind, "@/tmp/.X11-unix/X0", false, -1},       // squatting a host name
+        {OpKind::Bind, "/run/app.sock", false, -1},            // a connect rule is no bind right
+        {OpKind::Connect, "/srv/t1/sockets/a.sock", false, -1},// nor the reverse
+        {OpKind::Connect, "@srv-worker", false, -1},
+        {OpKind::Bind, "/tmp/x.sock", true, -1},               // the sandbox's private /tmp
+        {OpKind::Bind, "/tmp/../etc/x.sock", false, -1},
+        {OpKind::Bind, "/tmpx/a.sock", false, -1},
+        {OpKind::Bind, "x.sock", false, -1},                   // relative: judged as written
+    };
+    for (const auto& c : cases) {
+        for (auto eval : {&evaluate, &evaluate_tables}) {
+            auto d = eval(b, unix_op(c.op, c.addr));
+            INFO(c.addr << " " << to_string(c.op) << ": " << d.explanation);
+            CHECK((d.verdict == Verdict::Allow) == c.allow);
+            CHECK(d.layer == (c.op == OpKind::Bind ? BW_LAYER_BPF_LSM : BW_LAYER_SOCK_UNIX));
+            CHECK(d.rule_id == (c.rule < 0 ? BW_NO_RULE : b.network.unix_rules[size_t(c.rule)].rule_id));
+        }
+    }
+    auto d = evaluate(b, unix_op(OpKind::Bind, "/srv/t1/a.sock"));
+    CHECK_THAT(d.explanation, Catch::Contains("a create right on the directory is no bind right"));
+    CHECK_THAT(d.explanation, Catch::Contains("network.unix.bind: [/srv/t1/a.sock]"));
+}
+
+TEST_CASE("network.unix.bind needs a place the tool may create in, named at file:line:col", "[compiler][unix]") {
+    const std::string head = "tool: t\nfiles: { read: [/etc], create: [/srv/c] }\n";
+    require_ok(head + "network: { unix: { bind: [/srv/c/a.sock, /srv/c/d/, \"@x\"] } }\n");
+    require_ok(head + "network: { unix: { bind: [\"${tmp}/s/\", /tmp/x.sock] } }\n");  // the private /tmp
+    require_ok("tool: t\nnetwork: { unix: { bind: [/srv/a.sock] } }\n");  // no files: rules: unrestricted
+    require_error(head + "network: { unix: { bind: [/etc/a.sock] } }\n", "unix-bind-uncreatable");
+    require_error("tool: t\nfiles: { create: [/srv/c], deny: [{ path: /srv/c/no, rights: [create] }] }\n"
+                  "network: { unix: { bind: [/srv/c/no/a.sock] } }\n",
+                  "unix-bind-uncreatable");
+    auto r = compile(head + "network:\n  unix:\n    bind: [/srv/c/ok.sock, /run/x.sock]\n");
+    const Diagnostic* d = find_diag(r, "unix-bind-uncreatable");
+    REQUIRE(d);
+    CHECK(d->loc.line == 5);
+    CHECK(d->loc.col == 28);
+    CHECK_THAT(d->message, Catch::Contains("no files rule lets it create at /run/x.sock"));
+    // a variable-rooted bind rule is checked again at instantiate
+    Bundle v = require_ok("tool: t\nfiles: { read: [/etc], create: [\"${workdir}\"] }\n"
+                          "network: { unix: { bind: [\"${workdir}/s/\"] } }\n");
+    CHECK(instantiate(v, {{"workdir", "/srv/t1"}, {"home", "/h"}, {"tmp", "/tmp/t1"}, {"task_id", "t1"}}, nullptr));
 }

@@ -78,8 +78,11 @@ struct Network {
     std::vector<Scalar> families;
     std::vector<NetItem> connect, bind, send, deny;
     std::vector<Scalar> dns;
-    // network.unix: { connect: [...], send: [...] }: addresses, each its own rule
-    std::vector<Scalar> unix_connect, unix_send;
+    // network.unix: { connect: [...], send: [...], bind: [...] }: addresses, each its own rule
+    std::vector<Scalar> unix_connect, unix_send, unix_bind;
+    // network.unix.unenforceable: run: the unix rules written beside it and
+    // the tool's unix defaults may run where no layer in force holds them
+    std::optional<Scalar> unix_unenforceable;
 };
 
 struct Violation {

@@ -8,6 +8,7 @@
 // contract is documented in bulwark_abi.h).
 #include <expected>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bulwark/policy/bundle.h"
@@ -86,6 +87,20 @@ std::expected<bw_unix_key, std::string> unix_rule_key(const std::string& address
 // names always can. Paths rooted at different variables are unrelated, so
 // callers check again once the bundle is instantiated.
 std::string unix_rule_unsound(const Bundle& b, const std::string& address);
+
+// Why a pathname bind rule names a place the tool may not create a file in
+// (a bind makes the socket file): "" when it may, for abstract names, under
+// the sandbox's private /tmp, and when the file rights are unrestricted.
+std::string unix_bind_uncreatable(const Bundle& b, const std::string& address);
+
+// A pathname below the sandbox's private /tmp ("/tmp/..." or "${tmp}/..."),
+// a tmpfs of the sandbox's own: the tool may bind there with no rule (the
+// socket is out of the host's reach), as the BPF LSM's socket_bind lets it.
+bool unix_bind_in_private_tmp(std::string_view address);
+
+// unix_rule_unsound for connect/send rules, unix_bind_uncreatable for bind
+// rules, as one sentence; "" when the rule is sound.
+std::string unix_rule_check(const Bundle& b, const UnixRule& r);
 
 // bw_unix_rules entries of instantiated unix rules: one per distinct address,
 // its ops the union of every rule naming it or a directory above it ("/dir/"),

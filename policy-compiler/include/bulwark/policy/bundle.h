@@ -79,17 +79,20 @@ enum class NetMode : uint8_t { None, Loopback, Rules };
 // task variable. Without a rule, a connect or an addressed send to any named
 // unix socket is refused; a file grant never implies one.
 // The layers that enforce unix rules on a host that has them, as one phrase
-// (explanations, coverage reports). The BPF LSM socket hooks do not judge
-// unix addresses (they pass AF_UNIX through); Landlock's abstract scope refuses
-// every abstract name of another domain unless a rule allows an abstract name
-// (then the compiler leaves the scope out and says so in landlock.gaps).
+// (explanations). Connect and addressed send: the cgroup unix programs and the
+// BPF LSM socket hooks, each on its own; bind: the LSM's socket_bind alone (no
+// cgroup hook sees a unix bind), Landlock's make_sock per directory for
+// pathnames. Landlock's abstract scope refuses every abstract name of another
+// domain unless a rule allows an abstract name (then the compiler leaves the
+// scope out and says so in landlock.gaps).
 inline constexpr const char* kUnixRuleLayers =
-    "cgroup connect_unix and sendmsg_unix programs, Linux 6.7+; Landlock abstract scope for abstract names "
-    "when no rule allows one";
+    "connect, send: cgroup connect_unix and sendmsg_unix programs (Linux 6.7+), BPF LSM socket hooks, Landlock "
+    "abstract scope for abstract names when no rule allows one; bind: BPF LSM socket_bind, Landlock make_sock per "
+    "directory";
 
 struct UnixRule {
     std::string address;
-    uint32_t op_mask = BW_NET_CONNECT;  // BW_NET_CONNECT and/or BW_NET_SEND
+    uint32_t op_mask = BW_NET_CONNECT;  // one of BW_NET_CONNECT, BW_NET_SEND, BW_NET_BIND
     uint32_t rule_id = 0;
 };
 
