@@ -253,6 +253,8 @@ TEST_CASE("a rule no layer in force holds refuses the launch, naming it; unenfor
     CHECK(r.error.find("network.unix: a connect or addressed send to a unix socket no rule names is refused (a file "
                        "grant is not a connect right): no layer in force here holds it: sock_unix: not bound in this "
                        "test; bpf_lsm: not bound in this test") != std::string::npos);
+    // in the host's network namespace an abstract name is the host's: only the BPF LSM (or a seccomp bind deny) holds it
+    CHECK(r.error.find("binding an abstract unix name no bind rule names is refused") != std::string::npos);
     CHECK(r.error.find("unenforceable: run") != std::string::npos);
     CHECK(r.stdout_data.empty());
 
@@ -261,7 +263,7 @@ TEST_CASE("a rule no layer in force holds refuses the launch, naming it; unenfor
     const std::string optout = "network:\n  connect:\n    - { cidr: 127.0.0.1/32, ports: [9], unenforceable: run }\n";
     auto still = unbound(bundle_for(rules(false, optout), w), {"read", "a"}, w);
     CHECK(still.outcome == RunOutcome::Refused);
-    CHECK(still.error.find("1 rule(s) of denyprobe") != std::string::npos);
+    CHECK(still.error.find("2 rule(s) of denyprobe") != std::string::npos);
     CHECK(still.error.find("network.unix: a connect") != std::string::npos);
 
     // The file's opt-out lets it start, with every gap on record.
@@ -269,15 +271,31 @@ TEST_CASE("a rule no layer in force holds refuses the launch, naming it; unenfor
     INFO(whole.error);
     CHECK(whole.outcome == RunOutcome::Exited);
     CHECK(verdict(whole.stdout_data) == "OK");
-    REQUIRE(whole.unenforced.size() == 3);
+    REQUIRE(whole.unenforced.size() == 4);
     CHECK(whole.unenforced[0].find("denyprobe.yaml:13:7") != std::string::npos);
     CHECK(whole.unenforced[1].find("everything the network rules do not allow is denied") != std::string::npos);
     CHECK(whole.unenforced[2].find("a file grant is not a connect right") != std::string::npos);
-    CHECK(to_json(whole)["rules"]["unenforced"].size() == 3);
+    CHECK(whole.unenforced[3].find("binding an abstract unix name") != std::string::npos);
+    CHECK(to_json(whole)["rules"]["unenforced"].size() == 4);
 
-    // Control: bound to the host's BPF programs, every rule is held and the tool runs.
+    // Bound to the host's BPF programs, the cgroup unix programs hold the
+    // connect default; the abstract binds of a host-netns tool stay unheld
+    // without the BPF LSM: the narrow opt-out, network.unix.unenforceable,
+    // starts it with that one gap on record.
     auto rt = runtime_for("held");
-    auto held = sandboxed(*rt, bundle_for(rules(false, net), w), {"read", "a"}, w);
+    if (!rt->rt->layer_states()["bpf_lsm"].empty()) {
+        auto unix_gap = sandboxed(*rt, bundle_for(rules(false, net), w), {"read", "a"}, w);
+        CHECK(unix_gap.outcome == RunOutcome::Refused);
+        CHECK(unix_gap.error.find("1 rule(s) of denyprobe") != std::string::npos);
+        auto narrow = sandboxed(*rt, bundle_for(rules(false, net + "  unix:\n    unenforceable: run\n"), w),
+                                {"read", "a"}, w);
+        INFO(narrow.error);
+        CHECK(narrow.outcome == RunOutcome::Exited);
+        REQUIRE(narrow.unenforced.size() == 1);
+        CHECK(narrow.unenforced[0].find("binding an abstract unix name") != std::string::npos);
+    }
+    // Control: a tool that never binds (seccomp refuses bind) has every rule held, and runs.
+    auto held = sandboxed(*rt, bundle_for(rules(false, net + "syscalls:\n  deny: [bind]\n"), w), {"read", "a"}, w);
     INFO(held.error);
     CHECK(held.outcome == RunOutcome::Exited);
     CHECK(verdict(held.stdout_data) == "OK");

@@ -724,7 +724,8 @@ TEST_CASE("escape battery, unix sockets: a read/write grant on a daemon's direct
     std::ofstream(rules + "/escunix.yaml")
         << "tool: escunix\ndescription: escape battery unix socket probe\nextends: base/network-client\n"
         << "binaries: [" << ESCAPE_UNIXPROBE << "]\n"
-        << "files:\n  read: [" << sockdir << "]\n  write: [" << sockdir << "]\n";
+        << "files:\n  read: [" << sockdir << "]\n  write: [" << sockdir << "]\n"
+        << "syscalls:\n  deny: [bind]   # it never binds (else nothing holds its abstract binds without the BPF LSM)\n";
     auto bundle = load_tool_bundle(rules, "escunix", wd);
     INFO((bundle ? std::string() : bundle.error()));
     REQUIRE(bundle);
@@ -788,7 +789,7 @@ TEST_CASE("escape battery, unix sockets: a read/write grant on a daemon's direct
         << "tool: escunix2\ndescription: escape battery unix socket probe, one socket allowed\n"
         << "extends: base/network-client\nbinaries: [" << ESCAPE_UNIXPROBE << "]\n"
         << "files:\n  read: [" << sockdir << "]\n  write: [" << sockdir << "]\n"
-        << "network:\n  unix:\n    connect: [" << daemon.addr(0) << "]\n";
+        << "network:\n  unix:\n    connect: [" << daemon.addr(0) << "]\nsyscalls:\n  deny: [bind]\n";
     auto allowed = load_tool_bundle(rules, "escunix2", wd);
     INFO((allowed ? std::string() : allowed.error()));
     REQUIRE(allowed);
@@ -799,6 +800,116 @@ TEST_CASE("escape battery, unix sockets: a read/write grant on a daemon's direct
     md.close();
     CHECK(one == "OK");
     CHECK(neighbour == "EPERM");
+    test::remove_tree(rules);
+    test::remove_tree(wd);
+    fs::remove_all(sockdir);
+}
+
+// Unix binds: a create right is no bind right, and a tool takes no abstract
+// name of the host. Pathname binds are held by Landlock's make_sock (granted
+// only on the directories of bind rules), abstract names by a network
+// namespace of the tool's own, or by seccomp where the tool refuses bind(2);
+// a host-netns tool with neither, on a host without the BPF LSM, does not start.
+TEST_CASE("escape battery, unix binds: a create right is no bind right; no host abstract name is taken") {
+    namespace fs = std::filesystem;
+    const std::string tag = std::to_string(getpid());
+    std::string wd = test::make_workdir("escape-bind");
+    std::string rules = wd + "-rules", sockdir = wd + "-daemon";
+    fs::create_directories(rules);
+    fs::create_directories(sockdir);
+    fs::create_directories(wd + "/a/b/c");
+    fs::create_directories(wd + "/sockets");
+    for (const char* d : {"/a", "/a/b", "/a/b/c", "/sockets"})  // the tool's uid may create there: only the rules refuse
+        REQUIRE(::chown((wd + d).c_str(), 65534, 65534) == 0);
+    fs::create_directory_symlink(fs::path(BULWARK_RULES_DIR) / "base", fs::path(rules) / "base");
+    const std::string probe = std::string("binaries: [") + ESCAPE_UNIXPROBE + "]\n";
+    const std::string files = "files:\n  read: [\"${workdir}\"]\n  write: [\"${workdir}\"]\n  create: [\"${workdir}\"]\n";
+    std::ofstream(rules + "/escbind.yaml") << "tool: escbind\nextends: base/minimal\n" << probe << files;
+    std::ofstream(rules + "/escbind-net.yaml")
+        << "tool: escbind-net\nextends: base/network-client\n" << probe << files
+        << "network:\n  unix:\n    bind: [\"${workdir}/sockets/\"]\n";
+    std::ofstream(rules + "/escbind-opt.yaml")
+        << "tool: escbind-opt\nextends: base/network-client\n" << probe << files
+        << "network:\n  unix:\n    bind: [\"${workdir}/sockets/\"]\n    unenforceable: run\n";
+    std::ofstream(rules + "/escbind-nobind.yaml")
+        << "tool: escbind-nobind\nextends: base/network-client\n" << probe << files << "syscalls:\n  deny: [bind]\n";
+    auto load = [&](const char* tool) {
+        auto b = load_tool_bundle(rules, tool, wd);
+        INFO(tool << ": " << (b ? std::string() : b.error()));
+        REQUIRE(b);
+        return *b;
+    };
+    policy::Bundle own = load("escbind"), net = load("escbind-net"), opt = load("escbind-opt"),
+                   nobind = load("escbind-nobind");
+    REQUIRE(own.network.mode == policy::NetMode::None);
+    REQUIRE(net.network.mode == policy::NetMode::Rules);
+
+    UnixDaemon daemon(sockdir, tag);  // holds @bulwark-esc-unix-<tag> in the host's namespace
+    REQUIRE(daemon.ok());
+    const std::string host_name = daemon.addr(3), free_name = "@bulwark-esc-free-" + tag;
+
+    PrivateRuntime runtime("bulwark-escb-" + tag);
+    if (!runtime.rt) FAIL("BPF runtime: " << runtime.error);
+    uint64_t run_id = 300;
+    auto run_probe = [&](const policy::Bundle& b, const std::vector<std::string>& args) {
+        std::vector<std::string> argv{ESCAPE_UNIXPROBE};
+        argv.insert(argv.end(), args.begin(), args.end());
+        RunReport r = runtime.run(b, ++run_id, argv, wd);
+        INFO(r.error << r.stderr_data);
+        if (r.outcome == RunOutcome::Refused) return std::string("REFUSED");
+        return verdict(r.stdout_data);
+    };
+    struct BindAttempt {
+        const char* name;
+        const policy::Bundle* tool;
+        std::string addr, control, sandboxed;
+    };
+    const std::vector<BindAttempt> attempts = {
+        {"pathname_in_created_dir", &own, wd + "/x.sock", "OK", "EACCES"},
+        {"pathname_at_depth_3", &own, wd + "/a/b/c/x.sock", "OK", "EACCES"},
+        {"pathname_relative", &own, "rel.sock", "OK", "EACCES"},  // cwd: the workdir
+        {"private_tmp (must work)", &own, "/tmp/x.sock", "OK", "OK"},
+        // the host holds the name: unconfined, the bind collides; from the tool's
+        // own network namespace it succeeds in another namespace, leaving the host's alone
+        {"abstract_host_name_own_netns", &own, host_name, "EADDRINUSE", "OK"},
+        {"abstract_free_name_no_bind_syscall", &nobind, free_name, "OK", "EPERM"},
+        {"pathname_no_bind_syscall", &nobind, wd + "/x.sock", "OK", "EPERM"},
+        {"bind_rule_directory (must work)", &opt, wd + "/sockets/x.sock", "OK", "OK"},
+        {"pathname_beside_bind_rule", &opt, wd + "/x.sock", "OK", "EACCES"},
+    };
+    std::ofstream md(ESCAPE_REPORT, std::ios::app);
+    md << "\n## Unix binds (a create right on the workdir, no bind rule unless said)\n\n"
+          "| attempt | control | sandboxed |\n|---|---|---|\n";
+    for (const auto& at : attempts) {
+        std::string ctl = verdict(unconfined_output(ESCAPE_UNIXPROBE, {"bind", at.addr}, wd));
+        std::string sbx = run_probe(*at.tool, {"bind", at.addr});
+        md << "| " << at.name << " | " << ctl << " | " << sbx << " |\n";
+        INFO(at.name << " " << at.addr << ": control " << ctl << ", sandboxed " << sbx);
+        CHECK(ctl == at.control);
+        CHECK(sbx == at.sandboxed);
+    }
+    // A host-netns tool that may bind (a bind rule, no seccomp bind deny) on a
+    // host without the BPF LSM: nothing holds the abstract default, so it does
+    // not start, naming the row; `network.unix.unenforceable: run` starts it
+    // with the gap in its report.
+    if (!runtime.rt->layer_states()["bpf_lsm"].empty()) {
+        RunRequest req;
+        req.argv = {ESCAPE_UNIXPROBE, "bind", free_name};
+        req.workdir = wd;
+        RunReport refused = run_tool(net, req);
+        md << "\nHost-netns tool with a bind rule, no BPF LSM: refused (" << refused.error << ")\n";
+        CHECK(refused.outcome == RunOutcome::Refused);
+        CHECK(refused.refusal_code == "rule_unenforced");
+        CHECK(refused.exit_status() == kExitRefused);
+        CHECK_THAT(refused.error, Catch::Contains("binding an abstract unix name no bind rule names is refused"));
+        RunReport gap = runtime.run(opt, ++run_id, {ESCAPE_UNIXPROBE, "bind", free_name}, wd);
+        INFO(gap.error);
+        CHECK(gap.outcome == RunOutcome::Exited);
+        bool recorded = false;
+        for (const auto& u : gap.unenforced) recorded |= u.find("binding an abstract unix name") != std::string::npos;
+        CHECK(recorded);
+    }
+    md.close();
     test::remove_tree(rules);
     test::remove_tree(wd);
     fs::remove_all(sockdir);

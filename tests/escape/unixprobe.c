@@ -1,6 +1,8 @@
 /* Unix socket probe for the escape battery: one attempt, prints "OK" or
  * "DENIED <ERRNO>".
  *   unixprobe stream|seqpacket|dgram-connect|dgram-send ADDR
+ *   unixprobe bind ADDR             a stream socket bound to ADDR (a pathname
+ *                                   one is removed again), then closed
  *   unixprobe socketpair            stream and datagram pairs, a byte each way
  * ADDR is a path, or "@name" for an abstract name. A stream or seqpacket
  * connect also sends one byte and reads the daemon's one-byte answer, so OK
@@ -37,12 +39,17 @@ static int attempt(const char *op, const char *addr)
 	socklen_t len = fill(addr, &sa);
 	if (!len)
 		return ENAMETOOLONG;
-	int type = !strcmp(op, "stream") ? SOCK_STREAM : !strcmp(op, "seqpacket") ? SOCK_SEQPACKET : SOCK_DGRAM;
+	int type = !strcmp(op, "stream") || !strcmp(op, "bind") ? SOCK_STREAM : !strcmp(op, "seqpacket") ? SOCK_SEQPACKET : SOCK_DGRAM;
 	int s = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return errno;
 	int rc = 0;
-	if (!strcmp(op, "dgram-send")) {
+	if (!strcmp(op, "bind")) {
+		if (bind(s, (struct sockaddr *)&sa, len) != 0)
+			rc = errno;
+		else if (addr[0] != '@')
+			unlink(addr);
+	} else if (!strcmp(op, "dgram-send")) {
 		if (sendto(s, "x", 1, 0, (struct sockaddr *)&sa, len) != 1)
 			rc = errno;
 	} else if (connect(s, (struct sockaddr *)&sa, len) != 0) {
@@ -84,7 +91,7 @@ int main(int argc, char **argv)
 	else if (argc == 3)
 		err = attempt(argv[1], argv[2]);
 	else {
-		fprintf(stderr, "usage: unixprobe stream|seqpacket|dgram-connect|dgram-send ADDR | socketpair\n");
+		fprintf(stderr, "usage: unixprobe stream|seqpacket|dgram-connect|dgram-send|bind ADDR | socketpair\n");
 		return 2;
 	}
 	if (err == 0)

@@ -533,7 +533,23 @@ bulwark::policy::BpfUnixEntry unix_rule(const std::string& address, uint32_t ops
     e.value.op_mask = ops;
     e.value.connect_rule_id = ops & BW_NET_CONNECT ? id : BW_NO_RULE;
     e.value.send_rule_id = ops & BW_NET_SEND ? id : BW_NO_RULE;
+    e.value.bind_rule_id = ops & BW_NET_BIND ? id : BW_NO_RULE;
     return e;
+}
+
+// bind a stream socket to name (a pathname one is removed again); "" is an
+// autobind (the family alone: the kernel picks a free abstract name). errno, 0 = bound
+int unix_bind(const std::string& name) {
+    socklen_t len = socklen_t(offsetof(sockaddr_un, sun_path));
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (!name.empty()) a = unix_addr(name, len);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return 1000 + errno;
+    int rc = err_of(bind(s, reinterpret_cast<sockaddr*>(&a), len));
+    if (rc == 0 && !name.empty() && !name.starts_with("@")) unlink(name.c_str());
+    close(s);
+    return rc;
 }
 
 void run_unix_group(BpfLoader& L, Events& ev) {
@@ -541,6 +557,8 @@ void run_unix_group(BpfLoader& L, Events& ev) {
     mkdir("/data/sock", 0755);
     mkdir("/data/sock/x", 0755);
     mkdir("/data/sock/ok", 0755);
+    mkdir("/data/sock/binds", 0755);
+    mkdir("/tmp", 01777);
     struct Listener { const char* name; int type; };
     const Listener listeners[] = {{"/data/sock/host.sock", SOCK_STREAM},  {"/data/sock/seq.sock", SOCK_SEQPACKET},
                                   {"/data/sock/dgram.sock", SOCK_DGRAM},  {"@bulwark-vm-host", SOCK_STREAM},
@@ -560,7 +578,8 @@ void run_unix_group(BpfLoader& L, Events& ev) {
     t.header.af_allow = 1ull << AF_UNIX;
     t.header.sock_type_allow = (1u << SOCK_STREAM) | (1u << SOCK_DGRAM) | (1u << SOCK_SEQPACKET);
     t.unix_sockets = {unix_rule("/data/sock/allowed.sock", BW_NET_CONNECT, 21), unix_rule("@bulwark-vm-ok", BW_NET_CONNECT, 22),
-                      unix_rule("/data/sock/ok/", BW_NET_CONNECT | BW_NET_SEND, 23)};
+                      unix_rule("/data/sock/ok/", BW_NET_CONNECT | BW_NET_SEND, 23),
+                      unix_rule("/data/sock/binds/", BW_NET_BIND, 24), unix_rule("@bulwark-vm-bind-ok", BW_NET_BIND, 25)};
     auto pol = M.load(t);
     if (!pol) {
         result("unix_policy_load", false, pol.error().message());
@@ -587,15 +606,37 @@ void run_unix_group(BpfLoader& L, Events& ev) {
         expect(c.name, in(leaf.path, [&] { return unix_try(c.addr, c.type, c.send); }), c.want);
         if (c.want) expect(std::string("control_") + c.name, unix_try(c.addr, c.type, c.send), 0);
     }
+    // binds: a bind is a right of its own (socket_bind); every file right is
+    // held here, so only the unix rules refuse
+    struct BindCase { const char* name; std::string addr; int want; };
+    const BindCase binds[] = {
+        {"unix_bind_unlisted_path", "/data/sock/x/mine.sock", EPERM},
+        {"unix_bind_squat_abstract", "@bulwark-vm-free", EPERM},
+        {"unix_bind_connect_rule_is_no_bind_right", "/data/sock/ok/new.sock", EPERM},
+        {"unix_bind_connect_rule_abstract", "@bulwark-vm-ok2", EPERM},
+        {"unix_bind_dotdot_out_of_rule", "/data/sock/binds/../x/m.sock", EPERM},
+        {"unix_bind_relative", "rel.sock", EPERM},
+        {"unix_bind_allowed_subtree", "/data/sock/binds/a.sock", 0},
+        {"unix_bind_allowed_abstract", "@bulwark-vm-bind-ok", 0},
+        {"unix_bind_private_tmp", "/tmp/vm-bind.sock", 0},
+        {"unix_autobind", "", 0},
+    };
+    for (const auto& c : binds) {
+        expect(c.name, in(leaf.path, [&] { return unix_bind(c.addr); }), c.want);
+        if (c.want) expect(std::string("control_") + c.name, unix_bind(c.addr), 0);
+    }
     {
         auto e = ev.of(leaf.id);
-        bool deny = false;
+        bool deny = false, bind_deny = false;
         for (const auto& x : e) {
             if (x.layer != BW_LAYER_BPF_LSM || x.obj_kind != BW_OBJ_UNIX) continue;
             deny |= x.decision == BW_DECISION_DENY && x.op == BW_OP_CONNECT && x.obj.unx.kind == BW_UNIX_PATH &&
                     std::string(x.obj.unx.name, x.obj.unx.len) == "/data/sock/host.sock";
+            bind_deny |= x.decision == BW_DECISION_DENY && x.op == BW_OP_BIND && x.obj.unx.kind == BW_UNIX_ABSTRACT &&
+                         std::string(x.obj.unx.name, x.obj.unx.len) == "bulwark-vm-free";
         }
         result("unix_denied_event", deny, "events=" + std::to_string(e.size()));
+        result("unix_bind_denied_event", bind_deny, "events=" + std::to_string(e.size()));
     }
     expect("unix_socketpair_unnamed", in(leaf.path, [] {
                int sv[2];

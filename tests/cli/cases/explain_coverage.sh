@@ -44,3 +44,13 @@ run explain --layers landlock,bogus "$FIXTURES/coverage.yaml"
 expect_rc 2
 expect_err_contains 'unknown layer "bogus"'
 echo "explain_coverage: ok"
+
+# Unix binds: the fixture refuses bind(2) (seccomp holds both bind defaults);
+# without seccomp the abstract one (a host-netns tool) has only the BPF LSM.
+run explain --layers landlock,mount,sock_addr,sock_unix,netns,cgroup,rlimit,supervisor "$FIXTURES/coverage.yaml"
+expect_rc 1
+expect_out_contains "binding an abstract unix name no bind rule names is refused"
+grep -A2 "binding a pathname unix socket no bind rule names" "$WORK/out" | grep -qx "      held here by: landlock" ||
+    fail "the pathname bind default is not held by Landlock alone without seccomp"
+grep -A2 "binding an abstract unix name" "$WORK/out" | grep -q "NOT HELD HERE" ||
+    fail "the abstract bind default of a host-netns tool is held without the BPF LSM or seccomp"
