@@ -37,6 +37,31 @@ bool parse_net_object(std::string_view obj, policy::Operation& op) {
     return true;
 }
 
+// "unix stream /run/app.sock" or "unix dgram @name" (audit_record.cpp writes
+// bytes outside printable ASCII, and '\\', as \xNN): the address as the tool wrote it.
+bool parse_unix_object(std::string_view obj, policy::Operation& op) {
+    if (!obj.starts_with("unix ")) return false;
+    obj.remove_prefix(5);
+    auto sp = obj.find(' ');
+    if (sp == std::string_view::npos) return false;
+    obj.remove_prefix(sp + 1);
+    if (obj.empty() || obj.front() == '(') return false;  // "(unreadable address)"
+    auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+    std::string a;
+    for (size_t i = 0; i < obj.size(); ++i) {
+        int hi = i + 3 < obj.size() && obj[i] == '\\' && obj[i + 1] == 'x' ? hex(obj[i + 2]) : -1;
+        int lo = hi >= 0 ? hex(obj[i + 3]) : -1;
+        if (lo < 0) {
+            a += obj[i];
+            continue;
+        }
+        a += char(hi * 16 + lo);
+        i += 3;
+    }
+    op.unix_addr = std::move(a);
+    return true;
+}
+
 uint32_t detail_rights(const audit::AuditRecord& r) {
     if (r.detail.empty()) return 0;
     auto d = nlohmann::json::parse(r.detail, nullptr, false);
@@ -78,13 +103,13 @@ std::optional<policy::Operation> operation_of(const audit::AuditRecord& r) {
         break;
     case BW_OP_CONNECT:
         op.kind = policy::OpKind::Connect;
-        return parse_net_object(r.object, op) ? std::optional(op) : std::nullopt;
+        return parse_net_object(r.object, op) || parse_unix_object(r.object, op) ? std::optional(op) : std::nullopt;
     case BW_OP_BIND:
         op.kind = policy::OpKind::Bind;
-        return parse_net_object(r.object, op) ? std::optional(op) : std::nullopt;
+        return parse_net_object(r.object, op) || parse_unix_object(r.object, op) ? std::optional(op) : std::nullopt;
     case BW_OP_SENDMSG:
         op.kind = policy::OpKind::Send;
-        return parse_net_object(r.object, op) ? std::optional(op) : std::nullopt;
+        return parse_net_object(r.object, op) || parse_unix_object(r.object, op) ? std::optional(op) : std::nullopt;
     case BW_OP_SYSCALL: {
         // seccomp rows from the kernel's audit log name the syscall and its
         // arch; the arguments are not recorded (judged as zero)
@@ -144,6 +169,14 @@ std::expected<policy::Operation, std::string> operation_from_json(const nlohmann
     case policy::OpKind::Connect:
     case policy::OpKind::Bind:
     case policy::OpKind::Send: {
+        if (j.contains("unix")) {  // a unix socket: "/path" or "@name", as the tool wrote it
+            auto u = str("unix");
+            if (!u) return std::unexpected(u.error());
+            if (u->empty()) return std::unexpected("operation.unix: a socket path or @name");
+            op.unix_addr = *u;
+            allowed.push_back("unix");
+            break;
+        }
         auto a = str("addr");
         if (!a) return std::unexpected(a.error());
         auto addr = policy::parse_ip(*a);

@@ -494,7 +494,8 @@ json explain_denial(const json& row, const audit::AuditRecord& rec, const policy
     // the kernel's audit log): the rule the policy decides it with.
     if (rec.rule_file.empty() && rec.rule_id == BW_NO_RULE && now.rule_id != BW_NO_RULE)
         d["rule"] = policy::describe_rule(narrowed, now.right_rule_id);
-    if (has_grant && op->kind != policy::OpKind::Syscall) {  // grants name files and network, not syscalls
+    // grants name files and IP network rules: not syscalls, not unix sockets (a grant keeps the tool's unix rules)
+    if (has_grant && op->kind != policy::OpKind::Syscall && op->unix_addr.empty()) {
         auto base = policy::evaluate(tool, *op);
         if (base.verdict == policy::Verdict::Allow) {
             json suggestion;

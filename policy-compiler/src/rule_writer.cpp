@@ -21,6 +21,9 @@ std::pair<std::string_view, std::string_view> key_of(DraftSection s) {
     case DraftSection::NetworkConnect: return {"network", "connect"};
     case DraftSection::NetworkBind: return {"network", "bind"};
     case DraftSection::NetworkSend: return {"network", "send"};
+    case DraftSection::NetworkUnixConnect: return {"network", "unix.connect"};
+    case DraftSection::NetworkUnixSend: return {"network", "unix.send"};
+    case DraftSection::NetworkUnixBind: return {"network", "unix.bind"};
     case DraftSection::SyscallsAllow: return {"syscalls", "allow"};
     case DraftSection::SyscallsArchitectures: return {"syscalls", "architectures"};
     }
@@ -62,9 +65,19 @@ std::string RuleFileWriter::text() const {
             blocks.push_back(key_of(section).first);
     for (auto block : blocks) {
         out << YAML::Key << std::string(block) << YAML::Value << YAML::BeginMap;
+        // "unix.connect" and its kin: keys of one nested "unix" mapping, after the others
+        bool nested = false;
+        for (bool unix_keys : {false, true})
         for (const auto& [section, entries] : sections_) {
             if (key_of(section).first != block) continue;
-            out << YAML::Key << std::string(key_of(section).second) << YAML::Value << YAML::BeginSeq;
+            std::string_view key = key_of(section).second;
+            if (key.starts_with("unix.") != unix_keys) continue;
+            if (unix_keys) {
+                if (!nested) out << YAML::Key << "unix" << YAML::Value << YAML::BeginMap;
+                nested = true;
+                key.remove_prefix(5);
+            }
+            out << YAML::Key << std::string(key) << YAML::Value << YAML::BeginSeq;
             for (const auto& e : entries) {
                 if (!e.net.cidr.empty()) {
                     out << YAML::Flow << YAML::BeginMap;
@@ -81,6 +94,7 @@ std::string RuleFileWriter::text() const {
             }
             out << YAML::EndSeq;
         }
+        if (nested) out << YAML::EndMap;
         out << YAML::EndMap;
     }
     out << YAML::EndMap;

@@ -64,3 +64,25 @@ TEST_CASE("what the writer writes compiles to the rules it names", "[rule_writer
     open.path = "/etc/shadow";
     CHECK(evaluate(*r.bundle, open).verdict != Verdict::Allow);
 }
+
+TEST_CASE("unix sockets are written under network.unix, after the IP rules, and compile", "[rule_writer]") {
+    RuleFileWriter w("srv", "", "");
+    w.add_path(DraftSection::FilesCreate, "/srv/own");
+    w.add_path(DraftSection::NetworkUnixBind, "/srv/own/ctl.sock");
+    w.add_net(DraftSection::NetworkConnect, {"10.0.0.1/32", 443, "tcp"});
+    w.add_path(DraftSection::NetworkUnixConnect, "@bus");
+    w.add_path(DraftSection::NetworkUnixBind, "/srv/own/ctl.sock");  // no repeat
+    CHECK(w.text() == "tool: srv\nfiles:\n  create:\n    - \"/srv/own\"\nnetwork:\n"
+                      "  connect:\n    - {cidr: \"10.0.0.1/32\", ports: [443], proto: tcp}\n"
+                      "  unix:\n    bind:\n      - \"/srv/own/ctl.sock\"\n    connect:\n      - \"@bus\"\n");
+    auto r = compile_string(w.text(), "draft.yaml", CompileOptions{});
+    INFO(w.text());
+    INFO(render_diagnostics(r));
+    REQUIRE(r.ok());
+    Operation bind{};
+    bind.kind = OpKind::Bind;
+    bind.unix_addr = "/srv/own/ctl.sock";
+    CHECK(evaluate(*r.bundle, bind).verdict == Verdict::Allow);
+    bind.unix_addr = "/srv/own/other.sock";
+    CHECK(evaluate(*r.bundle, bind).verdict == Verdict::Deny);
+}

@@ -83,7 +83,7 @@ TEST_CASE("records that cannot be judged by path or address have no operation") 
     CHECK_FALSE(operation_of(decision(BW_OP_FILE_OPEN, "inode 8:3:1234")));  // the path was not readable
     CHECK_FALSE(operation_of(decision(BW_OP_CONNECT, "tcp 10.0.0.1")));      // no port
     CHECK_FALSE(operation_of(decision(BW_OP_CONNECT, "tcp 10.0.0.1:70000")));
-    CHECK_FALSE(operation_of(decision(BW_OP_CONNECT, "unix stream /run/x.sock")));
+    CHECK_FALSE(operation_of(decision(BW_OP_CONNECT, "unix stream")));  // no address
     auto start = decision(BW_OP_EXEC, "/bin/sh");
     start.kind = audit::RecordKind::RunStart;
     CHECK_FALSE(operation_of(start));
@@ -114,4 +114,33 @@ TEST_CASE("a denial re-judged and explained names the rule, and says when argume
     CHECK(sd.verdict == policy::Verdict::Deny);
     CHECK_THAT(explanation_of(*sop, sd),
                Catch::EndsWith("(judged by name: the kernel's record of a seccomp denial carries no arguments)"));
+}
+
+TEST_CASE("unix socket records become unix operations, judged and explained as such") {
+    auto c = operation_of(decision(BW_OP_CONNECT, "unix stream /run/docker.sock"));
+    REQUIRE(c);
+    CHECK(c->kind == policy::OpKind::Connect);
+    CHECK(c->unix_addr == "/run/docker.sock");
+    auto b = operation_of(decision(BW_OP_BIND, "unix stream @name\\x00with\\x5cnul"));
+    REQUIRE(b);
+    CHECK(b->kind == policy::OpKind::Bind);
+    CHECK(b->unix_addr == std::string("@name\0with\\nul", 14));
+    auto s = operation_of(decision(BW_OP_SENDMSG, "unix dgram rel.sock"));
+    REQUIRE(s);
+    CHECK(s->unix_addr == "rel.sock");
+    CHECK_FALSE(operation_of(decision(BW_OP_CONNECT, "unix stream (unreadable address)")));
+    CHECK(operation_of(decision(BW_OP_BIND, "unix stream /a\\x4"))->unix_addr == "/a\\x4");  // a cut escape stays as written
+
+    auto bundle = compiled("tool: t\nfiles: { read: [/etc], create: [/srv] }\n"
+                           "network: { unix: { bind: [/srv/s/] } }\n");
+    auto d = policy::evaluate(bundle, *operation_of(decision(BW_OP_BIND, "unix stream /srv/x.sock")));
+    CHECK(d.verdict == policy::Verdict::Deny);
+    CHECK_THAT(d.explanation, Catch::Contains("network.unix.bind: [/srv/x.sock]"));
+    CHECK(policy::evaluate(bundle, *operation_of(decision(BW_OP_BIND, "unix stream /srv/s/a.sock"))).verdict ==
+          policy::Verdict::Allow);
+
+    auto j = operation_from_json(json{{"op", "bind"}, {"unix", "@x"}});
+    REQUIRE(j);
+    CHECK(j->unix_addr == "@x");
+    CHECK_FALSE(operation_from_json(json{{"op", "connect"}, {"unix", ""}}));
 }

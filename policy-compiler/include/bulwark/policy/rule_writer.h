@@ -20,6 +20,9 @@ enum class DraftSection : uint8_t {
     NetworkConnect,
     NetworkBind,
     NetworkSend,
+    NetworkUnixConnect,  // network.unix.connect (paths or @names, add_path)
+    NetworkUnixSend,
+    NetworkUnixBind,
     SyscallsAllow,
     SyscallsArchitectures,
 };
