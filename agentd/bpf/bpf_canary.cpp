@@ -32,6 +32,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -119,7 +120,8 @@ int errno_of(long rc) { return rc < 0 ? errno : 0; }
 
 // Runs in the forked canary child: joins the canary cgroup, tries one
 // operation per program, reports errnos, then tries to exec.
-[[noreturn]] void canary_child(int procs_fd, int out_fd, const std::string& scratch, const char* exec_path) {
+[[noreturn]] void canary_child(int procs_fd, int exec_procs_fd, int watch_procs_fd, int out_fd,
+                               const std::string& scratch, const char* exec_path) {
     int res[kOpCount] = {};
     // Before joining the canary cgroup (the policy judges nothing of this):
     // a mount namespace of its own with a tmpfs the umount and move_mount
@@ -230,12 +232,20 @@ int errno_of(long rc) { return rc < 0 ? errno : 0; }
     sigprocmask(SIG_BLOCK, &all, nullptr);
     res[kTraceme] = errno_of(ptrace(PTRACE_TRACEME, 0, nullptr, nullptr));
     if (write(out_fd, res, sizeof res) != sizeof res) _exit(91);
+    // The exec from a leaf whose binding is still in its setup window: the
+    // LSM's file_open lets the sandbox's setup through there (the exec
+    // target's open among it), so bprm_check_security, which ends that
+    // window, is the hook that refuses the exec.
+    if (write(exec_procs_fd, "0", 1) != 1) _exit(93);
     char arg0[] = "true";
     char* argv[] = {arg0, nullptr};
     char* envp[] = {nullptr};
     execve(exec_path, argv, envp);
     int e = errno;
     if (write(out_fd, &e, sizeof e) != sizeof e) _exit(92);
+    // Refused (the BPF LSM): the exec monitor still needs an exec to see,
+    // from a leaf whose policy only watches.
+    if (write(watch_procs_fd, "0", 1) == 1) execve(exec_path, argv, envp);
     _exit(0);
 }
 
@@ -263,9 +273,24 @@ std::expected<void, SysError> BpfLoader::truth_check() {
     const std::string canary = parent_path_ + "/" + kCanaryCgroupPrefix + std::to_string(getpid());
     ::rmdir(canary.c_str());
     if (::mkdir(canary.c_str(), 0700) != 0) return std::unexpected(SysError::last("mkdir(" + canary + ")"));
-    auto cleanup_cg = [&] { ::rmdir(canary.c_str()); };
+    std::function<void()> cleanup_cg = [canary] { ::rmdir(canary.c_str()); };
+    // and a sibling leaf for the exec canary, bound in its setup window
+    // and one whose policy only watches, for an exec the monitor must see
+    const std::string canary_exec = canary + "x", canary_watch = canary + "w";
+    for (const auto* leaf : {&canary_exec, &canary_watch}) {
+        ::rmdir(leaf->c_str());
+        if (::mkdir(leaf->c_str(), 0700) != 0)
+            return cleanup_cg(), std::unexpected(SysError::last("mkdir(" + *leaf + ")"));
+    }
+    cleanup_cg = [canary, canary_exec, canary_watch] {
+        for (const auto* leaf : {&canary_exec, &canary_watch, &canary}) ::rmdir(leaf->c_str());
+    };
     auto cg = cgroup_id(canary);
     if (!cg) return cleanup_cg(), std::unexpected(cg.error());
+    auto cg_exec = cgroup_id(canary_exec);
+    if (!cg_exec) return cleanup_cg(), std::unexpected(cg_exec.error());
+    auto cg_watch = cgroup_id(canary_watch);
+    if (!cg_watch) return cleanup_cg(), std::unexpected(cg_watch.error());
     // Named for this process, so that one killed during its check leaves a
     // directory the next truth check on the host removes.
     if (size_t n = remove_stale_canary_leftovers(parent_path_))
@@ -298,23 +323,39 @@ std::expected<void, SysError> BpfLoader::truth_check() {
     auto loaded = maps_.load(deny_all);
     if (!loaded) return cleanup_cg(), std::unexpected(loaded.error());
     const PolicyHandle h = loaded->handle;
+    policy::BpfTables watch_only;
+    watch_only.header.mode = BW_MODE_ENFORCE;
+    watch_only.header.flags = BW_POL_TRACE_PROC;
+    auto watching = maps_.load(watch_only);
+    if (!watching) return (void)maps_.free(h.slot), cleanup_cg(), std::unexpected(watching.error());
+    const PolicyHandle hw = watching->handle;
     auto finish = [&] {
         (void)maps_.unbind(*cg);
+        (void)maps_.unbind(*cg_exec);
+        (void)maps_.unbind(*cg_watch);
         (void)maps_.free(h.slot);
+        (void)maps_.free(hw.slot);
         cleanup_cg();
         std::error_code ec;
         fs::remove_all(scratch_dir, ec);
     };
     if (auto r = maps_.bind(*cg, h); !r) return finish(), std::unexpected(r.error());
+    if (auto r = maps_.bind(*cg_exec, h, 0, 0, BW_BIND_SETUP); !r) return finish(), std::unexpected(r.error());
+    if (auto r = maps_.bind(*cg_watch, hw); !r) return finish(), std::unexpected(r.error());
 
     Fd procs(::open((canary + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
     if (!procs) return finish(), std::unexpected(SysError::last("open(" + canary + "/cgroup.procs)"));
+    Fd exec_procs(::open((canary_exec + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (!exec_procs) return finish(), std::unexpected(SysError::last("open(" + canary_exec + "/cgroup.procs)"));
+    Fd watch_procs(::open((canary_watch + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (!watch_procs) return finish(), std::unexpected(SysError::last("open(" + canary_watch + "/cgroup.procs)"));
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) return finish(), std::unexpected(SysError::last("pipe2"));
     Fd rd(p[0]), wr(p[1]);
     pid_t child = fork();
     if (child < 0) return finish(), std::unexpected(SysError::last("fork (canary)"));
-    if (child == 0) canary_child(procs.get(), wr.get(), scratch_dir, opts_.canary_exec.c_str());
+    if (child == 0) canary_child(procs.get(), exec_procs.get(), watch_procs.get(), wr.get(), scratch_dir,
+                                 opts_.canary_exec.c_str());
     wr.reset();
     int res[kOpCount];
     for (int& r : res) r = -1;
@@ -333,7 +374,7 @@ std::expected<void, SysError> BpfLoader::truth_check() {
 
     std::vector<bw_event> seen;
     auto reader = RingbufReader::create(maps_.events_fd(), [&](const bw_event& e) {
-        if (e.cgroup_id == *cg)
+        if (e.cgroup_id == *cg || e.cgroup_id == *cg_exec || e.cgroup_id == *cg_watch)
             seen.push_back(e);
         else if (opts_.foreign_event_sink)
             opts_.foreign_event_sink(e);
@@ -368,22 +409,23 @@ std::expected<void, SysError> BpfLoader::truth_check() {
             continue;
         }
         int err = res[ex->op];
-        // Where the BPF LSM is in force, its socket hooks judge a unix
-        // connect or send on the same unix rules before the cgroup unix
-        // programs run: the canary's denial by that hook (its event seen)
-        // proves the operation refused by this policy.
+        // Where the BPF LSM is in force, its socket hooks judge a socket's
+        // creation, an IP connect, bind or send, and a unix connect or send
+        // on the same policy (header, network and unix rules) before the
+        // cgroup programs run: the canary's denial by that hook (its event
+        // seen) proves the operation refused by this policy.
         bool lsm_first = false;
-        if (ex->layer == BW_LAYER_SOCK_UNIX)
+        if (ex->layer == BW_LAYER_SOCK_UNIX || ex->layer == BW_LAYER_SOCK_ADDR || ex->layer == BW_LAYER_SOCK_CREATE)
             for (const auto& e : seen)
-                if (e.layer == BW_LAYER_BPF_LSM && e.op == ex->bw_op && e.obj.net.family == AF_UNIX &&
-                    e.decision == BW_DECISION_DENY)
+                if (e.layer == BW_LAYER_BPF_LSM && e.op == ex->bw_op &&
+                    (ex->family == 0 || e.obj.net.family == ex->family) && e.decision == BW_DECISION_DENY)
                     lsm_first = true;
         if (err == EPERM && event) {
             ps.state = ProgState::Enforcing;
             ps.reason.clear();
         } else if (err == EPERM && lsm_first) {
             ps.state = ProgState::Enforcing;
-            ps.reason = "the BPF LSM's socket hook refused the canary first, on the same unix rules";
+            ps.reason = "the BPF LSM's socket hook refused the canary first, on the same policy";
         } else if (err == EPERM) {
             ps.reason = "canary denied before this program ran (an earlier hook)";
         } else {

@@ -912,9 +912,17 @@ int main(int argc, char** argv) {
     BpfLoader& L = **started;
     for (const auto& p : L.programs()) std::printf("VMTEST-INFO %s\n", p.line().c_str());
     for (const char* s : {"lsm/file_open", "lsm/path_mkdir", "lsm/bpf", "lsm/task_kill", "lsm/socket_create",
-                          "lsm/socket_connect", "lsm/socket_bind", "lsm/socket_sendmsg"}) {
+                          "lsm/socket_connect", "lsm/socket_bind", "lsm/socket_sendmsg", "lsm/bprm_check_security"}) {
         auto* p = L.program(s);
         result(std::string("truth_") + s, p && p->state == ProgState::Enforcing, p ? p->line() : "missing");
+    }
+    // every program this kernel loaded is proven by its canary: none is left
+    // attached but unproven (an earlier hook refusing its canary first)
+    {
+        std::string unproven;
+        for (const auto& p : L.programs())
+            if (p.state == ProgState::Attached) unproven += p.line() + "; ";
+        result("truth_every_loaded_program", unproven.empty(), unproven);
     }
     size_t lsm_loaded = 0, lsm_total = 0;
     for (const auto& p : L.programs())
