@@ -56,10 +56,14 @@ m = d["microvm"]
 assert m["image"]["digest"].startswith("sha256:"), m
 assert m["guest"]["kernel"], m["guest"]
 layers = {l["name"]: l["state"] for l in d["layers"]}
-for l in ("microvm", "namespaces", "cgroup", "landlock", "seccomp"):
+for l in ("microvm", "namespaces", "cgroup", "landlock", "seccomp", "bpf"):
     assert layers.get(l) == "enforcing", (l, layers)
+# every BPF program of the guest kernel proven by its canary, so the BPF LSM holds rules there
+bpf = next(l for l in d["layers"] if l["name"] == "bpf")["detail"]
+assert "lsm/bprm_check_security" in bpf and "attached:" not in bpf and "canary" not in bpf, bpf
+assert "bpf_lsm" in d["rules"]["summary"] and "0 held by no layer here" in d["rules"]["summary"], d["rules"]["summary"]
 assert any(l["name"] == "landlock" for l in m["vmm_run"]["layers"]), "the VMM confined on the host"
-' && pass "stdout, stderr, guest layers and the VMM's own layers in the report" || fail "report: $(echo "$out" | head -c 3000)"
+' && pass "stdout, stderr, guest layers (the BPF LSM proven and holding rules) and the VMM's own layers in the report" || fail "report: $(echo "$out" | head -c 3000)"
 [ "$(cat "$t/wd/made.txt" 2>/dev/null)" = "written-in-vm" ] && pass "file written in the work directory" ||
   fail "made.txt: $(ls -la "$t/wd")"
 
