@@ -11,7 +11,11 @@
 // reader; run the tool, streaming its output and decisions; Exit; wait for
 // the host's Ack; power off. A step that fails ends in an Exit whose report
 // says which step and why, then power off: the guest never lingers.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <linux/random.h>
 #include <sys/eventfd.h>
@@ -239,12 +243,53 @@ private:
     std::thread reader_;
 };
 
-json guest_facts() {
+// 3b. The network device, where the host gave one (a tool with network
+// rules): qemu's user-mode network, the guest at 10.0.2.15/24, the host's
+// side at 10.0.2.2, which routes out. Before Hello, so it is in the snapshot.
+std::string configure_network() {
+    if (::access("/sys/class/net/eth0", F_OK) != 0) return "none";
+    int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return errno_text("socket", "AF_INET");
+    auto addr = [](const char* a) {
+        sockaddr_in in{};
+        in.sin_family = AF_INET;
+        ::inet_pton(AF_INET, a, &in.sin_addr);
+        sockaddr out{};
+        std::memcpy(&out, &in, sizeof in);
+        return out;
+    };
+    auto up = [&](const char* dev) {
+        ifreq r{};
+        std::strncpy(r.ifr_name, dev, IFNAMSIZ - 1);
+        if (::ioctl(s, SIOCGIFFLAGS, &r) != 0) return false;
+        r.ifr_flags |= IFF_UP | IFF_RUNNING;
+        return ::ioctl(s, SIOCSIFFLAGS, &r) == 0;
+    };
+    std::string why;
+    ifreq r{};
+    std::strncpy(r.ifr_name, "eth0", IFNAMSIZ - 1);
+    r.ifr_addr = addr("10.0.2.15");
+    if (::ioctl(s, SIOCSIFADDR, &r) != 0) why = errno_text("SIOCSIFADDR", "eth0");
+    r.ifr_netmask = addr("255.255.255.0");
+    if (why.empty() && ::ioctl(s, SIOCSIFNETMASK, &r) != 0) why = errno_text("SIOCSIFNETMASK", "eth0");
+    if (why.empty() && !(up("lo") && up("eth0"))) why = errno_text("SIOCSIFFLAGS", "lo, eth0");
+    rtentry rt{};
+    rt.rt_dst = addr("0.0.0.0");
+    rt.rt_genmask = addr("0.0.0.0");
+    rt.rt_gateway = addr("10.0.2.2");
+    rt.rt_flags = RTF_UP | RTF_GATEWAY;
+    if (why.empty() && ::ioctl(s, SIOCADDRT, &rt) != 0 && errno != EEXIST) why = errno_text("SIOCADDRT", "default via 10.0.2.2");
+    ::close(s);
+    return why.empty() ? "eth0 10.0.2.15/24, default via 10.0.2.2 (the VMM's user-mode network)" : why;
+}
+
+json guest_facts(const std::string& network) {
     utsname u{};
     ::uname(&u);
     return {{"kernel", u.release},
             {"lsm", read_file("/sys/kernel/security/lsm")},
             {"landlock_abi", landlock_abi()},
+            {"network", network},
             {"agent", "bulwark-guest"}};
 }
 
@@ -479,6 +524,7 @@ int agent_main() {
     if (auto e = mount_kernel_filesystems()) console(e->step + ": " + e->why);
     if (auto e = load_modules()) console(e->step + ": " + e->why);
     auto early = leave_initramfs();
+    const std::string network = configure_network();
     auto fd = open_channel();
     if (!fd) {
         console(fd.error().step + ": " + fd.error().why);
@@ -487,7 +533,7 @@ int agent_main() {
     Channel ch(*fd);
     GuestLayers layers;
     if (!early) start_layers(ch, layers);
-    json facts = guest_facts();
+    json facts = guest_facts(network);
     ch.send(vm::FrameType::Hello, facts.dump());
     auto job = await_job(ch);
     json doc;

@@ -92,8 +92,6 @@ bool route(const policy::Bundle& tool, const MicroVmHost& host, RunRequest& req,
         return false;
     }
     std::string why = host.unavailable;
-    if (why.empty() && tool.network.mode == policy::NetMode::Rules)
-        why = "the tool has network rules, and the microVM tier gives its guest no network device yet";
     if (why.empty()) return true;
     req.vm_layers["microvm"] = "no microVM on this host: " + why;
     if (m.mode == policy::MicroVmMode::Preferred)
@@ -190,8 +188,12 @@ private:
         // same devices, so a change of them is a new key.
         constexpr const char* kLayout = "l1";
         return d + "-m" + std::to_string(tool_.microvm.memory_bytes >> 20) + "-c" + std::to_string(tool_.microvm.vcpus) +
-               "-" + launch_.vmm.accel + "-" + kLayout;
+               "-" + launch_.vmm.accel + "-" + kLayout + (guest_network() ? "-net" : "");
     }
+
+    // A tool with network rules gets a network device; its traffic leaves
+    // through the VMM (compose_vmm_bundle gives the VMM the same rules).
+    bool guest_network() const { return tool_.network.mode == policy::NetMode::Rules; }
 
     // 2b. The restore: the migration stream read, the VM continued; the
     // guest agent is where the snapshot left it (after its Hello, waiting
@@ -251,7 +253,7 @@ private:
     // 2. The VMM, confined by run_tool under its own policy, on a thread.
     void start_vmm() {
         VmShape shape{tool_.microvm.memory_bytes, tool_.microvm.vcpus, req_.workdir, theirs_.get(), qmp_theirs_.get(),
-                      incoming_ ? incoming_.get() : -1};
+                      incoming_ ? incoming_.get() : -1, guest_network()};
         vreq_.argv = qemu_argv(launch_.vmm, launch_.image, shape);
         vreq_.workdir = req_.workdir;
         vreq_.uid = req_.uid;

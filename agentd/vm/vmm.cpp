@@ -88,7 +88,6 @@ std::vector<std::string> qemu_argv(const Vmm& vmm, const GuestImage& img, const 
         "-kernel", img.vmlinux,
         "-initrd", img.initramfs,
         "-append", append,
-        "-nic", "none",
         "-fsdev", "local,id=root,path=/,readonly=on" + fs_opts,
         "-device", "virtio-9p-device,fsdev=root,mount_tag=root",
         "-fsdev", "local,id=work,path=" + shape.workdir + fs_opts,
@@ -98,6 +97,11 @@ std::vector<std::string> qemu_argv(const Vmm& vmm, const GuestImage& img, const 
         "-device", "virtserialport,chardev=ctl,name=bulwark.ctl",
         "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
     };
+    if (shape.network)
+        argv.insert(argv.end(), {"-netdev", "user,id=net0,ipv6=off,net=10.0.2.0/24,restrict=off", "-device",
+                                 "virtio-net-device,netdev=net0"});
+    else
+        argv.insert(argv.end(), {"-nic", "none"});
     if (shape.qmp_fd >= 0) {
         argv.insert(argv.end(), {"-chardev", "socket,id=qmp,fd=" + std::to_string(shape.qmp_fd), "-mon",
                                  "chardev=qmp,mode=control"});

@@ -32,12 +32,17 @@ struct VmShape {
     int channel_fd = -1;   // the VMM's end of the channel (a connected socket)
     int qmp_fd = -1;       // the VMM's end of its QMP monitor (a connected socket), or none
     int incoming_fd = -1;  // a snapshot to restore from (-incoming fd:N), or none
+    // a virtio-net device on qemu's user-mode network (10.0.2.0/24, the
+    // host at 10.0.2.2): the guest's connections leave as the VMM's own,
+    // judged on the host under the VMM's policy (the tool's network rules)
+    bool network = false;
 };
 
 // qemu's command line: microvm, the image (PVH vmlinux + initramfs), the
 // serial console on stdout, the channel as virtio-serial port bulwark.ctl on
 // `channel_fd`, the VMM's root as 9p "root" (read-only) and the workdir as
-// 9p "work", no network device, qemu's own seccomp sandbox on.
+// 9p "work", a user-mode network device when shape.network (else none),
+// qemu's own seccomp sandbox on.
 std::vector<std::string> qemu_argv(const Vmm& vmm, const GuestImage& img, const VmShape& shape);
 
 }  // namespace bulwark::vm

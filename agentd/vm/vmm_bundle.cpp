@@ -1,6 +1,9 @@
 #include "vm/vmm_bundle.h"
 
 #include <linux/landlock.h>
+#include <sys/socket.h>
+
+#include <map>
 
 #include "bulwark/policy/bpf_tables.h"
 #include "bulwark/policy/landlock_abi.h"
@@ -40,6 +43,35 @@ policy::Bundle compose_vmm_bundle(const policy::Bundle& vmm, const policy::Bundl
     // export (the VM fails to start) rather than widen to every file.
     if (uint64_t rd = LANDLOCK_ACCESS_FS_READ_DIR & n.landlock.handled_fs)
         n.landlock.paths.push_back({"/", rd, add_rule(nullptr, "files.read: / (directory names, for the 9p export)")});
+    // The guest's network leaves through the VMM's user-mode network: its
+    // connections and datagrams are the VMM's own on the host, judged there
+    // by the cgroup socket programs and Landlock under the tool's network
+    // rules (a second check, by another kernel, of what the guest's layers
+    // already let through). IP families only: the VMM makes no unix socket.
+    if (tool.network.mode == policy::NetMode::Rules) {
+        n.network.mode = policy::NetMode::Rules;
+        n.network.rules.clear();
+        n.network.dns = tool.network.dns;
+        std::map<uint32_t, uint32_t> ids;  // the tool's rule id -> the VMM's
+        for (auto r : tool.network.rules) {
+            auto [it, fresh] = ids.try_emplace(r.rule_id, 0);
+            if (fresh) {
+                const policy::RuleRef* src = tool.rule(r.rule_id);
+                it->second = add_rule(src, (src ? src->text : std::string("network")) + " (the VM of " + tool.tool + ")");
+                n.rules.back().section = "network";
+            }
+            r.rule_id = it->second;
+            n.network.rules.push_back(r);
+        }
+        n.network.af_allow = tool.network.af_allow & ((uint64_t(1) << AF_INET) | (uint64_t(1) << AF_INET6));
+        n.network.sock_type_allow = tool.network.sock_type_allow;
+        n.landlock.handled_net = tool.landlock.handled_net;
+        n.landlock.ports.clear();
+        for (auto p : tool.landlock.ports) {
+            if (auto it = ids.find(p.rule_id); it != ids.end()) p.rule_id = it->second;
+            n.landlock.ports.push_back(p);
+        }
+    }
     const uint64_t vm_mem = tool.microvm.memory_bytes;
     n.limits.memory_bytes = vm_mem + kVmmOverheadBytes;
     n.limits.timeout_ms = (tool.limits.timeout_ms ? *tool.limits.timeout_ms : 600'000) + kBootAllowanceMs;

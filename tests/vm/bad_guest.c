@@ -9,13 +9,20 @@
  *                  the host's 9p view and tries to read <path> (a host file the
  *                  tool's rules do not grant), and tries to reach an address;
  *                  says what happened on Stdout and exits through the protocol
+ *   MODE-NETESCAPE:<ip>:<port>:<port2>:  root in the guest with no Bulwark
+ *                  layer: brings up the user-mode network device itself and
+ *                  connects to <ip>:<port> and <ip>:<port2>; what the guest no
+ *                  longer checks, the VMM's policy on the host still does
  * agentd must end the run (setup-failed, the reason said), kill the VM and
  * stay well. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <net/if.h>
+#include <net/route.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <fcntl.h>
@@ -27,6 +34,33 @@
 #include <sys/reboot.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+/* eth0 at 10.0.2.15/24, default route via 10.0.2.2 (qemu's user-mode
+ * network), as any root in the guest can: "up", or the failing call. */
+static const char* bring_up_eth0(void) {
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	struct ifreq r = {0};
+	strcpy(r.ifr_name, "eth0");
+	struct sockaddr_in* in = (struct sockaddr_in*)&r.ifr_addr;
+	in->sin_family = AF_INET;
+	inet_pton(AF_INET, "10.0.2.15", &in->sin_addr);
+	if (ioctl(s, SIOCSIFADDR, &r) != 0) return "SIOCSIFADDR failed";
+	inet_pton(AF_INET, "255.255.255.0", &in->sin_addr);
+	if (ioctl(s, SIOCSIFNETMASK, &r) != 0) return "SIOCSIFNETMASK failed";
+	if (ioctl(s, SIOCGIFFLAGS, &r) != 0) return "SIOCGIFFLAGS failed";
+	r.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &r) != 0) return "SIOCSIFFLAGS failed";
+	struct rtentry rt = {0};
+	struct sockaddr_in* gw = (struct sockaddr_in*)&rt.rt_gateway;
+	gw->sin_family = AF_INET;
+	inet_pton(AF_INET, "10.0.2.2", &gw->sin_addr);
+	((struct sockaddr_in*)&rt.rt_dst)->sin_family = AF_INET;
+	((struct sockaddr_in*)&rt.rt_genmask)->sin_family = AF_INET;
+	rt.rt_flags = RTF_UP | RTF_GATEWAY;
+	if (ioctl(s, SIOCADDRT, &rt) != 0) return "SIOCADDRT failed";
+	close(s);
+	return "up";
+}
 
 static void write_all(int fd, const void* p, size_t n) {
 	const char* c = p;
@@ -110,6 +144,27 @@ int main(void) {
 		unsigned char h[5] = {0xff, 0xff, 0xff, 0xff, 5};
 		write_all(fd, h, 5);
 		for (;;) write_all(fd, buf, sizeof buf);
+	} else if (memmem(start, have, "MODE-NETESCAPE:", 15)) {
+		char* p = memmem(start, have, "MODE-NETESCAPE:", 15) + 15;
+		char ip[64] = {0};
+		unsigned port[2] = {0, 0};
+		char* c1 = memchr(p, ':', 64);
+		if (c1 && c1 - p < 63) memcpy(ip, p, (size_t)(c1 - p));
+		if (c1) sscanf(c1 + 1, "%u:%u:", &port[0], &port[1]);
+		char out[1024];
+		int n = snprintf(out, sizeof out, "network: %s\n", bring_up_eth0());
+		for (int i = 0; i < 2; i++) {
+			int s4 = socket(AF_INET, SOCK_STREAM, 0);
+			struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port[i])};
+			inet_pton(AF_INET, ip, &a.sin_addr);
+			int r = s4 < 0 ? -1 : connect(s4, (struct sockaddr*)&a, sizeof a);
+			n += snprintf(out + n, sizeof out - (size_t)n, "connect %s:%u: %s\n", ip, port[i],
+			              r == 0 ? "CONNECTED" : strerror(errno));
+			if (s4 >= 0) close(s4);
+		}
+		frame(fd, 5, out, (uint32_t)n);
+		const char* exit_doc = "{\"outcome\":\"exited\",\"exit_code\":0}";
+		frame(fd, 7, exit_doc, (uint32_t)strlen(exit_doc));
 	} else if (memmem(start, have, "MODE-ESCAPE:", 12)) {
 		char* p = memmem(start, have, "MODE-ESCAPE:", 12) + 12;
 		char* end = memchr(p, ':', (size_t)(start + have - p));

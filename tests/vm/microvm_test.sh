@@ -189,6 +189,73 @@ else
   echo "note: no hostile guest image (BULWARK_BAD_GUEST_IMAGE): channel abuse cases not run"
 fi
 
+# 10. The guest's network: a tool with network rules gets a virtio-net device on
+#     the VMM's user-mode network; its connections are checked twice: by the
+#     guest's layers under the tool's rules, then, leaving as the VMM's own, by
+#     the host's cgroup socket programs under the same rules. The server is on
+#     a non-loopback address of this host (the guest's 127.0.0.1 is its own).
+host_ip=$(ip -4 -o addr show scope global 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -1)
+if [ -n "$host_ip" ]; then
+  mkdir -p "$t/www" && echo "served to the VM" > "$t/www/index.txt"
+  (cd "$t/www" && exec python3 -m http.server 18490 --bind "$host_ip") >/dev/null 2>&1 & web1=$!
+  (cd "$t/www" && exec python3 -m http.server 18491 --bind "$host_ip") >/dev/null 2>&1 & web2=$!
+  for _ in $(seq 50); do curl -s -o /dev/null "http://$host_ip:18491/" && break; sleep 0.1; done
+  [ "$(curl -s -m 5 "http://$host_ip:18491/index.txt")" = "served to the VM" ] &&
+    pass "control: unconfined, the host reaches the port the tool's rules refuse" ||
+    fail "control: nothing serves $host_ip:18491"
+  net_rules="network:
+  connect: [{ cidr: $host_ip/32, ports: [18490], proto: tcp }]"
+  cat >"$t/rules/vmnet.yaml" <<YAML
+tool: vmnet
+extends: [base/network-client, base/curl-runtime]
+binaries: [/usr/bin/curl]
+files: { read: ["\${workdir}"], write: ["\${workdir}"], create: ["\${workdir}"] }
+exec: { allow: [/usr/bin/curl] }
+$net_rules
+syscalls: { deny: [bind] }
+microvm: { mode: required }
+limits: { timeout: 60s, pids: 8 }
+YAML
+  out=$(run vmnet curl -sS -m 20 "http://$host_ip:18490/index.txt")
+  if echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["stdout"]["data"] == "served to the VM\n", d["stdout"]
+assert "10.0.2.15" in d["microvm"]["guest"]["network"], d["microvm"]["guest"]
+'; then pass "a tool in the VM reaches its allowed address through the VMM's user-mode network"
+  else fail "guest network: $(echo "$out" | head -c 2000) $(head -c 1000 "$t/err")"; fi
+  out=$("$agentd" run --rules "$t/rules" --tool vmnet --workdir "$t/wd" -- curl -sS -m 20 "http://$host_ip:18491/" 2>&1)
+  rc=$?
+  # Refused in the guest (its Landlock port rule acts first; the 6.12 guest's
+  # Landlock cannot log, ABI 6): the connection never leaves the VM, so the
+  # host has nothing to judge.
+  if [ "$rc" = 7 ] && echo "$out" | grep -q "Couldn't connect" && ! echo "$out" | grep -q "^decision: .*:18491"; then
+    pass "a port the rules do not allow: refused in the guest (exit $rc), never reaching the host"
+  else
+    fail "guest network, refused port: exit $rc: $(echo "$out" | grep -v 'bpf: lsm' | head -c 1500)"
+  fi
+  if [ -n "${BULWARK_BAD_GUEST_IMAGE:-}" ] && [ -f "$BULWARK_BAD_GUEST_IMAGE/image.json" ]; then
+    # Root in the guest with no Bulwark layer brings the device up itself: the
+    # allowed port connects (the network works), the other is refused on the
+    # host by the VMM's layers under the tool's rules (its Landlock port rule,
+    # then the cgroup programs), recorded.
+    vm_tool vmbadnet required "$net_rules"
+    out=$(BULWARK_GUEST_IMAGE=$BULWARK_BAD_GUEST_IMAGE BULWARK_MICROVM_SNAPSHOTS=off \
+          "$agentd" run --rules "$t/rules" --tool vmbadnet --workdir "$t/wd" -- \
+          dash -c "echo MODE-NETESCAPE:$host_ip:18490:18491:" 2>&1)
+    if echo "$out" | grep -q "^connect $host_ip:18490: CONNECTED" &&
+       echo "$out" | grep -q "^connect $host_ip:18491: " && ! echo "$out" | grep -q "18491: CONNECTED" &&
+       echo "$out" | grep -qE "^decision: deny (landlock|sock_addr) connect tcp $host_ip:18491"; then
+      pass "root in the guest without its layers: $(echo "$out" | grep -E '^connect ' | tr '\n' ';') the host's check refused it"
+    else
+      fail "guest network without the guest's layers: $(echo "$out" | grep -v 'bpf: lsm' | head -c 2000)"
+    fi
+  fi
+  kill "$web1" "$web2" 2>/dev/null
+else
+  echo "note: no global IPv4 address on this host: the guest network cases not run"
+fi
+
 # Nothing left behind: no VMM process, no run cgroup.
 sleep 0.5
 pgrep -f "qemu-system-x86_64 -M microvm" >/dev/null && fail "a VMM process is left" || pass "no VMM process left"

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <linux/landlock.h>
+#include <sys/socket.h>
 
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/instantiate.h"
@@ -83,4 +84,36 @@ TEST_CASE("qemu's command line: microvm, no network device, the channel on the g
     std::string kall;
     for (const auto& a : k) kall += a + " ";
     CHECK(kall.find("mitigations=off") == std::string::npos);  // a KVM guest keeps its mitigations
+}
+
+TEST_CASE("a tool's network rules become the VMM's: the guest's traffic is judged again on the host",
+          "[vm][vmm_bundle]") {
+    auto vmm = compiled("tool: vmm\nbinaries: [/usr/bin/qemu-system-x86_64]\nfiles:\n  read: [/usr/share/qemu]\n"
+                        "network: none\n");
+    auto tool = compiled("tool: t\nbinaries: [/usr/bin/curl]\nfiles:\n  read: [\"${workdir}\"]\n"
+                         "network:\n  connect: [{ cidr: 192.0.2.2/32, ports: [443], proto: tcp }]\n"
+                         "  deny: [{ cidr: 169.254.0.0/16 }]\n  unix: { connect: [\"@bus\"] }\n"
+                         "microvm: { mode: required }\n");
+    auto n = vm::compose_vmm_bundle(vmm, tool, "/opt/bulwark/guest");
+    CHECK(n.network.mode == policy::NetMode::Rules);  // the VMM in the host's network namespace
+    REQUIRE(n.network.rules.size() == tool.network.rules.size());
+    for (const auto& r : n.network.rules) {
+        const auto* ref = n.rule(r.rule_id);
+        REQUIRE(ref);  // the VMM's own rule, traced to the tool's file, line and text
+        CHECK(ref->loc.file == "t.yaml");
+        CHECK(ref->text.find("(the VM of t)") != std::string::npos);
+    }
+    CHECK_FALSE(n.bpf.net.empty());
+    CHECK(n.network.unix_rules.empty());  // the VMM makes no unix socket
+    CHECK_FALSE((n.network.af_allow & (1ull << AF_UNIX)));
+    CHECK((n.network.af_allow & (1ull << AF_INET)));
+    CHECK(n.landlock.handled_net == tool.landlock.handled_net);
+    REQUIRE(n.landlock.ports.size() == 1);
+    CHECK(n.landlock.ports[0].port == 443);
+    CHECK(n.rule(n.landlock.ports[0].rule_id)->text.find("(the VM of t)") != std::string::npos);
+
+    // A tool without network rules: the VMM keeps its own (none: a network namespace of its own).
+    auto offline = compiled("tool: t\nbinaries: [/usr/bin/dash]\nfiles:\n  read: [\"${workdir}\"]\n"
+                            "microvm: { mode: required }\n");
+    CHECK(vm::compose_vmm_bundle(vmm, offline, "/opt/bulwark/guest").network.mode == policy::NetMode::None);
 }
