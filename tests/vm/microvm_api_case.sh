@@ -3,7 +3,8 @@
 # the exec API routes a `required` tool into its VM; the reply carries the
 # guest's output and exit, the VM's facts, and the VMM's own decisions on the
 # host (the guest's own canary reading a file the tool is not granted is
-# refused by the VMM's Landlock on the host: two kernels, two checks).
+# refused by the VMM's Landlock on the host: two kernels, two checks); and a
+# run in its VM is cancelled through the API.
 set -eu
 api() { curl -s --unix-socket "$BULWARK_SOCKET" -H "Authorization: Bearer $BULWARK_TOKEN" "$@"; }
 id=$(api -X POST http://agentd/v1/tasks -d '{"tools":["vmsh"]}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
@@ -21,3 +22,30 @@ assert any(x.get("detail", {}).get("exe", "").endswith("qemu-system-x86_64") for
     "no decision of the VMM on the host"
 print("exec API in a VM: exit 4, guest stdout/stderr, VMM decisions recorded")
 PY
+
+# Cancel: a run in its VM ended by POST /v1/tasks/{id}/cancel (what MCP's
+# notifications/cancelled sends): the exec answers at once, saying so, and the
+# VM is gone.
+api -X POST "http://agentd/v1/tasks/$id/exec" \
+  -d '{"tool":"vmsh","argv":["dash","-c","echo started; while :; do :; done"],"client_ref":"slow-vm"}' \
+  >"$BULWARK_DAEMON_DIR/cancel.json" &
+exec_pid=$!
+t0=$(date +%s)
+n=0
+while [ "$n" = 0 ] && [ $(( $(date +%s) - t0 )) -lt 60 ]; do
+  sleep 1
+  n=$(api -X POST "http://agentd/v1/tasks/$id/cancel" -d '{"client_ref":"slow-vm"}' |
+      python3 -c 'import json,sys; print(len(json.load(sys.stdin)["cancelled_runs"]))')
+done
+wait "$exec_pid"
+took=$(( $(date +%s) - t0 ))
+python3 - "$BULWARK_DAEMON_DIR/cancel.json" "$n" "$took" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert sys.argv[2] != "0", "no run to cancel within 60 s: %s" % json.dumps(d)[:800]
+assert d["exit_status"] == 137 and d["report"]["outcome"] == "signaled", d["report"]
+assert int(sys.argv[3]) < 90, "the exec answered only after %s s" % sys.argv[3]
+assert "cancelled" in json.dumps(d["report"]), d["report"]
+print("exec API in a VM, cancelled: answered in %s s, the report says cancelled" % sys.argv[3])
+PY
+if pgrep -f "qemu-system-x86_64 -M microvm" >/dev/null; then echo "a VMM is left after the cancel" >&2; exit 1; fi
