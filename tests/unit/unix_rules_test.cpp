@@ -33,6 +33,29 @@ Operation unix_op(OpKind k, std::string a) {
     return op;
 }
 
+// One unix operation and what both evaluation paths must decide: allowed or
+// not, and by which rule (an index into the bundle's unix_rules, -1: none).
+struct UnixCase {
+    OpKind op;
+    const char* addr;
+    bool allow;
+    int rule;
+};
+
+// The layer that judges: the cgroup unix programs for connect and send, the
+// BPF LSM's socket_bind for a bind (no cgroup hook sees one).
+void check_unix_cases(const Bundle& b, std::initializer_list<UnixCase> cases) {
+    for (const auto& c : cases) {
+        for (auto eval : {&evaluate, &evaluate_tables}) {
+            auto d = eval(b, unix_op(c.op, c.addr));
+            INFO(c.addr << " " << to_string(c.op) << ": " << d.explanation);
+            CHECK((d.verdict == Verdict::Allow) == c.allow);
+            CHECK(d.layer == (c.op == OpKind::Bind ? BW_LAYER_BPF_LSM : BW_LAYER_SOCK_UNIX));
+            CHECK(d.rule_id == (c.rule < 0 ? BW_NO_RULE : b.network.unix_rules[size_t(c.rule)].rule_id));
+        }
+    }
+}
+
 Bundle instantiated(const Bundle& b) {
     auto i = instantiate(b, {{"workdir", "/srv/t1"}, {"home", "/home/agent"}, {"tmp", "/tmp/t1"}, {"task_id", "t1"}},
                          nullptr);
@@ -98,13 +121,7 @@ TEST_CASE("a bundle without unix rules keeps its JSON: no unix keys, every named
 
 TEST_CASE("unix rules: one socket, a directory's sockets, abstract names; rules and tables agree", "[evaluator][unix]") {
     Bundle b = instantiated(require_ok(kTool));
-    struct Case {
-        OpKind op;
-        const char* addr;
-        bool allow;
-        int rule;  // index into unix_rules, -1 none
-    };
-    const Case cases[] = {
+    check_unix_cases(b, {
         {OpKind::Connect, "/run/app/api.sock", true, 0},
         {OpKind::Send, "/run/app/api.sock", false, -1},      // connect only
         {OpKind::Connect, "/run/app/other.sock", false, -1}, // same granted dir, another socket
@@ -127,16 +144,7 @@ TEST_CASE("unix rules: one socket, a directory's sockets, abstract names; rules 
         {OpKind::Connect, "/run/app/log.sock", false, -1},
         {OpKind::Connect, "/home/agent/.app/ctl.sock", true, 3},
         {OpKind::Connect, "/srv/data/x.sock", false, -1},    // files read+write on the dir: no connect
-    };
-    for (const auto& c : cases) {
-        for (auto eval : {&evaluate, &evaluate_tables}) {
-            auto d = eval(b, unix_op(c.op, c.addr));
-            INFO(c.addr << " " << to_string(c.op) << ": " << d.explanation);
-            CHECK((d.verdict == Verdict::Allow) == c.allow);
-            CHECK(d.layer == BW_LAYER_SOCK_UNIX);
-            CHECK(d.rule_id == (c.rule < 0 ? BW_NO_RULE : b.network.unix_rules[size_t(c.rule)].rule_id));
-        }
-    }
+    });
 }
 
 TEST_CASE("unix rules: audit mode allows what it would refuse", "[evaluator][unix]") {
@@ -280,13 +288,7 @@ TEST_CASE("network.unix.bind: rules, tables, and Landlock make_sock only where a
 
 TEST_CASE("unix bind: only where a bind rule says (or the private /tmp); rules and tables agree", "[evaluator][unix]") {
     Bundle b = instantiated(require_ok(kBinder));
-    struct Case {
-        OpKind op;
-        const char* addr;
-        bool allow;
-        int rule;  // index into unix_rules, -1 none
-    };
-    const Case cases[] = {
+    check_unix_cases(b, {
         {OpKind::Bind, "/srv/t1/sockets/a.sock", true, 1},
         {OpKind::Bind, "/srv/t1/sockets/deep/b.sock", true, 1},
         {OpKind::Bind, "/srv/t1/a.sock", false, -1},           // create right on the workdir: no bind right
@@ -303,16 +305,7 @@ TEST_CASE("unix bind: only where a bind rule says (or the private /tmp); rules a
         {OpKind::Bind, "/tmp/../etc/x.sock", false, -1},
         {OpKind::Bind, "/tmpx/a.sock", false, -1},
         {OpKind::Bind, "x.sock", false, -1},                   // relative: judged as written
-    };
-    for (const auto& c : cases) {
-        for (auto eval : {&evaluate, &evaluate_tables}) {
-            auto d = eval(b, unix_op(c.op, c.addr));
-            INFO(c.addr << " " << to_string(c.op) << ": " << d.explanation);
-            CHECK((d.verdict == Verdict::Allow) == c.allow);
-            CHECK(d.layer == (c.op == OpKind::Bind ? BW_LAYER_BPF_LSM : BW_LAYER_SOCK_UNIX));
-            CHECK(d.rule_id == (c.rule < 0 ? BW_NO_RULE : b.network.unix_rules[size_t(c.rule)].rule_id));
-        }
-    }
+    });
     auto d = evaluate(b, unix_op(OpKind::Bind, "/srv/t1/a.sock"));
     CHECK_THAT(d.explanation, Catch::Contains("a create right on the directory is no bind right"));
     CHECK_THAT(d.explanation, Catch::Contains("network.unix.bind: [/srv/t1/a.sock]"));
