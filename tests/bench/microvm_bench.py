@@ -7,7 +7,11 @@ The same shell tool (dash over its work directory) run by `agentd run`:
   host      microvm.mode off: the host sandbox
   restored  microvm.mode required, the guest restored from its snapshot
   cold      microvm.mode required, snapshots off: a cold boot each time
-Host and restored runs alternate (the machine is noisy); cold runs follow.
+  runsc     gVisor's `runsc do` of the same command (where installed:
+            apt-get install runsc), the peer's user-space kernel for scale:
+            the host's root read-only under a tmpfs overlay, no network, no
+            per-tool rules
+Host, restored and runsc runs alternate (the machine is noisy); cold runs follow.
 Prints per mode the median and p90 of the whole `agentd run` process, and
 for VM runs the VMM's time to the guest's readiness (boot_ms: restore or boot
 to Start) and the VM's wall time, and the ratios against the host sandbox.
@@ -33,6 +37,16 @@ def run(agentd, rules, wd, tool, env):
     if d["exit_status"] != 0 or d["stdout"]["data"] != "bench\n":
         sys.exit(f"{tool}: exit {d['exit_status']}: {d.get('error', '')[:500]}")
     return wall, d.get("microvm")
+
+
+def run_runsc(wd):
+    t0 = time.monotonic()
+    p = subprocess.run(["runsc", "--network=none", "do", "-quiet", "dash", "-c", "cat notes.txt"], cwd=wd,
+                       capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    if p.returncode != 0 or p.stdout != "bench\n":
+        sys.exit(f"runsc: exit {p.returncode}: {p.stderr[:500]}")
+    return wall
 
 
 def pct(xs, q):
@@ -66,10 +80,13 @@ def main():
             f.write("bench\n")
         env = dict(os.environ, BULWARK_MICROVM_SNAPSHOTS=os.path.join(t, "snapshots"))
         run(a.agentd, rules, wd, "vmsh", env)  # the first VM run makes the snapshot
-        host, restored, boot, vmwall = [], [], [], []
+        host, restored, boot, vmwall, gvisor = [], [], [], [], []
+        have_runsc = shutil.which("runsc") is not None
         accel = None
         for _ in range(a.rounds):
             host.append(run(a.agentd, rules, wd, "hostsh", env)[0])
+            if have_runsc:
+                gvisor.append(run_runsc(wd))
             w, m = run(a.agentd, rules, wd, "vmsh", env)
             assert m["start"] == "restored from a snapshot", m["start"]
             restored.append(w)
@@ -91,6 +108,12 @@ def main():
               f"  VM wall p50 {statistics.median(vmwall):.3f} s")
         print(f"  microVM, cold boot  agentd run  p50 {statistics.median(cold):.3f} s"
               f"  ({statistics.median(cold) / h:.1f}x host)  boot to Start p50 {statistics.median(cold_boot):.3f} s")
+        if gvisor:
+            print(f"  gVisor runsc do     p50 {statistics.median(gvisor):.3f} s  p90 {pct(gvisor, .9):.3f} s"
+                  f"  ({statistics.median(gvisor) / h:.1f}x host; restored microVM "
+                  f"{statistics.median(restored) / statistics.median(gvisor):.1f}x runsc)")
+        else:
+            print("  gVisor runsc do     not installed (apt-get install runsc)")
     finally:
         shutil.rmtree(t, ignore_errors=True)
 
