@@ -9,6 +9,10 @@
  *                  the host's 9p view and tries to read <path> (a host file the
  *                  tool's rules do not grant), and tries to reach an address;
  *                  says what happened on Stdout and exits through the protocol
+ *   MODE-PROBE:<probe>:<attempt,attempt,...>:  root in the guest with no
+ *                  Bulwark layer runs the escape battery's probe for each
+ *                  attempt (chrooted into the host's 9p view): the control, in
+ *                  the guest, for the same attempts under the tool's guest layers
  *   MODE-NETESCAPE:<ip>:<port>:<port2>:  root in the guest with no Bulwark
  *                  layer: brings up the user-mode network device itself and
  *                  connects to <ip>:<port> and <ip>:<port2>; what the guest no
@@ -23,6 +27,7 @@
 #include <net/route.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <fcntl.h>
@@ -144,6 +149,44 @@ int main(void) {
 		unsigned char h[5] = {0xff, 0xff, 0xff, 0xff, 5};
 		write_all(fd, h, 5);
 		for (;;) write_all(fd, buf, sizeof buf);
+	} else if (memmem(start, have, "MODE-PROBE:", 11)) {
+		char* p = memmem(start, have, "MODE-PROBE:", 11) + 11;
+		char probe[256] = {0}, list[1024] = {0};
+		char* c1 = memchr(p, ':', 256);
+		char* c2 = c1 ? memchr(c1 + 1, ':', 1024) : NULL;
+		if (c1 && c2) {
+			memcpy(probe, p, (size_t)(c1 - p));
+			memcpy(list, c1 + 1, (size_t)(c2 - c1 - 1));
+		}
+		mkdir("/mnt", 0755);
+		char out[8192];
+		int n = 0;
+		if (mount("root", "/mnt", "9p", MS_RDONLY, "trans=virtio,version=9p2000.L") != 0)
+			n = snprintf(out, sizeof out, "mount: %s\n", strerror(errno));
+		for (char* a = strtok(list, ","); a && n < (int)sizeof out - 256; a = strtok(NULL, ",")) {
+			int pp[2];
+			if (pipe(pp) != 0) break;
+			pid_t c = fork();
+			if (c == 0) {
+				dup2(pp[1], 1);
+				dup2(pp[1], 2);
+				if (chroot("/mnt") != 0 || chdir("/") != 0) _exit(120);
+				char* argv[] = {probe, a, NULL};
+				execv(probe, argv);
+				_exit(121);
+			}
+			close(pp[1]);
+			char line[256] = {0};
+			ssize_t r = read(pp[0], line, sizeof line - 1);
+			close(pp[0]);
+			int st = 0;
+			waitpid(c, &st, 0);
+			if (r > 0 && line[r - 1] == '\n') line[r - 1] = 0;
+			n += snprintf(out + n, sizeof out - (size_t)n, "%s: %s\n", a, r > 0 ? line : "(no output)");
+		}
+		frame(fd, 5, out, (uint32_t)n);
+		const char* exit_doc = "{\"outcome\":\"exited\",\"exit_code\":0}";
+		frame(fd, 7, exit_doc, (uint32_t)strlen(exit_doc));
 	} else if (memmem(start, have, "MODE-NETESCAPE:", 15)) {
 		char* p = memmem(start, have, "MODE-NETESCAPE:", 15) + 15;
 		char ip[64] = {0};

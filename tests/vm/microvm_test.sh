@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The microVM tier end to end under qemu TCG (docs/microvm.md): real
 # `agentd run` launches of tools whose rules ask for a VM.
-#   usage: microvm_test.sh <agentd> <rules dir> <guest image dir>
+#   usage: microvm_test.sh <agentd> <rules dir> <guest image dir> [<escape probe>]
 # Exit 0 all passed, 1 a case failed, 77 (skip) when the guest image could not
 # be built here (its unavailable.txt says why) or qemu is missing.
 set -uo pipefail
-agentd=$1 rules_src=$2 image=$3
+agentd=$1 rules_src=$2 image=$3 probe=${4:-}
 [ -f "$image/image.json" ] || { echo "SKIP: no guest image: $(cat "$image/unavailable.txt" 2>/dev/null)"; exit 77; }
 command -v qemu-system-x86_64 >/dev/null || { echo "SKIP: no qemu-system-x86_64"; exit 77; }
 t=$(mktemp -d /tmp/bw-microvm.XXXXXX)
@@ -254,6 +254,38 @@ assert "10.0.2.15" in d["microvm"]["guest"]["network"], d["microvm"]["guest"]
   kill "$web1" "$web2" 2>/dev/null
 else
   echo "note: no global IPv4 address on this host: the guest network cases not run"
+fi
+
+# 11. The escape battery inside the guest: each attempt made by the tool under
+#     its guest layers fails; the control, the same attempt by root in the
+#     guest with no Bulwark layer (the hostile /init, chrooted into the same 9p
+#     view), succeeds, so it is the guest's layers that stop it.
+# (not those a chroot itself refuses to root: user namespaces; nor those the
+# bare 9p view lacks the objects for)
+attempts="clone_newns,chroot,bpf_map_create,ptrace_child,process_vm_readv,kcmp,perf_event_open,userfaultfd,add_key,keyctl,setuid_root,capset_sys_admin,clock_settime"
+if [ -n "$probe" ] && [ -x "$probe" ] && [ -n "${BULWARK_BAD_GUEST_IMAGE:-}" ] && [ -f "$BULWARK_BAD_GUEST_IMAGE/image.json" ]; then
+  probe_yaml="binaries: [/usr/bin/dash]
+files: { read: [\"\${workdir}\", \"$probe\"] }
+exec: { allow: [/usr/bin/dash, \"$probe\"] }
+microvm: { mode: required }
+limits: { timeout: 60s }"
+  printf 'tool: vmprobe\nextends: base/minimal\n%s\n' "$probe_yaml" >"$t/rules/vmprobe.yaml"
+  confined=$("$agentd" run --rules "$t/rules" --tool vmprobe --workdir "$t/wd" -- \
+             dash -c "for a in $(echo "$attempts" | tr , ' '); do o=\$($probe \$a 2>&1); rc=\$?
+                      [ \$rc -gt 128 ] && o=\"DENIED killed by signal \$((rc - 128))\"; echo \"\$a: \$o\"; done" 2>/dev/null)
+  control=$(BULWARK_GUEST_IMAGE=$BULWARK_BAD_GUEST_IMAGE BULWARK_MICROVM_SNAPSHOTS=off \
+            "$agentd" run --rules "$t/rules" --tool vmprobe --workdir "$t/wd" -- dash -c "echo MODE-PROBE:$probe:$attempts:" 2>/dev/null)
+  bad=0
+  for a in $(echo "$attempts" | tr , ' '); do
+    c=$(echo "$confined" | grep "^$a: " | head -1) k=$(echo "$control" | grep "^$a: " | head -1)
+    if [[ "$c" == "$a: DENIED"* ]] && [[ "$k" == "$a: OK"* ]]; then :; else
+      bad=1
+      fail "escape in the guest, $a: under the guest's layers [$c], root in the guest without them [$k]"
+    fi
+  done
+  [ "$bad" = 0 ] && pass "escape battery in the guest: $(echo "$attempts" | tr , ' ' | wc -w) attempts refused by the guest's layers, each succeeding for root in the guest without them"
+else
+  echo "note: no escape probe or hostile guest image: the escape battery in the guest not run"
 fi
 
 # Nothing left behind: no VMM process, no run cgroup.
