@@ -54,6 +54,18 @@ inline void require_error(std::string_view text, std::string_view code) {
     CHECK(d->severity == Severity::Error);
 }
 
+// A compile that must fail with `code` at line:col, its message saying `says`.
+inline void require_error_at(std::string_view text, std::string_view code, uint32_t line, uint32_t col,
+                             std::string_view says) {
+    auto r = compile(text);
+    INFO(render_diagnostics(r));
+    const Diagnostic* d = find_diag(r, code);
+    REQUIRE(d);
+    CHECK(d->loc.line == line);
+    CHECK(d->loc.col == col);
+    CHECK_THAT(d->message, Catch::Contains(std::string(says)));
+}
+
 inline Bundle require_ok(std::string_view text, std::vector<std::string> dirs = {}) {
     auto r = compile(text, std::move(dirs));
     INFO(render_diagnostics(r));

@@ -178,12 +178,8 @@ TEST_CASE("network.unix rejects what it cannot hold, naming file:line:col", "[co
     // 108 bytes is the most sun_path holds
     require_ok(head + "network: { unix: { connect: [/" + std::string(107, 'a') + "] } }\n");
 
-    auto r = compile(head + "network: { unix: { connect: [/tmp/t/app.sock] } }\n");
-    const Diagnostic* d = find_diag(r, "unix-rule-unsound");
-    REQUIRE(d);
-    CHECK(d->loc.line == 3);
-    CHECK(d->loc.col == 30);
-    CHECK_THAT(d->message, Catch::Contains("may create at /tmp/t"));
+    require_error_at(head + "network: { unix: { connect: [/tmp/t/app.sock] } }\n", "unix-rule-unsound", 3, 30,
+                     "may create at /tmp/t");
 }
 
 TEST_CASE("a variable-rooted unix rule is checked again once the variables are known", "[compiler][unix]") {
@@ -320,12 +316,8 @@ TEST_CASE("network.unix.bind needs a place the tool may create in, named at file
     require_error("tool: t\nfiles: { create: [/srv/c], deny: [{ path: /srv/c/no, rights: [create] }] }\n"
                   "network: { unix: { bind: [/srv/c/no/a.sock] } }\n",
                   "unix-bind-uncreatable");
-    auto r = compile(head + "network:\n  unix:\n    bind: [/srv/c/ok.sock, /run/x.sock]\n");
-    const Diagnostic* d = find_diag(r, "unix-bind-uncreatable");
-    REQUIRE(d);
-    CHECK(d->loc.line == 5);
-    CHECK(d->loc.col == 28);
-    CHECK_THAT(d->message, Catch::Contains("no files rule lets it create at /run/x.sock"));
+    require_error_at(head + "network:\n  unix:\n    bind: [/srv/c/ok.sock, /run/x.sock]\n", "unix-bind-uncreatable", 5,
+                     28, "no files rule lets it create at /run/x.sock");
     // a variable-rooted bind rule is checked again at instantiate
     Bundle v = require_ok("tool: t\nfiles: { read: [/etc], create: [\"${workdir}\"] }\n"
                           "network: { unix: { bind: [\"${workdir}/s/\"] } }\n");
