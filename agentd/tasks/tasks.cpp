@@ -848,8 +848,13 @@ void TaskManager::ExecRun::collect(RunReport& rep) {
         if (taken.truncated) start["decisions_truncated"] = true;
         for (const auto& rec : taken.records) {
             json row = audit::to_json(rec);
+            // A VM run's host-side records are its VMM's, judged under the
+            // VMM's policy (the guest's are marked in_guest): each is
+            // explained with the bundle it was decided under.
+            const bool by_vmm = vm_launch && !(row["detail"].is_object() && row["detail"].value("in_guest", false));
             if (rec.decision == BW_DECISION_DENY || rec.decision == BW_DECISION_AUDIT)
-                denials.push_back(explain_denial(row, rec, *epoch_bundle, *tool_bundle, has_grant));
+                denials.push_back(by_vmm ? explain_denial(row, rec, vm_launch->vmm_bundle, vm_launch->vmm_bundle, false)
+                                         : explain_denial(row, rec, *epoch_bundle, *tool_bundle, has_grant));
             decisions.push_back(std::move(row));
         }
     }
