@@ -104,9 +104,7 @@ std::string explain_text(const Bundle& b) {
         o << "  no unix rule: every connect or addressed send to a named unix socket is refused (socketpair is not "
              "affected), and every bind but in the private /tmp\n";
     for (const auto& u : n.unix_rules) {
-        std::string ops;
-        for (auto [bit, name] : {std::pair{BW_NET_CONNECT, "connect"}, {BW_NET_SEND, "send"}, {BW_NET_BIND, "bind"}})
-            if (u.op_mask & bit) ops += (ops.empty() ? "" : "+") + std::string(name);
+        const std::string ops = net_ops_to_string(u.op_mask, "+");
         std::string what = u.address.starts_with("@") ? "abstract name " + u.address
                            : u.address.ends_with("/") ? "every socket below " + u.address
                                                       : "socket " + u.address;

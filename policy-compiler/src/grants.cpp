@@ -8,17 +8,13 @@
 
 #include "bulwark/policy/bpf_tables.h"
 #include "bulwark/policy/evaluator.h"
+#include "bulwark/policy/values.h"
 
 namespace bulwark::policy {
 
 namespace {
 
-std::string op_names(uint8_t ops) {
-    std::string out;
-    for (auto [bit, name] : {std::pair{BW_NET_CONNECT, "connect"}, {BW_NET_BIND, "bind"}, {BW_NET_SEND, "send"}})
-        if (ops & bit) out += (out.empty() ? "" : "|") + std::string(name);
-    return out;
-}
+std::string op_names(uint8_t ops) { return net_ops_to_string(ops, "|"); }
 
 std::string proto_names(uint8_t p) {
     if ((p & (BW_PROTO_TCP | BW_PROTO_UDP)) == (BW_PROTO_TCP | BW_PROTO_UDP)) return "any";

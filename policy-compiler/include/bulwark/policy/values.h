@@ -58,6 +58,9 @@ std::expected<uint32_t, std::string> parse_percent(std::string_view text);
 // BW_FS_* bits as "read,write" ("none" for 0).
 std::string rights_to_string(uint32_t rights);
 
+// BW_NET_CONNECT / _BIND / _SEND bits as "connect<sep>bind<sep>send" ("" for 0).
+std::string net_ops_to_string(uint32_t ops, std::string_view sep);
+
 // Socket family names of `network.families` and their AF_* numbers.
 const std::vector<std::pair<std::string, int>>& socket_families();
 
