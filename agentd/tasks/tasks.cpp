@@ -851,7 +851,8 @@ void TaskManager::ExecRun::collect(RunReport& rep) {
             // A VM run's host-side records are its VMM's, judged under the
             // VMM's policy (the guest's are marked in_guest): each is
             // explained with the bundle it was decided under.
-            const bool by_vmm = vm_launch && !(row["detail"].is_object() && row["detail"].value("in_guest", false));
+            const auto detail = row.find("detail");  // not row["detail"]: that would add a null one
+            const bool by_vmm = vm_launch && !(detail != row.end() && detail->is_object() && detail->value("in_guest", false));
             if (rec.decision == BW_DECISION_DENY || rec.decision == BW_DECISION_AUDIT)
                 denials.push_back(by_vmm ? explain_denial(row, rec, vm_launch->vmm_bundle, vm_launch->vmm_bundle, false)
                                          : explain_denial(row, rec, *epoch_bundle, *tool_bundle, has_grant));
