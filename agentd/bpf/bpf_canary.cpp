@@ -32,7 +32,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -270,21 +269,18 @@ size_t remove_stale_canary_leftovers(const std::string& parent) {
 }
 
 std::expected<void, SysError> BpfLoader::truth_check() {
+    // Three leaves: the canary's own; a sibling for the exec canary, bound in
+    // its setup window; and one whose policy only watches, for an exec the
+    // monitor must see.
     const std::string canary = parent_path_ + "/" + kCanaryCgroupPrefix + std::to_string(getpid());
-    ::rmdir(canary.c_str());
-    if (::mkdir(canary.c_str(), 0700) != 0) return std::unexpected(SysError::last("mkdir(" + canary + ")"));
-    std::function<void()> cleanup_cg = [canary] { ::rmdir(canary.c_str()); };
-    // and a sibling leaf for the exec canary, bound in its setup window
-    // and one whose policy only watches, for an exec the monitor must see
     const std::string canary_exec = canary + "x", canary_watch = canary + "w";
-    for (const auto* leaf : {&canary_exec, &canary_watch}) {
-        ::rmdir(leaf->c_str());
-        if (::mkdir(leaf->c_str(), 0700) != 0)
-            return cleanup_cg(), std::unexpected(SysError::last("mkdir(" + *leaf + ")"));
-    }
-    cleanup_cg = [canary, canary_exec, canary_watch] {
+    auto cleanup_cg = [&] {
         for (const auto* leaf : {&canary_exec, &canary_watch, &canary}) ::rmdir(leaf->c_str());
     };
+    cleanup_cg();  // a leftover of this pid's earlier check
+    for (const auto* leaf : {&canary, &canary_exec, &canary_watch})
+        if (::mkdir(leaf->c_str(), 0700) != 0)
+            return cleanup_cg(), std::unexpected(SysError::last("mkdir(" + *leaf + ")"));
     auto cg = cgroup_id(canary);
     if (!cg) return cleanup_cg(), std::unexpected(cg.error());
     auto cg_exec = cgroup_id(canary_exec);

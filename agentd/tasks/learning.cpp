@@ -257,17 +257,17 @@ std::expected<json, TaskError> propose(const LearningSources& src, const RecordR
         case policy::OpKind::Remove: draft.add_path(S::FilesRemove, path(op.path)); break;
         case policy::OpKind::Exec: draft.add_path(S::ExecAllow, path(op.path)); break;
         case policy::OpKind::Connect:
-            if (!op.unix_addr.empty()) draft.add_path(S::NetworkUnixConnect, path(op.unix_addr));
-            else net(S::NetworkConnect);
-            break;
         case policy::OpKind::Bind:
-            if (!op.unix_addr.empty()) draft.add_path(S::NetworkUnixBind, path(op.unix_addr));
-            else net(S::NetworkBind);
+        case policy::OpKind::Send: {
+            // a unix socket's address (network.unix.*), or an IP rule
+            const bool bind = op.kind == policy::OpKind::Bind, send = op.kind == policy::OpKind::Send;
+            if (!op.unix_addr.empty())
+                draft.add_path(bind ? S::NetworkUnixBind : send ? S::NetworkUnixSend : S::NetworkUnixConnect,
+                               path(op.unix_addr));
+            else
+                net(bind ? S::NetworkBind : send ? S::NetworkSend : S::NetworkConnect);
             break;
-        case policy::OpKind::Send:
-            if (!op.unix_addr.empty()) draft.add_path(S::NetworkUnixSend, path(op.unix_addr));
-            else net(S::NetworkSend);
-            break;
+        }
         case policy::OpKind::Syscall:
             // A call refused because its ABI is not accepted (i386 through
             // int $0x80) needs the ABI, not the name.

@@ -12,12 +12,12 @@ namespace bulwark::vm {
 
 policy::Bundle compose_vmm_bundle(const policy::Bundle& vmm, const policy::Bundle& tool, const std::string& image_dir) {
     policy::Bundle n = vmm;
-    auto add_rule = [&](const policy::RuleRef* from, std::string text) {
+    auto add_rule = [&](const policy::RuleRef* from, std::string text, const char* section = "files") {
         policy::RuleRef r;
         r.id = static_cast<uint32_t>(n.rules.size());
         if (from) r.loc = from->loc;
         r.text = std::move(text);
-        r.section = "files";
+        r.section = section;
         n.rules.push_back(std::move(r));
         return n.rules.back().id;
     };
@@ -57,8 +57,8 @@ policy::Bundle compose_vmm_bundle(const policy::Bundle& vmm, const policy::Bundl
             auto [it, fresh] = ids.try_emplace(r.rule_id, 0);
             if (fresh) {
                 const policy::RuleRef* src = tool.rule(r.rule_id);
-                it->second = add_rule(src, (src ? src->text : std::string("network")) + " (the VM of " + tool.tool + ")");
-                n.rules.back().section = "network";
+                it->second = add_rule(src, (src ? src->text : std::string("network")) + " (the VM of " + tool.tool + ")",
+                                      "network");
             }
             r.rule_id = it->second;
             n.network.rules.push_back(r);

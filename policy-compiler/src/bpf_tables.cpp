@@ -307,10 +307,9 @@ bool unix_bind_in_private_tmp(std::string_view address) {
 }
 
 std::string unix_bind_uncreatable(const Bundle& b, const std::string& address) {
-    if (address.starts_with("@")) return {};
-    std::string path = address.size() > 1 && address.ends_with("/") ? address.substr(0, address.size() - 1) : address;
-    if (unix_bind_in_private_tmp(address)) return {};
+    if (address.starts_with("@") || unix_bind_in_private_tmp(address)) return {};
     if (unrestricted_file_rights(b) & BW_FS_CREATE) return {};
+    std::string path = address.size() > 1 && address.ends_with("/") ? address.substr(0, address.size() - 1) : address;
     uint32_t allow = 0, deny = 0;
     for (const auto& f : b.files)
         if (path_covers(f.path, path)) allow |= f.allow, deny |= f.deny;

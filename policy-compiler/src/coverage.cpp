@@ -64,8 +64,9 @@ bool bind_refused_by_seccomp(const Bundle& b) {
 }
 
 // Who holds a unix bind rule at `address` ("" stands for the pathname
-// default, "@" for the abstract one).
-std::vector<LayerClaim> unix_bind_claims(const Bundle& b, const std::string& address, bool own_netns) {
+// default, "@" for the abstract one); seccomp_bind: bind_refused_by_seccomp.
+std::vector<LayerClaim> unix_bind_claims(const Bundle& b, const std::string& address, bool own_netns,
+                                         bool seccomp_bind) {
     std::vector<LayerClaim> c = {{"bpf_lsm", "socket_bind hook, on the address as written"}};
     const bool landlock_fs = b.landlock.handled_fs & LANDLOCK_ACCESS_FS_MAKE_SOCK;
     if (address.starts_with("@")) {
@@ -75,7 +76,7 @@ std::vector<LayerClaim> unix_bind_claims(const Bundle& b, const std::string& add
     } else if (address.ends_with("/") && landlock_fs) {
         c.push_back({"landlock", "make_sock on the directory"});
     }
-    if ((address.empty() || address == "@") && bind_refused_by_seccomp(b))
+    if ((address.empty() || address == "@") && seccomp_bind)
         c.push_back({"seccomp", "bind(2) is refused to the tool altogether"});
     return c;
 }
@@ -227,7 +228,7 @@ std::vector<RuleCoverage> rule_coverage(const Bundle& b) {
         if (!(u.op_mask & BW_NET_BIND)) continue;
         auto it = row_of.find(u.rule_id);
         if (it == row_of.end()) continue;
-        out[it->second].layers = unix_bind_claims(b, u.address, own_netns);
+        out[it->second].layers = unix_bind_claims(b, u.address, own_netns, false);
     }
     if (b.network.af_allow & (uint64_t(1) << AF_UNIX)) {
         // The rows of the unix defaults may run unheld where the tool's own
@@ -258,14 +259,15 @@ std::vector<RuleCoverage> rule_coverage(const Bundle& b) {
                      unix_claims());
         // And it binds only where its bind rules say: a create right is no
         // bind right, and an abstract name a host daemon uses is not its to take.
+        const bool seccomp_bind = bind_refused_by_seccomp(b);
         unix_default("network.unix.path_bind_default_deny",
                      "network.unix: binding a pathname unix socket no bind rule names is refused (a create right is "
                      "not a bind right; the sandbox's private /tmp excepted)",
-                     unix_bind_claims(b, "", own_netns));
+                     unix_bind_claims(b, "", own_netns, seccomp_bind));
         unix_default("network.unix.abstract_bind_default_deny",
                      "network.unix: binding an abstract unix name no bind rule names is refused (no squatting on a "
                      "name a host daemon uses)",
-                     unix_bind_claims(b, "@", own_netns));
+                     unix_bind_claims(b, "@", own_netns, seccomp_bind));
     }
     return out;
 }
