@@ -270,6 +270,16 @@ std::string run_control(const std::string& attempt, const std::string& arg, cons
     return unconfined_output(ESCAPE_PROBE, {attempt, arg}, cwd);
 }
 
+// A rules directory beside the work directory, with the shipped bases
+// (rules/base) linked in for the test's own tool files to extend.
+std::string rules_dir_beside(const std::string& wd) {
+    namespace fs = std::filesystem;
+    const std::string rules = wd + "-rules";
+    fs::create_directories(rules);
+    fs::create_directory_symlink(fs::path(BULWARK_RULES_DIR) / "base", fs::path(rules) / "base");
+    return rules;
+}
+
 struct Row {
     const Attempt* a;
     std::string control, sandboxed, stopped_by;
@@ -424,9 +434,7 @@ TEST_CASE("escape battery, network rules: attempts outside the rules are stopped
     namespace fs = std::filesystem;
     const std::string tag = std::to_string(getpid());
     std::string wd = test::make_workdir("escape-net");
-    std::string rules = wd + "-rules";
-    fs::create_directories(rules);
-    fs::create_directory_symlink(fs::path(BULWARK_RULES_DIR) / "base", fs::path(rules) / "base");
+    std::string rules = rules_dir_beside(wd);
     std::ofstream(rules + "/escnet.yaml")
         << "tool: escnet\ndescription: escape battery network probe\nextends: base/minimal\n"
         << "binaries: [" << ESCAPE_NETPROBE << "]\n"
@@ -506,9 +514,7 @@ std::string abi_control(const std::vector<std::string>& args) {
 TEST_CASE("escape battery, foreign ABIs: i386 calls through int $0x80 are refused unless the rules accept i386") {
     namespace fs = std::filesystem;
     std::string wd = test::make_workdir("escape-abi");
-    std::string rules = wd + "-rules";
-    fs::create_directories(rules);
-    fs::create_directory_symlink(fs::path(BULWARK_RULES_DIR) / "base", fs::path(rules) / "base");
+    std::string rules = rules_dir_beside(wd);
     auto write_rules = [&](const std::string& tool, const std::string& syscalls) {
         std::ofstream(rules + "/" + tool + ".yaml")
             << "tool: " << tool << "\ndescription: escape battery foreign ABI probe\nextends: base/minimal\n"
@@ -716,11 +722,9 @@ TEST_CASE("escape battery, unix sockets: a read/write grant on a daemon's direct
     namespace fs = std::filesystem;
     const std::string tag = std::to_string(getpid());
     std::string wd = test::make_workdir("escape-unix");
-    std::string rules = wd + "-rules", sockdir = wd + "-daemon";
-    fs::create_directories(rules);
+    std::string rules = rules_dir_beside(wd), sockdir = wd + "-daemon";
     fs::create_directories(sockdir);
     ::chmod(sockdir.c_str(), 0755);
-    fs::create_directory_symlink(fs::path(BULWARK_RULES_DIR) / "base", fs::path(rules) / "base");
     std::ofstream(rules + "/escunix.yaml")
         << "tool: escunix\ndescription: escape battery unix socket probe\nextends: base/network-client\n"
         << "binaries: [" << ESCAPE_UNIXPROBE << "]\n"
@@ -814,14 +818,12 @@ TEST_CASE("escape battery, unix binds: a create right is no bind right; no host 
     namespace fs = std::filesystem;
     const std::string tag = std::to_string(getpid());
     std::string wd = test::make_workdir("escape-bind");
-    std::string rules = wd + "-rules", sockdir = wd + "-daemon";
-    fs::create_directories(rules);
+    std::string rules = rules_dir_beside(wd), sockdir = wd + "-daemon";
     fs::create_directories(sockdir);
     fs::create_directories(wd + "/a/b/c");
     fs::create_directories(wd + "/sockets");
     for (const char* d : {"/a", "/a/b", "/a/b/c", "/sockets"})  // the tool's uid may create there: only the rules refuse
         REQUIRE(::chown((wd + d).c_str(), 65534, 65534) == 0);
-    fs::create_directory_symlink(fs::path(BULWARK_RULES_DIR) / "base", fs::path(rules) / "base");
     const std::string probe = std::string("binaries: [") + ESCAPE_UNIXPROBE + "]\n";
     const std::string files = "files:\n  read: [\"${workdir}\"]\n  write: [\"${workdir}\"]\n  create: [\"${workdir}\"]\n";
     std::ofstream(rules + "/escbind.yaml") << "tool: escbind\nextends: base/minimal\n" << probe << files;
