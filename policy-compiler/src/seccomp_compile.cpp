@@ -801,6 +801,27 @@ Built SeccompBuild::export_and_verify() {
 
 }  // namespace
 
+std::expected<std::vector<ResolvedSyscallRule>, SeccompError> resolve_seccomp_rules(const SeccompSpec& spec) {
+    if (auto ok = check_violation(spec); !ok) return std::unexpected(ok.error());
+    SeccompBuild b(spec);
+    static constexpr Built (SeccompBuild::*kSteps[])() = {
+        &SeccompBuild::add_baseline, &SeccompBuild::add_allows, &SeccompBuild::add_clone3_enosys,
+        &SeccompBuild::add_denies,   &SeccompBuild::check_compat_arches,
+    };
+    for (auto step : kSteps)
+        if (auto ok = (b.*step)(); !ok) return std::unexpected(ok.error());
+    std::vector<ResolvedSyscallRule> out;
+    for (const auto& [name, entries] : b.by_name) {
+        auto rules = resolve(entries);
+        if (!rules) return std::unexpected(rules.error());
+        for (const auto& [term, entry] : *rules) {
+            if (detail::scmp_action(entry->action, entry->errno_value) == b.default_action) continue;
+            out.push_back(ResolvedSyscallRule{name, term, entry->action, entry->errno_value, entry->rule_id});
+        }
+    }
+    return out;
+}
+
 std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec) {
     if (auto ok = check_violation(spec); !ok) return std::unexpected(ok.error());
     SeccompBuild b(spec);

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bulwark/policy/bundle.h"
 
 namespace bulwark::policy {
@@ -73,6 +75,27 @@ struct SeccompError {
 // Install with no_new_privs; add SECCOMP_FILTER_FLAG_LOG to have the kernel
 // log non-allow decisions.
 std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec);
+
+// One rule of the filter after precedence is settled (deny > clone3 ENOSYS >
+// allow > baseline): the rules of one syscall never overlap, and a rule whose
+// action is the violation action is left out (the default says so).
+struct ResolvedSyscallRule {
+    std::string name;
+    std::vector<SyscallArgCond> args;  // all must hold
+    SeccompAction action = SeccompAction::Allow;
+    uint16_t errno_value = 0;          // SeccompAction::Errno
+    uint32_t rule_id = 0;
+};
+std::expected<std::vector<ResolvedSyscallRule>, SeccompError> resolve_seccomp_rules(const SeccompSpec& spec);
+
+// The spec as an OCI runtime-spec `linux.seccomp` object (what runc and crun
+// load with their libseccomp): defaultAction (and defaultErrnoRet) from the
+// violation action, the native architecture and the compat ABIs the spec
+// accepts (every other ABI falls to the runtime's bad-arch action, a refusal),
+// and resolve_seccomp_rules() one OCI rule each. The native decisions equal
+// compile_seccomp()'s program (tests/unit: both run through the cBPF
+// interpreter over every known syscall).
+std::expected<nlohmann::json, SeccompError> export_oci_seccomp(const SeccompSpec& spec);
 
 // The compat ABIs `syscalls.architectures` may name, on any host Bulwark
 // supports ("arm", "i386"), and those of this host (a subset).
