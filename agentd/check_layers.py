@@ -23,6 +23,7 @@ ALLOWED = {
     "mcp": {"common", "api"},
     "cli": {"common", "audit", "sandbox", "bpf", "kaudit", "vm", "tasks", "api", "mcp"},
     "guest": {"common", "audit", "sandbox", "bpf", "kaudit", "vm", "tasks"},
+    "oci": {"common", "sandbox", "tasks", "mcp"},
 }
 # Narrower than the folder: what bpf/ and kaudit/ may take of audit/, and
 # mcp/ of api/ (the HTTP transport for --http).
@@ -32,6 +33,8 @@ ONLY = {
     ("mcp", "api"): {"api/http_server.h", "api/http_api.h", "api/http_parse.h"},
     ("guest", "tasks"): {"tasks/run_binding.h"},
     ("guest", "vm"): {"vm/channel.h"},
+    ("oci", "tasks"): {"tasks/grant_json.h", "tasks/tool_catalog.h"},
+    ("oci", "mcp"): {"mcp/agentd_client.h"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

@@ -22,6 +22,7 @@
 #include "bulwark/policy/seccomp.h"
 #include "api/task_requests.h"
 #include "tasks/record_operation.h"
+#include "tasks/containers.h"
 #include "tasks/tasks.h"
 #include "tasks/tool_catalog.h"
 
@@ -197,9 +198,48 @@ ApiResponse propose(const TaskRoutes& ctx, const ApiRequest& req) {
     return reply(bulwark::propose({*ctx.catalog, ctx.tasks, *ctx.store}, *range));
 }
 
+// The container routes bind cgroups to policies: only root on the unix
+// socket (the OCI runtime on this node) may call them.
+template <class F>
+Router::Handler container_route(const TaskRoutes& ctx, F f) {
+    return [ctx, f](const ApiRequest& req) {
+        if (req.peer.transport != Peer::Transport::Unix || req.peer.uid != 0)
+            return error_response(403, "forbidden", "the container routes are for root over agentd's unix socket");
+        if (!ctx.containers) return error_response(503, "unavailable", "this agentd does not bind containers");
+        return f(*ctx.containers, req);
+    };
+}
+
+void register_container_routes(Router& r, const TaskRoutes& ctx) {
+    r.add("POST", "/v1/containers", container_route(ctx, [](ContainerManager& m, const ApiRequest& req) {
+              ApiResponse bad;
+              auto body = parse_body(req, bad);
+              if (!body) return bad;
+              auto cr = container_request_from_json(*body);
+              if (!cr) return from_error(cr.error());
+              return reply(m.bind(std::move(*cr)), 201);
+          }),
+          {.offload = true});
+    r.add("GET", "/v1/containers",
+          container_route(ctx, [](ContainerManager& m, const ApiRequest&) { return json_response(200, m.list()); }));
+    r.add("GET", "/v1/containers/{id}", container_route(ctx, [](ContainerManager& m, const ApiRequest& req) {
+              return reply(m.get(req.params.at("id")));
+          }));
+    r.add("DELETE", "/v1/containers/{id}", container_route(ctx, [](ContainerManager& m, const ApiRequest& req) {
+              json exit = json::object();
+              if (!req.body.empty()) {
+                  exit = json::parse(req.body, nullptr, false);
+                  if (!exit.is_object()) return error_response(400, "bad_json", "the body is not a JSON object");
+              }
+              return reply(m.release(req.params.at("id"), exit));
+          }),
+          {.offload = true});
+}
+
 }  // namespace
 
 void register_task_routes(Router& r, const TaskRoutes& ctx) {
+    register_container_routes(r, ctx);
     r.add("GET", "/v1/tools", [ctx](const ApiRequest&) {
         json tools = json::array();
         for (const auto& t : ctx.catalog->tools()) tools.push_back(ToolCatalog::summary(t));
@@ -338,7 +378,9 @@ int http_status(TaskErrc code) {
     case TaskErrc::BadWorkdir: return 400;
     case TaskErrc::GrantWidens: return 403;
     case TaskErrc::UnknownTask:
-    case TaskErrc::UnknownTool: return 404;
+    case TaskErrc::UnknownTool:
+    case TaskErrc::UnknownContainer: return 404;
+    case TaskErrc::ContainerExists:
     case TaskErrc::TaskClosed:
     case TaskErrc::WorkdirGone: return 409;
     case TaskErrc::FileRefused:

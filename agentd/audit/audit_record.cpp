@@ -146,11 +146,13 @@ AuditRecord decision_from_event(const bw_event& ev, const RunContext& ctx, int64
     r.err = ev.ret < 0 ? -ev.ret : 0;
     r.pid = ev.tgid ? ev.tgid : ev.pid;
     r.comm = bounded_cstr(ev.comm, sizeof ev.comm);
-    if (ev.obj_kind == BW_OBJ_FILE && ev.obj.file.rights)
-        r.detail = nlohmann::json{{"rights", ev.obj.file.rights},
-                                  {"dev", ev.obj.file.dev},
-                                  {"ino", ev.obj.file.ino}}
-                       .dump();
+    const bool file = ev.obj_kind == BW_OBJ_FILE && ev.obj.file.rights;
+    if (file || ctx.container) {
+        nlohmann::json d = nlohmann::json::object();
+        if (file) d.update({{"rights", ev.obj.file.rights}, {"dev", ev.obj.file.dev}, {"ino", ev.obj.file.ino}});
+        if (ctx.container) d["container"] = *ctx.container;
+        r.detail = d.dump();
+    }
     return r;
 }
 

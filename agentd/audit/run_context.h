@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace bulwark {
 namespace policy {
 struct Bundle;
@@ -20,6 +22,10 @@ struct RunContext {
     // text), and a seccomp denial from the kernel's audit log is judged
     // against its filter for the rule and errno (null: left unnamed).
     std::shared_ptr<const policy::Bundle> bundle;
+    // A container's run (the OCI runtime, bulwark-oci): its identity (id and,
+    // when known, the pod's name, namespace and UID), carried into the detail
+    // of every decision record as "container". Null for a tool run.
+    std::shared_ptr<const nlohmann::json> container;
 };
 
 }  // namespace bulwark

@@ -207,6 +207,7 @@ void BpfRuntime::on_event(const bw_event& ev) {
             ctx.task_id = it->second.run.task_id;
             ctx.run_id = it->second.run.run_id;
             ctx.tool = it->second.run.tool;
+            ctx.container = it->second.run.container;
             for (const auto& e : it->second.epochs)
                 if (e.kernel_version == ev.policy_version) {
                     ctx.bundle = e.bundle;
@@ -524,6 +525,46 @@ std::expected<std::shared_ptr<Attachment>, BindError> BpfRuntime::attach(const p
     return a;
 }
 
+std::expected<std::shared_ptr<Attachment>, BindError> BpfRuntime::adopt(const std::string& cgroup_path,
+                                                                        const policy::Bundle& bundle, RunContext run) {
+    auto id = bpf::cgroup_id(cgroup_path);
+    if (!id) return std::unexpected(kernel_error(id.error()));
+    std::optional<bw_binding> found;
+    {
+        MapsLock ml(*this);
+        if (!ml) return std::unexpected(BindError{BindError::Code::LockHeld, ml.refused()});
+        auto all = loader_->maps().bindings();
+        if (!all) return std::unexpected(kernel_error(all.error()));
+        for (const auto& [cg, b] : *all)
+            if (cg == *id && b.run_id == run.run_id && b.task_id == run.task_id) found = b;
+    }
+    if (!found) {
+        auto a = attach(bundle, std::move(run));
+        if (!a) return a;
+        auto bound = (*a)->bind(cgroup_path);
+        if (!bound) return std::unexpected(bound.error());
+        return a;
+    }
+    std::shared_ptr<Attachment> a(new Attachment());
+    a->rt_ = this;
+    a->policy_version_ = run.policy_version;
+    a->cgid_ = *id;
+    a->slots_ = {found->policy_id};
+    {
+        std::lock_guard cl(ctx_mu_);
+        auto& bound = runs_[*id];
+        bound.run = run;
+        bound.run.bundle.reset();
+        bound.epochs = {Epoch{found->policy_version, run.policy_version, found->policy_id,
+                              std::make_shared<const policy::Bundle>(bundle)}};
+    }
+    if (auto st = loader_->maps().stats()) a->reserve_failures_at_bind_ = st->ringbuf_reserve_failures;
+    a->blocks_at_bind_ = reader_blocks_.load();
+    a->run_ = std::move(run);
+    a->run_.bundle.reset();
+    return a;
+}
+
 // ---------------------------------------------------------------- attachment
 
 Attachment::~Attachment() { release(); }
@@ -626,6 +667,11 @@ std::expected<void, BindError> Attachment::rebind(const policy::Bundle& bundle, 
     slots_ = {ep->slot};
     policy_version_ = policy_version;
     return {};
+}
+
+void Attachment::keep_bound() {
+    std::lock_guard lk(mu_);
+    released_ = true;
 }
 
 void Attachment::release() {

@@ -89,6 +89,10 @@ public:
     std::function<std::expected<std::string, std::string>(int cgroup_v2_fd, const std::string& cgroup_path)> hook();
     std::expected<void, BindError> rebind(const policy::Bundle& bundle, uint64_t policy_version);
     void release();
+    // Lets go of the binding without undoing it: the cgroup stays bound in
+    // the pinned maps after this process (a container outlives agentd; the
+    // next agentd adopts it, BpfRuntime::adopt). release() then does nothing.
+    void keep_bound();
     // For the run's report: other readers of the ring buffer, and events the
     // kernel could not queue since the run was bound (the ring buffer was
     // full), with why when the reader was held back meanwhile.
@@ -123,6 +127,14 @@ public:
     ~BpfRuntime();  // stops the reader after a last drain; pinned links keep enforcing
 
     std::expected<std::shared_ptr<Attachment>, BindError> attach(const policy::Bundle& bundle, RunContext run);
+    // A cgroup another process bound and that outlived it (a container bound
+    // by an agentd that was killed): when its binding is still in the maps
+    // and names this run, the returned Attachment owns it as it is (the
+    // enforcement never paused; events name the run again, and release()
+    // frees its slot). Otherwise the cgroup is bound afresh, as attach() and
+    // its hook would.
+    std::expected<std::shared_ptr<Attachment>, BindError> adopt(const std::string& cgroup_path,
+                                                                const policy::Bundle& bundle, RunContext run);
 
     // Absolute path of the cgroup below which run leaves must be created.
     const std::string& cgroup_parent() const { return loader_->parent_cgroup(); }

@@ -29,6 +29,7 @@
 #include "api/http_tasks.h"
 #include "cli/host_layers.h"
 #include "kaudit/kernel_audit.h"
+#include "tasks/containers.h"
 #include "tasks/reconcile.h"
 #include "kaudit/run_registry.h"
 #include "tasks/tasks.h"
@@ -115,6 +116,7 @@ public:
     Started open_store();
     Started reap_previous();
     Started start_bpf();
+    Started readopt_containers();
     Started reconcile();
     Started load_rules();
     Started start_kernel_audit();
@@ -142,8 +144,10 @@ private:
     std::unique_ptr<bpf::BpfRuntime> bpf_rt_;
     std::string bpf_unavailable_;
     std::shared_ptr<const nlohmann::json> reconciliation_;
-    std::optional<ToolCatalog> catalog_;
     RunRegistry runs_;
+    std::optional<ContainerManager> containers_;
+    std::set<uint64_t> containers_kept_;  // run ids of re-adopted containers: reconcile leaves them open
+    std::optional<ToolCatalog> catalog_;
     std::unique_ptr<KernelAuditReader> kaudit_;
     std::string kaudit_error_;
     LeftCgroups left_cgroups_;  // run cgroups not removed at their run's end, retried until they go
@@ -242,13 +246,28 @@ nlohmann::json Daemon::bpf_status() const {
     return {{"state", "unavailable: " + bpf_unavailable_}};
 }
 
+// Containers the OCI runtime had bound (their cgroups kept their bindings in
+// the pinned maps while no agentd ran): adopted again, or closed when gone.
+Started Daemon::readopt_containers() {
+    ContainerOptions co;
+    co.bpf = bpf_rt_.get();
+    co.bpf_unavailable = bpf_unavailable_;
+    co.registry = &runs_;
+    co.store = store_.get();
+    co.state_dir = cfg_.state_dir;
+    co.next_run_id = [this] { return tasks_->reserve_run_id(); };
+    containers_.emplace(std::move(co));
+    containers_kept_ = containers_->readopt();
+    return {};
+}
+
 Started Daemon::reconcile() {
     if (bpf_rt_) {
         auto c = bpf_rt_->counters();
         recon_.bpf_bindings = c.reaped_bindings;
         recon_.bpf_slots = c.reaped_slots;
     }
-    close_abandoned_runs(*store_, recon_);
+    close_abandoned_runs(*store_, recon_, containers_kept_);
     if (recon_.found_anything())
         spdlog::warn("reconciled: {}", recon_.summary());
     else
@@ -367,7 +386,8 @@ Started Daemon::register_routes() {
     store_->enqueue(audit::host_status_record({{"event", "host_layers"}, {"host", host_now()}}));
     ctx_.host_status = [this] { return host_now(); };
     http::register_v1_routes(router_, ctx_);
-    http::register_task_routes(router_, {.catalog = &*catalog_, .tasks = &*tasks_, .store = store_.get()});
+    http::register_task_routes(router_, {.catalog = &*catalog_, .tasks = &*tasks_, .store = store_.get(),
+                                         .containers = &*containers_});
     if (cfg_.dashboard.enabled) dashboard::register_routes(router_, assets_);
     return {};
 }
@@ -434,6 +454,7 @@ int run_serve(const ServeArgs& a) {
         &Daemon::open_store,          // the audit store
         &Daemon::reap_previous,       // a dead agentd's sandboxes
         &Daemon::start_bpf,           // the BPF layer (or why not)
+        &Daemon::readopt_containers,  // containers bound by a previous agentd
         &Daemon::reconcile,           // a dead agentd's open runs closed
         &Daemon::load_rules,          // every rule file compiles, or no start
         &Daemon::start_kernel_audit,  // Landlock and seccomp denials (or why not)

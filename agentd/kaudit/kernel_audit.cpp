@@ -128,6 +128,7 @@ audit::AuditRecord kernel_decision_record(const kaudit::KernelDenial& d, const R
     }
     if (d.ppid) detail["ppid"] = d.ppid;
     if (!d.proctitle.empty()) detail["proctitle"] = d.proctitle;
+    if (ctx.container) detail["container"] = *ctx.container;
     if (d.layer == kaudit::KernelDenial::Layer::Seccomp) {
         r.layer = BW_LAYER_SECCOMP;
         r.op = BW_OP_SYSCALL;

@@ -115,7 +115,7 @@ const std::string& landlock_canary() {
 
 std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPlan& plan,
                                                        int binary_fd, const std::string& workdir,
-                                                       std::vector<std::string>& warnings) {
+                                                       std::vector<std::string>& warnings, bool canary) {
     LandlockPrep prep;
     prep.status.name = "landlock";
     if (plan.handled_fs == 0 && plan.handled_net == 0 && plan.scoped == 0) {
@@ -130,7 +130,7 @@ std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPla
         prep.status.detail = "landlock_create_ruleset: kernel has no Landlock (ENOSYS/EOPNOTSUPP)";
         return prep;
     }
-    if (const auto& bad = landlock_canary(); !bad.empty()) {
+    if (const auto& bad = canary ? landlock_canary() : std::string(); !bad.empty()) {
         prep.status.state = LayerState::Unavailable;
         prep.status.detail = bad;
         return prep;

@@ -65,9 +65,12 @@ struct LandlockPrep {
 // Builds the ruleset. binary_fd gets EXECUTE|READ_FILE (the verified tool).
 // A path rule whose path does not exist is reported (warnings) and skipped.
 // workdir: where the run's work directory is mounted in the sandbox.
+// canary: run landlock_canary() first (a caller whose host already proved
+// Landlock, like the OCI launcher inside a container, skips it: its denial
+// would be recorded against the container).
 std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPlan& plan,
                                                        int binary_fd, const std::string& workdir,
-                                                       std::vector<std::string>& warnings);
+                                                       std::vector<std::string>& warnings, bool canary = true);
 
 // Child side, async-signal-safe: grants the sandbox's private mounts their
 // rights (each masked to what the ruleset handles), then restricts. Returns 0

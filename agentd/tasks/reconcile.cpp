@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "audit/audit_record.h"
 #include "bpf/bpf_loader.h"
@@ -86,7 +87,7 @@ ReconcileReport reap_previous_sandboxes(const std::string& bpf_cgroup_parent) {
     return rep;
 }
 
-void close_abandoned_runs(audit::AuditStore& store, ReconcileReport& rep) {
+void close_abandoned_runs(audit::AuditStore& store, ReconcileReport& rep, const std::set<uint64_t>& keep) {
     auto t0 = Clock::now();
     using audit::RecordKind;
     const auto timeout = std::chrono::seconds(30);
@@ -106,6 +107,7 @@ void close_abandoned_runs(audit::AuditStore& store, ReconcileReport& rep) {
     std::optional<uint64_t> last;
     for (const auto& row : *open) {
         uint64_t run_id = row[0].get<uint64_t>();
+        if (keep.contains(run_id)) continue;
         auto rec = store.read_sql("SELECT task_id, tool, detail FROM records WHERE run_id = " + std::to_string(run_id) +
                                       " AND kind = " + start + " LIMIT 1",
                                   timeout);

@@ -12,6 +12,7 @@
 //      which are removed while still empty).
 // The report goes to the log, a host_status record and /v1/health.
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,8 @@ struct ReconcileReport {
 ReconcileReport reap_previous_sandboxes(const std::string& bpf_cgroup_parent);
 
 // Step 2: closes the store's open runs (none of them can be this process's:
-// it has started none yet) and waits until the exit records are committed.
-void close_abandoned_runs(audit::AuditStore& store, ReconcileReport& rep);
+// it has started none yet) but those in `keep` (containers re-adopted: they
+// live on), and waits until the exit records are committed.
+void close_abandoned_runs(audit::AuditStore& store, ReconcileReport& rep, const std::set<uint64_t>& keep = {});
 
 }  // namespace bulwark

@@ -12,6 +12,8 @@ std::string_view code_name(TaskErrc code) {
     case TaskErrc::InstantiateFailed: return "instantiate_failed";
     case TaskErrc::CandidateInvalid: return "candidate_invalid";
     case TaskErrc::UnknownTask: return "unknown_task";
+    case TaskErrc::UnknownContainer: return "unknown_container";
+    case TaskErrc::ContainerExists: return "container_exists";
     case TaskErrc::UnknownTool: return "unknown_tool";
     case TaskErrc::TaskClosed: return "task_closed";
     case TaskErrc::WorkdirGone: return "workdir_gone";

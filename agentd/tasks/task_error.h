@@ -25,6 +25,8 @@ enum class TaskErrc : uint8_t {
     // What it names
     UnknownTask,
     UnknownTool,
+    UnknownContainer,
+    ContainerExists,  // a container id already bound
     TaskClosed,
     WorkdirGone,  // the task's work directory is gone from the host
     TooManyTasks,

@@ -185,6 +185,11 @@ std::expected<json, TaskError> TaskManager::cancel(uint64_t id, const std::strin
     return json{{"task_id", id}, {"client_ref", ref}, {"cancelled_runs", runs}};
 }
 
+uint64_t TaskManager::reserve_run_id() {
+    std::lock_guard lk(mu_);
+    return next_run_id_++;
+}
+
 size_t TaskManager::cancel_all() {
     std::lock_guard lk(mu_);
     shutting_down_ = true;

@@ -133,6 +133,9 @@ public:
     // Daemon shutdown: kills every running run (their exec calls return) and
     // refuses new ones.
     size_t cancel_all();
+    // A run id for a run this manager does not launch (a container's, bound
+    // by tasks/containers): unique with the task runs' ids.
+    uint64_t reserve_run_id();
     // Ends the task's running runs whose exec named this client_ref: their
     // processes are killed, as at the task's close.
     std::expected<nlohmann::json, TaskError> cancel(uint64_t id, const std::string& client_ref);

@@ -1,0 +1,404 @@
+#include "oci/runtime.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "bulwark/policy/compiler.h"
+#include "bulwark/policy/coverage.h"
+#include "common/procfs.h"
+#include "mcp/agentd_client.h"
+#include "oci/confine_spec.h"
+#include "oci/container_policy.h"
+#include "oci/launch_policy.h"
+#include "oci/runc_args.h"
+#include "oci/runtime_config.h"
+#include "sandbox/landlock.h"
+#include "sandbox/rule_coverage.h"
+#include "sandbox/seccomp_install.h"
+
+namespace bulwark::oci {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kCgroupPrefix = "oci-";
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+bool write_file(const std::string& path, const std::string& text, mode_t mode = 0600) {
+    const std::string tmp = path + ".tmp";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0) return false;
+    size_t off = 0;
+    while (off < text.size()) {
+        ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+        if (n <= 0) {
+            ::close(fd);
+            return false;
+        }
+        off += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    return ::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+std::string rfc3339_now() {
+    char buf[64];
+    std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+// Runs the delegate and waits for it; its exit status.
+int run_delegate(const std::vector<std::string>& argv) {
+    pid_t pid = ::fork();
+    if (pid < 0) return 1;
+    if (pid == 0) {
+        std::vector<char*> a;
+        for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+        a.push_back(nullptr);
+        ::execv(a[0], a.data());
+        std::fprintf(stderr, "bulwark-oci: exec %s: %s\n", a[0], std::strerror(errno));
+        _exit(127);
+    }
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+[[noreturn]] void exec_delegate(const std::vector<std::string>& argv) {
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    ::execv(a[0], a.data());
+    std::fprintf(stderr, "bulwark-oci: exec %s: %s\n", a[0], std::strerror(errno));
+    std::exit(127);
+}
+
+// One invocation: the configuration, the parsed words, and where errors go.
+class Runtime {
+public:
+    Runtime(RuntimeConfig cfg, RuncArgs args) : cfg_(std::move(cfg)), args_(std::move(args)) {}
+
+    int dispatch() {
+        if (args_.command == "create") return create(false);
+        if (args_.command == "run") return run();
+        if (args_.command == "exec") return exec();
+        if (args_.command == "delete") return remove();
+        exec_delegate(args_.argv(cfg_.delegate));
+    }
+
+    // An error as runc reports it: stderr, and the --log file in its format.
+    int fail(const std::string& msg) {
+        std::cerr << "bulwark-oci: " << msg << "\n";
+        if (auto log = args_.global_option("log")) {
+            std::ofstream out(*log, std::ios::app);
+            if (args_.global_option("log-format").value_or("text") == "json")
+                out << json{{"level", "error"}, {"msg", "bulwark-oci: " + msg}, {"time", rfc3339_now()}}.dump() << "\n";
+            else
+                out << "time=\"" << rfc3339_now() << "\" level=error msg=\"bulwark-oci: " << msg << "\"\n";
+        }
+        return 1;
+    }
+
+private:
+    std::string container_id() const { return args_.args.empty() ? "" : args_.args.front(); }
+    std::string state_dir(const std::string& id) const { return cfg_.state_root + "/" + id; }
+    bool ours(const std::string& id) const { return fs::exists(state_dir(id) + "/container.json"); }
+
+    std::expected<AgentdReply, std::string> agentd(std::string_view method, const std::string& target,
+                                                   const std::optional<json>& body = std::nullopt) const {
+        AgentdClient client(cfg_.agentd_socket);
+        auto r = client.call(method, target, body);
+        if (!r) return std::unexpected("agentd at " + cfg_.agentd_socket + ": " + r.error().message);
+        return *r;
+    }
+
+    int create(bool run_after);
+    int run();
+    int exec();
+    int remove();
+    void undo_create(const std::string& id, const std::string& cgroup, bool bound);
+
+    RuntimeConfig cfg_;
+    RuncArgs args_;
+};
+
+// The layers a confined container has, for per-rule coverage.
+LayersInForce container_layers(const ConfinedSpec& c, const ContainerPolicy& p, const json& bound) {
+    LayersInForce in;
+    const int abi = landlock_abi();
+    const std::string& ll = landlock_canary();
+    in.state["landlock"] = abi == 0 ? "the kernel has no Landlock" : ll;
+    in.landlock_fs = abi ? (p.bundle.landlock.handled_fs & ll::fs_rights_for_abi(abi)) : 0;
+    in.state["seccomp"] = seccomp_canary();
+    in.state["mount"] = "";
+    in.state["netns"] = c.own_netns ? "" : "the container shares the host's network namespace";
+    in.state["cgroup"] = "";
+    in.state["rlimit"] = "";
+    in.state["supervisor"] =
+        c.terminal && p.bundle.limits.output_bytes
+            ? "the container has a terminal: the launcher cannot count its output (limits.output)"
+            : "";
+    const json layers = bound.value("layers", json::object());
+    for (const char* l : {"sock_addr", "bpf_lsm"})
+        in.state[l] = layers.contains(l) && layers[l].is_string() ? layers[l].get<std::string>()
+                                                                  : "agentd did not report this layer";
+    in.state["sock_unix"] = bound.value("unix_enforcing", false) ? "" : "the cgroup unix socket programs are not enforcing";
+    in.state["microvm"] = "a container runs on the host's kernel";
+    in.state["tee"] = "a container runs on the host's kernel";
+    in.mount = [masks = c.masks](const policy::RuleCoverage& rc) -> std::string {
+        for (const auto& m : masks)
+            if (m.rule_id == rc.rule_id) return m.held ? "" : m.how;
+        return "no mask was planned for this rule";
+    };
+    return in;
+}
+
+void Runtime::undo_create(const std::string& id, const std::string& cgroup, bool bound) {
+    if (bound) (void)agentd("DELETE", "/v1/containers/" + id, json{{"outcome", "create failed"}});
+    if (!cgroup.empty()) ::rmdir(cgroup.c_str());
+    std::error_code ec;
+    fs::remove_all(state_dir(id), ec);
+}
+
+int Runtime::create(bool run_after) {
+    const std::string id = container_id();
+    if (id.empty()) return fail(args_.command + ": a container id is required");
+    const std::string bundle_dir = args_.option({"bundle", "b"}).value_or(fs::current_path().string());
+    auto spec = json::parse(read_file(bundle_dir + "/config.json"), nullptr, false);
+    if (spec.is_discarded()) return fail(bundle_dir + "/config.json: not readable JSON");
+
+    // 1. Which policy, if any.
+    const bool pause_container =
+        spec.contains("annotations") && spec["annotations"].value("io.kubernetes.cri.container-type", "") == "sandbox";
+    if (!requested_tool(spec) || pause_container) {
+        if (cfg_.refuse_unannotated && !pause_container)
+            return fail("container " + id + " names no policy (annotation " + kToolAnnotation +
+                        ") and this runtime refuses such containers (" + cfg_.source + ": unannotated: refuse)");
+        exec_delegate(args_.argv(cfg_.delegate));
+    }
+    if (args_.global_option("systemd-cgroup") || std::any_of(args_.global.begin(), args_.global.end(), [](const Option& o) {
+            return o.name == "systemd-cgroup";
+        }))
+        return fail("--systemd-cgroup: a confined container's cgroup is made below agentd's BPF cgroup parent by path "
+                    "(the cgroupfs driver); configure the engine with cgroupfs for this runtime");
+    if (ours(id) || fs::exists(state_dir(id))) return fail("container " + id + " already exists");
+
+    // 2. The policy.
+    auto policy = container_policy(cfg_, spec, id);
+    if (!policy) return fail("container " + id + ": " + policy.error());
+
+    // 3. Where the container's cgroup goes: below agentd's BPF cgroup parent.
+    auto health = agentd("GET", "/v1/health");
+    if (!health) return fail(health.error() + " (the node's agentd binds the container's cgroup and keeps its audit)");
+    const std::string parent = health->body.is_object()
+                                   ? health->body.value("/host/bpf/cgroup_parent"_json_pointer, std::string())
+                                   : std::string();
+    if (parent.empty())
+        return fail("agentd's BPF layer is not running (" +
+                    (health->body.is_object() ? health->body.value("/host/bpf/state"_json_pointer, std::string("?"))
+                                              : health->raw) +
+                    "): a confined container needs it");
+    auto v2 = cgroup2_mount();
+    if (!v2 || !parent.starts_with(*v2 + "/")) return fail("agentd's BPF cgroup parent " + parent + " is not below the cgroup v2 mount");
+    const std::string cgroup = parent + "/" + kCgroupPrefix + id;
+
+    // 4. The container's state: the launcher, its policy, the confined bundle.
+    const std::string dir = state_dir(id), launch = dir + "/launch", shadow = dir + "/bundle";
+    std::error_code ec;
+    fs::create_directories(launch, ec);
+    fs::create_directories(shadow, ec);
+    ::chmod(dir.c_str(), 0711);
+    ::chmod(launch.c_str(), 0755);
+    if (ec) return fail("state " + dir + ": " + ec.message());
+    fs::copy_file(cfg_.launcher, launch + "/launch", fs::copy_options::overwrite_existing, ec);
+    if (ec) return undo_create(id, "", false), fail("launcher " + cfg_.launcher + ": " + ec.message());
+    ::chmod((launch + "/launch").c_str(), 0755);
+    auto confined = confine_spec(spec, *policy, bundle_dir, launch);
+    if (!confined) return undo_create(id, "", false), fail("container " + id + ": " + confined.error());
+    const std::string original_cgroup = spec.contains("linux") ? spec["linux"].value("cgroupsPath", "") : "";
+    confined->spec["linux"]["cgroupsPath"] = cgroup.substr(v2->size());
+    confined->report["cgroup"]["path"] = cgroup;
+    if (!original_cgroup.empty()) confined->report["cgroup"]["engine_path"] = original_cgroup;
+    const auto lp = launch_policy_of(policy->bundle, policy->workdir);
+    if (!write_file(launch + "/policy.json", launch_policy_to_json(lp).dump(), 0644) ||
+        !write_file(shadow + "/config.json", confined->spec.dump(2)))
+        return undo_create(id, "", false), fail("state " + dir + ": cannot write");
+
+    // 5. The cgroup, bound before anything runs in it.
+    if (::mkdir(cgroup.c_str(), 0755) != 0 && errno != EEXIST)
+        return undo_create(id, "", false), fail("mkdir " + cgroup + ": " + std::strerror(errno));
+    json identity = pod_identity(spec);
+    json report = confined->report;
+    report["rules"] = policy->rule_file;
+    report["workdir"] = policy->workdir;
+    report["granted"] = policy->granted;
+    auto bound = agentd("POST", "/v1/containers",
+                        json{{"id", id}, {"cgroup", cgroup}, {"bundle", policy::bundle_to_json(policy->bundle)},
+                             {"identity", identity}, {"report", report}});
+    if (!bound) return undo_create(id, cgroup, false), fail(bound.error());
+    if (bound->status != 201) return undo_create(id, cgroup, false), fail("agentd refused the binding: " + bound->error_text());
+
+    // 6. Every rule held by a layer in force, or no container.
+    auto verdict = judge_coverage(policy::rule_coverage(policy->bundle), container_layers(*confined, *policy, bound->body));
+    if (verdict.launch_refused())
+        return undo_create(id, cgroup, true), fail("container " + id + ": " + refusal_message(policy->bundle, verdict));
+    report["coverage"] = coverage_summary(verdict);
+
+    // 7. The delegate creates it from the confined bundle.
+    RuncArgs a = args_;
+    a.command = "create";
+    a.remove_option({"detach", "d", "keep"});
+    a.set_option({"bundle", "b"}, shadow);
+    if (int rc = run_delegate(a.argv(cfg_.delegate)); rc != 0) return undo_create(id, cgroup, true), rc;
+    json state{{"id", id},         {"tool", policy->tool}, {"rules", policy->rule_file}, {"cgroup", cgroup},
+               {"bundle", bundle_dir}, {"report", report},   {"bpf", bound->body.value("bpf", "")}};
+    write_file(dir + "/container.json", state.dump(2));
+    if (run_after) return 0;
+    return 0;
+}
+
+int Runtime::run() {
+    const std::string id = container_id();
+    if (id.empty()) return fail("run: a container id is required");
+    const bool detach = args_.flag({"detach", "d"});
+    // In the foreground the container's first process is our child once the
+    // delegate's create returns (subreaper), so its status is ours.
+    if (!detach) ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    std::string pid_file = args_.option({"pid-file"}).value_or("");
+    if (pid_file.empty()) {
+        pid_file = cfg_.state_root + "/." + id + ".pid";
+        args_.set_option({"pid-file"}, pid_file);
+    }
+    if (int rc = create(true); rc != 0) return rc;
+    RuncArgs start = args_;
+    start.command = "start";
+    start.options.clear();
+    start.args = {id};
+    if (int rc = run_delegate(start.argv(cfg_.delegate)); rc != 0) return rc;
+    if (detach) return 0;
+    const pid_t pid = static_cast<pid_t>(std::atol(read_file(pid_file).c_str()));
+    int st = 0, code = 1;
+    while (pid > 0) {
+        pid_t w = ::waitpid(-1, &st, 0);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) break;
+        if (w == pid) {
+            code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            break;
+        }
+    }
+    RuncArgs del = args_;
+    del.command = "delete";
+    del.options.clear();
+    del.args = {id};
+    args_ = del;
+    remove();
+    return code;
+}
+
+int Runtime::exec() {
+    const std::string id = container_id();
+    if (id.empty() || !ours(id)) exec_delegate(args_.argv(cfg_.delegate));
+    if (args_.option({"cap", "c"}))
+        return fail("exec --cap: a process in container " + id + " (a Bulwark container) holds no capability");
+    if (auto file = args_.option({"process", "p"})) {
+        auto proc = json::parse(read_file(*file), nullptr, false);
+        if (proc.is_discarded()) return fail("exec --process " + *file + ": not readable JSON");
+        auto confined = confine_process(std::move(proc));
+        if (!confined) return fail("exec into " + id + ": " + confined.error());
+        char name[] = "/exec-XXXXXX";
+        std::string path = state_dir(id) + name;
+        std::vector<char> buf(path.begin(), path.end());
+        buf.push_back('\0');
+        int fd = ::mkstemp(buf.data());
+        if (fd < 0) return fail("exec: " + std::string(std::strerror(errno)));
+        ::close(fd);
+        path = buf.data();
+        if (!write_file(path, confined->dump())) return fail("exec: cannot write " + path);
+        args_.set_option({"process", "p"}, path);
+    } else {
+        if (args_.args.size() < 2) return fail("exec: a command is required");
+        std::vector<std::string> a{id, kLauncherInContainer, "--"};
+        a.insert(a.end(), args_.args.begin() + 1, args_.args.end());
+        args_.args = std::move(a);
+        args_.dashdash = false;
+        args_.options.push_back(Option{"no-new-privs", std::nullopt, false});
+    }
+    exec_delegate(args_.argv(cfg_.delegate));
+}
+
+int Runtime::remove() {
+    const std::string id = args_.args.empty() ? "" : args_.args.back();
+    if (id.empty() || !ours(id)) exec_delegate(args_.argv(cfg_.delegate));
+    const int rc = run_delegate(args_.argv(cfg_.delegate));
+    // The delegate's delete failed and the container is still there: keep everything.
+    RuncArgs st = args_;
+    st.command = "state";
+    st.options.clear();
+    st.args = {id};
+    if (rc != 0) {
+        int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+        int saved_out = ::dup(1), saved_err = ::dup(2);
+        ::dup2(null_fd, 1);
+        ::dup2(null_fd, 2);
+        const int alive = run_delegate(st.argv(cfg_.delegate));
+        ::dup2(saved_out, 1);
+        ::dup2(saved_err, 2);
+        ::close(saved_out);
+        ::close(saved_err);
+        ::close(null_fd);
+        if (alive == 0) return rc;
+    }
+    auto state = json::parse(read_file(state_dir(id) + "/container.json"), nullptr, false);
+    auto r = agentd("DELETE", "/v1/containers/" + id, json{{"outcome", "deleted"}});
+    if (!r) std::cerr << "bulwark-oci: " << r.error() << " (its binding goes when agentd next starts)\n";
+    if (state.is_object()) ::rmdir(state.value("cgroup", "").c_str());
+    std::error_code ec;
+    fs::remove_all(state_dir(id), ec);
+    return rc;
+}
+
+}  // namespace
+
+int run_runtime(const std::vector<std::string>& words) {
+    auto cfg = load_runtime_config();
+    RuncArgs args = parse_runc_args(words);
+    if (!cfg) {
+        Runtime r(RuntimeConfig{}, args);
+        return r.fail(cfg.error());
+    }
+    if (args.command.empty()) {
+        for (const auto& o : args.global)
+            if (o.name == "version" || o.name == "v") std::cout << "bulwark-oci (Bulwark), delegating to " << cfg->delegate << "\n";
+    }
+    Runtime r(std::move(*cfg), std::move(args));
+    return r.dispatch();
+}
+
+}  // namespace bulwark::oci

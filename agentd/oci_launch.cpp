@@ -1,0 +1,232 @@
+// bulwark-oci-launch: the first program of a container confined by
+// bulwark-oci, static, bind-mounted read-only at /.bulwark/launch. The
+// runtime replaces the container's process with
+//     /.bulwark/launch -- <the process's args>
+// and this program, inside the container (after the OCI runtime set up its
+// namespaces, mounts, capabilities, no_new_privs and the spec's seccomp
+// filter), in order:
+//   1. reads /.bulwark/policy.json (oci/launch_policy.h);
+//   2. restricts itself with the tool's Landlock ruleset (the container's
+//      paths; the same code as agentd's sandbox) and its compiled seccomp
+//      program (the exact program the compiler verified);
+//   3. supervises the tool: forks it, relays its stdout and stderr counting
+//      bytes against the output limit, kills it at the timeout, forwards
+//      termination signals, reaps every orphan (it is PID 1 of the
+//      container's PID namespace), and exits with the tool's status.
+// Any failure before the tool's exec exits 126 with the reason on stderr:
+// nothing runs unconfined.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "oci/launch_policy.h"
+#include "sandbox/landlock.h"
+#include "sandbox/seccomp_install.h"
+
+namespace {
+
+using namespace bulwark;
+
+[[noreturn]] void die(const std::string& what) {
+    std::fprintf(stderr, "bulwark-oci-launch: %s; the tool was not started\n", what.c_str());
+    std::exit(126);
+}
+
+// The tool's binary as execvp would find it (for Landlock's grant on it).
+std::string resolve(const std::string& cmd) {
+    if (cmd.find('/') != std::string::npos) return cmd;
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    std::stringstream ss(dirs);
+    for (std::string d; std::getline(ss, d, ':');) {
+        std::string p = (d.empty() ? "." : d) + "/" + cmd;
+        if (::access(p.c_str(), X_OK) == 0) return p;
+    }
+    return cmd;
+}
+
+oci::LaunchPolicy read_policy(const char* file) {
+    std::ifstream in(file);
+    if (!in) die(std::string("cannot read ") + file + ": " + std::strerror(errno));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+    if (j.is_discarded()) die(std::string(file) + ": not JSON");
+    auto p = oci::launch_policy_from_json(j);
+    if (!p) die(std::string(file) + ": " + p.error());
+    return std::move(*p);
+}
+
+void restrict_self(const oci::LaunchPolicy& p, const std::string& binary) {
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(std::string("no_new_privs: ") + std::strerror(errno));
+    const bool wants_landlock = p.landlock.handled_fs || p.landlock.handled_net || p.landlock.scoped;
+    if (wants_landlock) {
+        int bfd = ::open(binary.c_str(), O_PATH | O_CLOEXEC);
+        std::vector<std::string> warnings;
+        // The runtime proved Landlock on this kernel (the container's): no canary here.
+        auto prep = prepare_landlock(p.landlock, bfd, p.workdir, warnings, false);
+        if (bfd >= 0) ::close(bfd);
+        if (!prep) die(prep.error().message());
+        if (!prep->ruleset) die("Landlock is not in force here: " + prep->status.detail);
+        if (int rc = landlock_child_apply(*prep); rc != 0)
+            die(std::string("landlock_restrict_self: ") + std::strerror(-rc));
+    }
+    if (p.seccomp.program.empty()) die("the policy has no seccomp program");
+    auto sc = prepare_seccomp(p.seccomp);
+    if (!sc) die("seccomp: " + sc.error());
+    sc->finalize();
+    if (int rc = seccomp_child_install(*sc); rc != 0) die(std::string("seccomp: ") + std::strerror(-rc));
+}
+
+struct Relay {
+    int from = -1;
+    int to = -1;
+};
+
+int supervise(pid_t tool, std::vector<Relay> relays, const oci::LaunchPolicy& p, int sfd) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = p.timeout_ms ? Clock::now() + std::chrono::milliseconds(*p.timeout_ms) : Clock::time_point::max();
+    uint64_t output = 0;
+    int status = 0;
+    bool tool_done = false;
+    std::string why_killed;
+    auto kill_all = [&](const std::string& why) {
+        if (why_killed.empty()) why_killed = why;
+        ::kill(-tool, SIGKILL);
+        ::kill(tool, SIGKILL);
+    };
+    while (!tool_done || std::any_of(relays.begin(), relays.end(), [](const Relay& r) { return r.from >= 0; })) {
+        std::vector<pollfd> fds{{sfd, POLLIN, 0}};
+        for (const auto& r : relays)
+            if (r.from >= 0) fds.push_back({r.from, POLLIN, 0});
+        int wait_ms = -1;
+        if (deadline != Clock::time_point::max() && !tool_done) {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+            if (left <= 0) {
+                kill_all("timeout after " + std::to_string(*p.timeout_ms) + " ms (limits.timeout)");
+                left = 0;
+            }
+            wait_ms = static_cast<int>(std::min<int64_t>(left, 1000));
+        }
+        if (::poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) break;
+        if (fds[0].revents & POLLIN) {
+            signalfd_siginfo si{};
+            while (::read(sfd, &si, sizeof si) == sizeof si) {
+                if (si.ssi_signo == SIGCHLD) continue;
+                if (!tool_done) ::kill(tool, static_cast<int>(si.ssi_signo));  // forwarded
+            }
+        }
+        for (;;) {  // PID 1 reaps every orphan
+            int st = 0;
+            pid_t w = ::waitpid(-1, &st, WNOHANG);
+            if (w <= 0) break;
+            if (w == tool) {
+                status = st;
+                tool_done = true;
+            }
+        }
+        size_t i = 1;
+        for (auto& r : relays) {
+            if (r.from < 0) continue;
+            if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+                char buf[65536];
+                ssize_t n = ::read(r.from, buf, sizeof buf);
+                if (n <= 0) {
+                    ::close(r.from);
+                    r.from = -1;
+                } else {
+                    output += static_cast<uint64_t>(n);
+                    if (p.output_bytes && output > *p.output_bytes) {
+                        kill_all("output over " + std::to_string(*p.output_bytes) + " bytes (limits.output)");
+                    } else {
+                        for (ssize_t off = 0; off < n;) {
+                            ssize_t w = ::write(r.to, buf + off, static_cast<size_t>(n - off));
+                            if (w <= 0) break;
+                            off += w;
+                        }
+                    }
+                }
+            }
+            ++i;
+        }
+        if (tool_done && !why_killed.empty())
+            for (auto& r : relays)
+                if (r.from >= 0) {
+                    ::close(r.from);
+                    r.from = -1;
+                }
+    }
+    if (!why_killed.empty()) {
+        std::fprintf(stderr, "bulwark-oci-launch: the tool was killed: %s\n", why_killed.c_str());
+        return 137;
+    }
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int first = 1;
+    const char* policy_file = oci::kPolicyInContainer;
+    if (first + 1 < argc && std::strcmp(argv[first], "--policy") == 0) {
+        policy_file = argv[first + 1];
+        first += 2;
+    }
+    if (first < argc && std::strcmp(argv[first], "--") == 0) ++first;
+    if (first >= argc) die("usage: bulwark-oci-launch [--policy FILE] -- COMMAND [ARG...]");
+    const auto policy = read_policy(policy_file);
+    const std::string binary = resolve(argv[first]);
+    restrict_self(policy, binary);
+
+    // Output through pipes only when it is not a terminal (a relay would
+    // take the terminal from the tool); the runtime judged the output limit
+    // with that in mind.
+    const bool relay = policy.output_bytes && !::isatty(1) && !::isatty(2);
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (relay && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0))
+        die(std::string("pipe: ") + std::strerror(errno));
+    sigset_t fwd;
+    sigemptyset(&fwd);
+    for (int s : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD}) sigaddset(&fwd, s);
+    sigprocmask(SIG_BLOCK, &fwd, nullptr);
+    int sfd = ::signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) die(std::string("signalfd: ") + std::strerror(errno));
+
+    pid_t tool = ::fork();
+    if (tool < 0) die(std::string("fork: ") + std::strerror(errno));
+    if (tool == 0) {
+        sigprocmask(SIG_UNBLOCK, &fwd, nullptr);
+        if (!::isatty(0)) ::setpgid(0, 0);  // its own group (killed as one), unless it owns a terminal
+        if (relay) {
+            ::dup2(out[1], 1);
+            ::dup2(err[1], 2);
+        }
+        ::execvp(binary.c_str(), argv + first);
+        std::fprintf(stderr, "bulwark-oci-launch: exec %s: %s\n", binary.c_str(), std::strerror(errno));
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    std::vector<Relay> relays;
+    if (relay) {
+        ::close(out[1]);
+        ::close(err[1]);
+        relays = {{out[0], 1}, {err[0], 2}};
+    }
+    return supervise(tool, std::move(relays), policy, sfd);
+}
