@@ -16,6 +16,9 @@ PACKAGES=(
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user
   # peers measured side by side (tests/bench)
   bubblewrap hyperfine
+  # container engines of the OCI runtime tier (tests/oci): runc and crun as
+  # delegates, podman (--runtime), containerd 1.6 with ctr
+  runc crun podman containerd
   # process tools used by tests
   procps iproute2 util-linux
   # tools the shipped rules and the main job run (curl, python3 for the client and its demo)

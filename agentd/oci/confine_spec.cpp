@@ -243,11 +243,6 @@ std::expected<json, std::string> confine_process(json process) {
     if (!process.is_object()) return std::unexpected("process: not a JSON object");
     if (!process.contains("args") || !process["args"].is_array() || process["args"].empty())
         return std::unexpected("process.args: required, non-empty");
-    if (process.contains("capabilities") && process["capabilities"].is_object())
-        for (const auto& [set, list] : process["capabilities"].items())
-            if (list.is_array() && !list.empty())
-                return std::unexpected("process.capabilities." + set +
-                                       ": a process in a Bulwark container holds no capability");
     json caps = json::object();
     for (const char* set : {"bounding", "effective", "inheritable", "permitted", "ambient"}) caps[set] = json::array();
     process["capabilities"] = caps;

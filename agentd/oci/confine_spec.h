@@ -49,8 +49,10 @@ std::expected<ConfinedSpec, std::string> confine_spec(const nlohmann::json& spec
                                                       const std::string& bundle_dir, const std::string& launch_dir);
 
 // An exec's process (runc exec --process, or the one built from its words)
-// under the same policy: no_new_privs, no capabilities, the launcher first.
-// A process that asks for capabilities is refused.
+// under the same policy: no_new_privs, no capabilities (engines copy the
+// container's configured sets into every exec: they are emptied, as at
+// create; `exec --cap` asking for more is refused by the runtime), the
+// launcher first.
 std::expected<nlohmann::json, std::string> confine_process(nlohmann::json process);
 
 }  // namespace bulwark::oci

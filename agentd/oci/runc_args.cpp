@@ -9,7 +9,7 @@ namespace bulwark::oci {
 namespace {
 
 const std::set<std::string>& global_values() {
-    static const std::set<std::string> s{"root", "log", "log-format", "criu", "rootless"};
+    static const std::set<std::string> s{"root", "log", "log-format", "criu", "rootless", "bulwark-config"};
     return s;
 }
 

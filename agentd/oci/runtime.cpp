@@ -90,6 +90,39 @@ int run_delegate(const std::vector<std::string>& argv) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+// Runs the delegate and returns what it wrote to stdout (stderr discarded),
+// or nullopt when it failed.
+std::optional<std::string> delegate_output(const std::vector<std::string>& argv) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
+    pid_t pid = ::fork();
+    if (pid < 0) return std::nullopt;
+    if (pid == 0) {
+        ::dup2(fds[1], 1);
+        int null_fd = ::open("/dev/null", O_WRONLY);
+        if (null_fd >= 0) ::dup2(null_fd, 2);
+        std::vector<char*> a;
+        for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+        a.push_back(nullptr);
+        ::execv(a[0], a.data());
+        _exit(127);
+    }
+    ::close(fds[1]);
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        out.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fds[0]);
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return std::nullopt;
+    return out;
+}
+
 [[noreturn]] void exec_delegate(const std::vector<std::string>& argv) {
     std::vector<char*> a;
     for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
@@ -128,13 +161,33 @@ public:
 private:
     std::string container_id() const { return args_.args.empty() ? "" : args_.args.front(); }
     std::string state_dir(const std::string& id) const { return cfg_.state_root + "/" + id; }
-    bool ours(const std::string& id) const { return fs::exists(state_dir(id) + "/container.json"); }
+    // A confined container's state directory, or "" when the container is
+    // not one of ours. Engines do not pass --bulwark-config to every command
+    // (podman's delete has no runtime flags), so when the configured state
+    // root does not have it the delegate's own state names the confined
+    // bundle, which lies in the state directory.
+    std::string find_state(const std::string& id) const {
+        if (fs::exists(state_dir(id) + "/container.json")) return state_dir(id);
+        RuncArgs st = args_;
+        st.command = "state";
+        st.options.clear();
+        st.dashdash = false;
+        st.args = {id};
+        auto out = delegate_output(st.argv(cfg_.delegate));
+        if (!out) return "";
+        auto j = json::parse(*out, nullptr, false);
+        if (!j.is_object() || !j["bundle"].is_string()) return "";
+        const auto dir = fs::path(j["bundle"].get<std::string>()).parent_path().string();
+        return fs::exists(dir + "/container.json") ? dir : "";
+    }
 
     std::expected<AgentdReply, std::string> agentd(std::string_view method, const std::string& target,
-                                                   const std::optional<json>& body = std::nullopt) const {
-        AgentdClient client(cfg_.agentd_socket);
+                                                   const std::optional<json>& body = std::nullopt,
+                                                   std::string socket = {}) const {
+        if (socket.empty()) socket = cfg_.agentd_socket;
+        AgentdClient client(socket);
         auto r = client.call(method, target, body);
-        if (!r) return std::unexpected("agentd at " + cfg_.agentd_socket + ": " + r.error().message);
+        if (!r) return std::unexpected("agentd at " + socket + ": " + r.error().message);
         return *r;
     }
 
@@ -207,7 +260,7 @@ int Runtime::create(bool run_after) {
         }))
         return fail("--systemd-cgroup: a confined container's cgroup is made below agentd's BPF cgroup parent by path "
                     "(the cgroupfs driver); configure the engine with cgroupfs for this runtime");
-    if (ours(id) || fs::exists(state_dir(id))) return fail("container " + id + " already exists");
+    if (fs::exists(state_dir(id))) return fail("container " + id + " already exists");
 
     // 2. The policy.
     auto policy = container_policy(cfg_, spec, id);
@@ -276,8 +329,14 @@ int Runtime::create(bool run_after) {
     a.remove_option({"detach", "d", "keep"});
     a.set_option({"bundle", "b"}, shadow);
     if (int rc = run_delegate(a.argv(cfg_.delegate)); rc != 0) return undo_create(id, cgroup, true), rc;
-    json state{{"id", id},         {"tool", policy->tool}, {"rules", policy->rule_file}, {"cgroup", cgroup},
-               {"bundle", bundle_dir}, {"report", report},   {"bpf", bound->body.value("bpf", "")}};
+    json state{{"id", id},
+               {"tool", policy->tool},
+               {"rules", policy->rule_file},
+               {"cgroup", cgroup},
+               {"bundle", bundle_dir},
+               {"agentd_socket", cfg_.agentd_socket},
+               {"report", report},
+               {"bpf", bound->body.value("bpf", "")}};
     write_file(dir + "/container.json", state.dump(2));
     if (run_after) return 0;
     return 0;
@@ -324,7 +383,8 @@ int Runtime::run() {
 
 int Runtime::exec() {
     const std::string id = container_id();
-    if (id.empty() || !ours(id)) exec_delegate(args_.argv(cfg_.delegate));
+    const std::string dir = id.empty() ? "" : find_state(id);
+    if (dir.empty()) exec_delegate(args_.argv(cfg_.delegate));
     if (args_.option({"cap", "c"}))
         return fail("exec --cap: a process in container " + id + " (a Bulwark container) holds no capability");
     if (auto file = args_.option({"process", "p"})) {
@@ -333,7 +393,7 @@ int Runtime::exec() {
         auto confined = confine_process(std::move(proc));
         if (!confined) return fail("exec into " + id + ": " + confined.error());
         char name[] = "/exec-XXXXXX";
-        std::string path = state_dir(id) + name;
+        std::string path = dir + name;
         std::vector<char> buf(path.begin(), path.end());
         buf.push_back('\0');
         int fd = ::mkstemp(buf.data());
@@ -355,40 +415,35 @@ int Runtime::exec() {
 
 int Runtime::remove() {
     const std::string id = args_.args.empty() ? "" : args_.args.back();
-    if (id.empty() || !ours(id)) exec_delegate(args_.argv(cfg_.delegate));
+    const std::string dir = id.empty() ? "" : find_state(id);
+    if (dir.empty()) exec_delegate(args_.argv(cfg_.delegate));
     const int rc = run_delegate(args_.argv(cfg_.delegate));
-    // The delegate's delete failed and the container is still there: keep everything.
-    RuncArgs st = args_;
-    st.command = "state";
-    st.options.clear();
-    st.args = {id};
-    if (rc != 0) {
-        int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-        int saved_out = ::dup(1), saved_err = ::dup(2);
-        ::dup2(null_fd, 1);
-        ::dup2(null_fd, 2);
-        const int alive = run_delegate(st.argv(cfg_.delegate));
-        ::dup2(saved_out, 1);
-        ::dup2(saved_err, 2);
-        ::close(saved_out);
-        ::close(saved_err);
-        ::close(null_fd);
-        if (alive == 0) return rc;
+    if (rc != 0) {  // the delegate's delete failed: keep everything while it still knows the container
+        RuncArgs st = args_;
+        st.command = "state";
+        st.options.clear();
+        st.args = {id};
+        if (delegate_output(st.argv(cfg_.delegate))) return rc;
     }
-    auto state = json::parse(read_file(state_dir(id) + "/container.json"), nullptr, false);
-    auto r = agentd("DELETE", "/v1/containers/" + id, json{{"outcome", "deleted"}});
+    auto state = json::parse(read_file(dir + "/container.json"), nullptr, false);
+    const std::string socket = state.is_object() ? state.value("agentd_socket", "") : "";
+    auto r = agentd("DELETE", "/v1/containers/" + id, json{{"outcome", "deleted"}}, socket);
     if (!r) std::cerr << "bulwark-oci: " << r.error() << " (its binding goes when agentd next starts)\n";
     if (state.is_object()) ::rmdir(state.value("cgroup", "").c_str());
     std::error_code ec;
-    fs::remove_all(state_dir(id), ec);
+    fs::remove_all(dir, ec);
     return rc;
 }
 
 }  // namespace
 
 int run_runtime(const std::vector<std::string>& words) {
-    auto cfg = load_runtime_config();
     RuncArgs args = parse_runc_args(words);
+    // --bulwark-config FILE (podman: --runtime-flag bulwark-config=FILE): this
+    // runtime's own global option, over BULWARK_OCI_CONFIG; never passed on.
+    if (auto file = args.global_option("bulwark-config")) ::setenv("BULWARK_OCI_CONFIG", file->c_str(), 1);
+    std::erase_if(args.global, [](const Option& o) { return o.name == "bulwark-config"; });
+    auto cfg = load_runtime_config();
     if (!cfg) {
         Runtime r(RuntimeConfig{}, args);
         return r.fail(cfg.error());

@@ -1,6 +1,8 @@
 #pragma once
-// bulwark-oci's configuration: /etc/bulwark/oci.yaml (or the file named by
-// BULWARK_OCI_CONFIG); every key has a default, an unknown key is an error.
+// bulwark-oci's configuration: /etc/bulwark/oci.yaml, or the file named by
+// the global option --bulwark-config (podman: --runtime-flag
+// bulwark-config=FILE) or BULWARK_OCI_CONFIG; every key has a default, an
+// unknown key is an error.
 //
 //   delegate: /usr/bin/runc        # the OCI runtime that runs the containers (runc or crun)
 //   rules_dir: /usr/local/share/bulwark/rules

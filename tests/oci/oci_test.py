@@ -1,0 +1,641 @@
+#!/usr/bin/env python3
+"""OCI runtime tier: bulwark-oci under real container engines (runc and crun
+as delegates, podman with --runtime, containerd 1.6 through `ctr run` with
+the runc shim pointed at it), a real `agentd serve` binding the containers'
+cgroups, root filesystems built here from busybox-static and the host's curl
+with its libraries (no registry is reachable).
+
+Every confinement claim is an attempt that must fail next to an unconfined
+control (the same container without the annotation) that shows it works:
+
+  network   a container under a curl policy reaches its allowed address and
+            not another port (runc, crun, podman, ctr); its denial lands in
+            agentd's store with the container's id (and the pod's identity
+            when the engine names it)
+  files     a denied read and a write below a deny mask fail
+  exec      a process exec'd into a running container is confined the same
+            way (runc exec with words, with --process, podman exec); --cap refused
+  lifecycle kill and delete leave no cgroup, binding, state or process
+  restart   agentd killed with -9 while a container runs: the container stays
+            confined while no agentd runs, the next agentd re-adopts it, its
+            later decisions carry its run again, its delete records the exit
+  refusals  a bad annotation, a widening grant and (without BPF LSM) a rule
+            no layer in force holds fail `create` with the reason, leaving no
+            container, cgroup or state behind; unannotated: refuse
+
+    oci_test.py AGENTD BULWARK_OCI LAUNCHER RULES_DIR
+"""
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+from bulwark_host import cgroup2_mount, own_cgroup  # noqa: E402
+
+failures: list[str] = []
+
+
+def check(ok: bool, what: str) -> bool:
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+    return ok
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        body = f"served by {self.server.server_port}\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+def serve(port: int) -> http.server.ThreadingHTTPServer:
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), Quiet)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def ldd_closure(binary: str) -> list[str]:
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    libs = []
+    for line in out.splitlines():
+        parts = line.split()
+        for p in parts:
+            if p.startswith("/"):
+                libs.append(p)
+    return libs
+
+
+def copy_into(root: str, path: str) -> None:
+    """A file with the chain of symbolic links that leads to it, as on the
+    host (the rootfs has Debian's merged /usr): Landlock judges the file a
+    link resolves to, so the rules' paths hold in the container too."""
+    p = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    for _ in range(16):
+        target = root + p
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.islink(p):
+            if not os.path.exists(target):
+                shutil.copy2(p, target)
+            return
+        if not os.path.lexists(target):
+            os.symlink(os.readlink(p), target)
+        nxt = os.path.join(os.path.dirname(p), os.readlink(p))
+        p = os.path.join(os.path.realpath(os.path.dirname(nxt)), os.path.basename(nxt))
+
+
+def build_rootfs(root: str) -> None:
+    """busybox-static at /bin, the host's curl with its libraries at their
+    own paths (so the shipped curl runtime rules name them), a work directory."""
+    for d in ("proc", "dev", "sys", "tmp", "work", "etc", "usr/bin", "usr/lib", "usr/lib64"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    for link in ("bin", "lib", "lib64"):  # merged /usr, as Debian 12
+        os.symlink("usr/" + link, os.path.join(root, link))
+    shutil.copy2("/bin/busybox", os.path.join(root, "usr/bin/busybox"))
+    for applet in ("sh", "cat", "ls", "echo", "sleep", "id", "mkdir", "touch", "grep"):
+        os.symlink("busybox", os.path.join(root, "usr/bin", applet))
+    copy_into(root, "/usr/bin/curl")
+    for lib in ldd_closure("/usr/bin/curl"):
+        copy_into(root, lib)
+    for f in ("/etc/ld.so.cache", "/etc/nsswitch.conf", "/etc/hosts"):
+        if os.path.exists(f):
+            shutil.copy2(f, root + f)
+    with open(os.path.join(root, "etc/passwd"), "w") as f:
+        f.write("root:x:0:0:root:/root:/bin/sh\n")
+    with open(os.path.join(root, "etc/secret"), "w") as f:
+        f.write("not for tools\n")
+    os.chmod(os.path.join(root, "tmp"), 0o1777)
+
+
+RULES = {
+    # curl to one loopback port (the allowed server); bind refused (host netns)
+    "ocicurl": """\
+tool: ocicurl
+description: curl to one loopback port, in a container
+extends: [base/network-client, base/curl-runtime]
+binaries: [/usr/bin/curl]
+files:
+  read:   ["${workdir}"]
+  write:  ["${workdir}"]
+  create: ["${workdir}"]
+exec:
+  allow: [/usr/bin/curl]
+network:
+  connect:
+    - { cidr: 127.0.0.1/32, ports: [PORT_OK], proto: tcp }
+syscalls:
+  deny: [bind]
+""",
+    # busybox sh in its work directory; .git below it is not the tool's to change
+    "ocish": """\
+tool: ocish
+description: busybox sh in the work directory of a container
+extends: [base/minimal]
+binaries: [/bin/busybox]
+files:
+  read: ["${workdir}", /bin]
+  write: ["${workdir}"]
+  create: ["${workdir}"]
+  deny:
+    - { path: "${workdir}/.git", rights: [write, create, remove] }
+exec:
+  allow: [/bin/busybox]
+""",
+    # busybox and curl: the long-lived container that processes are exec'd into
+    "ocibox": """\
+tool: ocibox
+description: busybox and curl to one loopback port, in a container
+extends: [base/network-client, base/curl-runtime]
+binaries: [/usr/bin/curl, /bin/busybox]
+files:
+  read:   ["${workdir}", /bin]
+  write:  ["${workdir}"]
+  create: ["${workdir}"]
+exec:
+  allow: [/usr/bin/curl, /bin/busybox]
+network:
+  connect:
+    - { cidr: 127.0.0.1/32, ports: [PORT_OK], proto: tcp }
+syscalls:
+  deny: [bind]
+""",
+    # a rule only the BPF LSM holds (an abstract unix bind of its own)
+    "ocibind": """\
+tool: ocibind
+description: binds an abstract unix name
+extends: [base/minimal]
+binaries: [/bin/busybox]
+files:
+  read: ["${workdir}", /bin]
+exec:
+  allow: [/bin/busybox]
+network:
+  families: [unix]
+  unix:
+    bind: ["@ocibind-worker"]
+""",
+}
+
+
+class Env:
+    def __init__(self, agentd: str, oci: str, launcher: str, shipped_rules: str):
+        self.agentd, self.oci_bin, self.launcher = agentd, oci, launcher
+        self.dir = tempfile.mkdtemp(prefix="bulwark-oci-")
+        os.chmod(self.dir, 0o711)
+        self.rules = os.path.join(self.dir, "rules")
+        shutil.copytree(os.path.join(shipped_rules, "base"), os.path.join(self.rules, "base"))
+        self.port_ok, self.port_other = free_port(), free_port()
+        for name, text in RULES.items():
+            with open(os.path.join(self.rules, name + ".yaml"), "w") as f:
+                f.write(text.replace("PORT_OK", str(self.port_ok)))
+        self.state = os.path.join(self.dir, "state")
+        self.sock = os.path.join(self.dir, "agentd.sock")
+        name = f"bulwark-oci-{os.getpid()}"
+        self.pin_root = f"/sys/fs/bpf/{name}"
+        self.cgroup_parent = cgroup2_mount() + own_cgroup().rstrip("/") + "/" + name
+        self.rootfs = os.path.join(self.dir, "rootfs")
+        build_rootfs(self.rootfs)
+        self.runc_root = os.path.join(self.dir, "runc-root")
+        self.config = self.write_config("runc", "/usr/sbin/runc")
+        self.proc: subprocess.Popen | None = None
+        self.logs = 0
+
+    def write_config(self, name: str, delegate: str, unannotated: str = "run") -> str:
+        path = os.path.join(self.dir, f"oci-{name}.yaml")
+        with open(path, "w") as f:
+            f.write(f"delegate: {delegate}\nrules_dir: {self.rules}\nagentd_socket: {self.sock}\n"
+                    f"unannotated: {unannotated}\nstate_root: {self.dir}/oci-state\nlauncher: {self.launcher}\n")
+        return path
+
+    def start_agentd(self) -> None:
+        self.logs += 1
+        log = open(os.path.join(self.dir, f"agentd-{self.logs}.log"), "w")
+        self.proc = subprocess.Popen(
+            [self.agentd, "serve", "--state-dir", self.state, "--rules", self.rules, "--socket", self.sock,
+             "--http", "off", "--work-root", os.path.join(self.dir, "work"), "--bpf-pin-root", self.pin_root,
+             "--bpf-cgroup-parent", self.cgroup_parent],
+            stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.api("GET", "/v1/health")[0] in (200, 503):
+                return
+            time.sleep(0.1)
+        raise SystemExit("agentd did not come up: " + open(log.name).read()[-2000:])
+
+    def log_text(self) -> str:
+        return open(os.path.join(self.dir, f"agentd-{self.logs}.log")).read()
+
+    def api(self, method: str, path: str) -> tuple[int, object]:
+        try:
+            out = subprocess.run(["curl", "-s", "-o", "-", "-w", "\n%{http_code}", "--unix-socket", self.sock,
+                                  "-X", method, "http://agentd" + path], capture_output=True, text=True, timeout=10)
+        except subprocess.TimeoutExpired:
+            return 0, None
+        body, _, code = out.stdout.rpartition("\n")
+        try:
+            return int(code or 0), json.loads(body) if body else None
+        except json.JSONDecodeError:
+            return int(code or 0), body
+
+    def records(self, sql_where: str) -> list[sqlite3.Row]:
+        time.sleep(0.6)  # the BPF reader polls at 200 ms; the store commits in batches
+        db = sqlite3.connect(f"file:{self.state}/audit.db?mode=ro", uri=True)
+        db.row_factory = sqlite3.Row
+        rows = db.execute("SELECT * FROM records WHERE " + sql_where + " ORDER BY seq").fetchall()
+        db.close()
+        return rows
+
+    def bundle(self, name: str, args: list[str], tool: str | None, host_net: bool = True,
+               extra_annotations: dict | None = None, cwd: str = "/work") -> str:
+        b = os.path.join(self.dir, "bundles", name)
+        os.makedirs(b, exist_ok=True)
+        subprocess.run(["runc", "spec", "--bundle", b], check=True)
+        with open(os.path.join(b, "config.json")) as f:
+            spec = json.load(f)
+        spec["root"] = {"path": self.rootfs, "readonly": False}
+        spec["process"]["terminal"] = False
+        spec["process"]["args"] = args
+        spec["process"]["cwd"] = cwd
+        spec["process"]["env"] = ["PATH=/usr/bin:/bin", "HOME=/root"]
+        if host_net:
+            spec["linux"]["namespaces"] = [n for n in spec["linux"]["namespaces"] if n["type"] != "network"]
+        ann = dict(extra_annotations or {})
+        if tool:
+            ann["org.bulwark.tool"] = tool
+        spec["annotations"] = ann
+        with open(os.path.join(b, "config.json"), "w") as f:
+            json.dump(spec, f)
+        return b
+
+    def oci(self, *words: str, config: str | None = None, timeout: int = 60) -> subprocess.CompletedProcess:
+        # Output through files, not pipes: a created container holds the
+        # runtime's stdio until it ends.
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            p = subprocess.run([self.oci_bin, "--root", self.runc_root, "--bulwark-config", config or self.config,
+                                *words], stdout=out, stderr=err, timeout=timeout)
+            out.seek(0)
+            err.seek(0)
+            return subprocess.CompletedProcess(p.args, p.returncode, out.read(), err.read())
+
+    def cleanup(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        subprocess.run(["umount", "-l", self.pin_root], capture_output=True)
+        shutil.rmtree(self.pin_root, ignore_errors=True)
+        for dirpath, dirnames, _ in os.walk(self.cgroup_parent, topdown=False):
+            for d in dirnames:
+                try:
+                    os.rmdir(os.path.join(dirpath, d))
+                except OSError:
+                    pass
+        try:
+            os.rmdir(self.cgroup_parent)
+        except OSError:
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def curl_args(port: int) -> list[str]:
+    return ["curl", "-s", "-m", "5", f"http://127.0.0.1:{port}/"]
+
+
+def denied_connects(env: Env, port: int, since_seq: int) -> list[sqlite3.Row]:
+    return env.records(f"seq > {since_seq} AND kind = 1 AND decision = 1 AND object LIKE '%:{port}%'")
+
+
+def last_seq(env: Env) -> int:
+    rows = env.records("1=1")
+    return rows[-1]["seq"] if rows else 0
+
+
+def case_network_runc(env: Env, delegate: str, config: str) -> None:
+    seq = last_seq(env)
+    b = env.bundle(f"net-{delegate}-probe", ["true"], None)
+    r = env.oci("run", "--bundle", b, f"net-{delegate}-probe", config=config)
+    if r.returncode != 0 and "hybrid mode not supported" in r.stderr:
+        # crun refuses any container, confined or not, where the cgroup v2
+        # hierarchy of a hybrid host still has controllers (this host's has hugetlb)
+        print(f"SKIP {delegate}: it cannot run any container on this host: {r.stderr.strip()[-200:]}", flush=True)
+        return
+    b = env.bundle(f"net-{delegate}-ok", curl_args(env.port_ok), "ocicurl")
+    r = env.oci("run", "--bundle", b, f"net-{delegate}-ok", config=config)
+    check(r.returncode == 0 and f"served by {env.port_ok}" in r.stdout,
+          f"{delegate}: the curl policy reaches its allowed address (rc {r.returncode}: {r.stdout.strip()} {r.stderr.strip()[-300:]})")
+    b = env.bundle(f"net-{delegate}-other", curl_args(env.port_other), "ocicurl")
+    r = env.oci("run", "--bundle", b, f"net-{delegate}-other", config=config)
+    check(r.returncode == 7 and "served by" not in r.stdout,
+          f"{delegate}: the curl policy does not reach another port (rc {r.returncode}, curl's 7: could not connect)")
+    rows = denied_connects(env, env.port_other, seq)
+    check(any(json.loads(x["detail"] or "{}").get("container", {}).get("id") == f"net-{delegate}-other" for x in rows),
+          f"{delegate}: the refused connect is in agentd's store with the container's id ({len(rows)} record(s))")
+    b = env.bundle(f"net-{delegate}-control", curl_args(env.port_other), None)
+    r = env.oci("run", "--bundle", b, f"net-{delegate}-control", config=config)
+    check(r.returncode == 0 and f"served by {env.port_other}" in r.stdout,
+          f"{delegate}: control: the same container without the annotation reaches that port (rc {r.returncode})")
+
+
+def case_files(env: Env) -> None:
+    script = ("cat /etc/secret; echo rc_read=$?; echo x > /work/.git/config; echo rc_mask=$?; "
+              "echo ok > /work/note && cat /work/note")
+    os.makedirs(os.path.join(env.rootfs, "work/.git"), exist_ok=True)
+    b = env.bundle("files", ["sh", "-c", script], "ocish", host_net=False)
+    r = env.oci("run", "--bundle", b, "files")
+    out = r.stdout
+    check("rc_read=1" in out and "not for tools" not in out, f"files: a path no rule grants is not readable ({out.strip()})")
+    check("rc_mask=1" in out, "files: a write below the deny mask ${workdir}/.git fails")
+    check(out.strip().endswith("ok"), "files: the work directory is the tool's")
+    b = env.bundle("files-control", ["sh", "-c", script], None, host_net=False)
+    r = env.oci("run", "--bundle", b, "files-control")
+    check("not for tools" in r.stdout and "rc_mask=0" in r.stdout,
+          "files: control: without the annotation both the read and the write succeed")
+    shutil.rmtree(os.path.join(env.rootfs, "work/.git"), ignore_errors=True)
+    for f in ("note",):
+        try:
+            os.unlink(os.path.join(env.rootfs, "work", f))
+        except OSError:
+            pass
+
+
+def container_cgroup(env: Env, cid: str) -> str:
+    return os.path.join(env.cgroup_parent, "oci-" + cid)
+
+
+def case_exec_restart_lifecycle(env: Env) -> None:
+    cid = "long"
+    b = env.bundle(cid, ["sleep", "300"], "ocibox")
+    r = env.oci("create", "--bundle", b, cid)
+    if not check(r.returncode == 0, f"lifecycle: create ({r.stderr.strip()[-300:]})"):
+        return
+    check(os.path.isdir(container_cgroup(env, cid)), "lifecycle: the container's cgroup is below agentd's BPF parent")
+    r = env.oci("start", cid)
+    check(r.returncode == 0, "lifecycle: start")
+    # the unconfined control: the same container without the annotation
+    ctl = env.bundle("long-control", ["sleep", "300"], None)
+    env.oci("create", "--bundle", ctl, "long-control")
+    env.oci("start", "long-control")
+    r = env.oci("exec", "long-control", "cat", "/etc/secret")
+    check("not for tools" in r.stdout, "exec: control: exec'd into an unannotated container, cat reads /etc/secret")
+    r = env.oci("exec", "long-control", *curl_args(env.port_other))
+    check(f"served by {env.port_other}" in r.stdout, "exec: control: ... and curl reaches the other port")
+    env.oci("kill", "long-control", "KILL")
+    time.sleep(0.3)
+    env.oci("delete", "--force", "long-control")
+
+    seq = last_seq(env)
+    r = env.oci("exec", cid, *curl_args(env.port_ok))
+    check(r.returncode == 0 and f"served by {env.port_ok}" in r.stdout, f"exec: words: an exec'd curl reaches the allowed port (rc {r.returncode}: {r.stderr.strip()[-200:]})")
+    r = env.oci("exec", cid, *curl_args(env.port_other))
+    check(r.returncode == 7, f"exec: words: ... and not the other (rc {r.returncode})")
+    proc_file = os.path.join(env.dir, "process.json")
+    with open(proc_file, "w") as f:
+        json.dump({"terminal": False, "user": {"uid": 0, "gid": 0}, "args": ["cat", "/etc/secret"],
+                   "env": ["PATH=/usr/bin:/bin"], "cwd": "/work"}, f)
+    r = env.oci("exec", "--process", proc_file, cid)
+    check(r.returncode == 1 and "not for tools" not in r.stdout and "ermission denied" in r.stderr,
+          f"exec: --process: cat cannot read /etc/secret (rc {r.returncode}: {r.stderr.strip()[-200:]})")
+    r = env.oci("exec", "--cap", "CAP_SYS_ADMIN", cid, "id")
+    check(r.returncode != 0 and "capabilit" in r.stderr, "exec: --cap is refused")
+    rows = denied_connects(env, env.port_other, seq)
+    check(any(json.loads(x["detail"] or "{}").get("container", {}).get("id") == cid for x in rows),
+          "exec: the exec'd process's denials carry the container's id")
+
+    # agentd killed with -9: the container stays confined; the next agentd re-adopts it
+    status, listed = env.api("GET", "/v1/containers")
+    run_id = next((c["run_id"] for c in (listed or []) if c["id"] == cid), None)
+    env.proc.send_signal(signal.SIGKILL)
+    env.proc.wait()
+    r = env.oci("exec", cid, *curl_args(env.port_other))
+    check(r.returncode == 7, "restart: with no agentd running the container is still confined (pinned programs and binding)")
+    r = env.oci("exec", cid, *curl_args(env.port_ok))
+    check(r.returncode == 0 and f"served by {env.port_ok}" in r.stdout, "restart: ... and still reaches its allowed port")
+    env.start_agentd()
+    check(f"containers: {cid} (run {run_id}" in env.log_text() and "re-adopted" in env.log_text(),
+          "restart: the next agentd re-adopts the container")
+    status, listed = env.api("GET", "/v1/containers")
+    check(any(c["id"] == cid and c["run_id"] == run_id for c in (listed or [])), "restart: GET /v1/containers lists it")
+    seq = last_seq(env)
+    r = env.oci("exec", cid, *curl_args(env.port_other))
+    rows = env.records(f"seq > {seq} AND kind = 1 AND decision = 1 AND run_id = {run_id}")
+    check(r.returncode != 0 and any(json.loads(x["detail"] or "{}").get("container", {}).get("id") == cid for x in rows),
+          "restart: its later denials carry its run and id again")
+    open_runs = env.records(f"run_id = {run_id} AND kind = 3")
+    check(not open_runs, "restart: reconciliation left the container's run open (it lives on)")
+
+    # kill and delete leave nothing behind
+    pids = open(os.path.join(container_cgroup(env, cid), "cgroup.procs")).read().split()
+    env.oci("kill", cid, "KILL")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and env.oci("state", cid).stdout.find('"stopped"') < 0:
+        time.sleep(0.1)
+    r = env.oci("delete", cid)
+    check(r.returncode == 0, f"lifecycle: delete ({r.stderr.strip()[-200:]})")
+    check(not os.path.exists(container_cgroup(env, cid)), "lifecycle: no cgroup left")
+    check(not os.path.exists(os.path.join(env.dir, "oci-state", cid)), "lifecycle: no runtime state left")
+    def alive(pid: str) -> bool:  # a zombie is dead, waiting for whoever reaps orphans here
+        try:
+            return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+    check(not any(alive(p) for p in pids), f"lifecycle: no process left ({pids})")
+    status, listed = env.api("GET", "/v1/containers")
+    check(status == 200 and not any(c["id"] == cid for c in listed), "lifecycle: agentd holds no binding")
+    exits = env.records(f"run_id = {run_id} AND kind = 3")
+    check(len(exits) == 1 and json.loads(exits[0]["detail"]).get("outcome") == "deleted", "lifecycle: the exit is recorded")
+
+
+def leaves_nothing(env: Env, cid: str) -> bool:
+    gone = env.oci("state", cid).returncode != 0
+    return gone and not os.path.exists(container_cgroup(env, cid)) and \
+        not os.path.exists(os.path.join(env.dir, "oci-state", cid))
+
+
+def case_refusals(env: Env) -> None:
+    b = env.bundle("bad-tool", ["id"], "../etc/passwd")
+    r = env.oci("create", "--bundle", b, "bad-tool")
+    check(r.returncode != 0 and "org.bulwark.tool" in r.stderr and leaves_nothing(env, "bad-tool"),
+          f"refusal: a bad annotation: create fails naming it, nothing starts ({r.stderr.strip()[-200:]})")
+    b = env.bundle("no-tool", ["id"], "nosuchtool")
+    r = env.oci("create", "--bundle", b, "no-tool")
+    check(r.returncode != 0 and "no rule file" in r.stderr and leaves_nothing(env, "no-tool"),
+          "refusal: an unknown tool: create fails, nothing starts")
+    b = env.bundle("wide-grant", ["id"], "ocish",
+                   extra_annotations={"org.bulwark.grant": json.dumps({"files": {"read": ["/etc"]}})})
+    r = env.oci("create", "--bundle", b, "wide-grant")
+    check(r.returncode != 0 and "org.bulwark.grant" in r.stderr and leaves_nothing(env, "wide-grant"),
+          f"refusal: a grant that widens the rules ({r.stderr.strip()[-200:]})")
+    status, health = env.api("GET", "/v1/health")
+    lsm = (health or {}).get("host", {}).get("layers", {}).get("bpf_lsm", {}) if isinstance(health, dict) else {}
+    b = env.bundle("unheld", ["id"], "ocibind")
+    r = env.oci("create", "--bundle", b, "unheld")
+    if isinstance(lsm, dict) and lsm.get("state") == "enforcing":
+        check(r.returncode == 0, "refusal: with the BPF LSM a unix bind rule is held")
+        env.oci("delete", "--force", "unheld")
+    else:
+        check(r.returncode != 0 and "ocibind.yaml:" in r.stderr and "network.unix" in r.stderr and
+              leaves_nothing(env, "unheld"),
+              f"refusal: a rule no layer in force holds refuses create, naming file:line ({r.stderr.strip()[-300:]})")
+    status, listed = env.api("GET", "/v1/containers")
+    check(status == 200 and not any(c["id"] in ("unheld", "wide-grant") for c in listed),
+          "refusal: agentd holds no binding of a refused container")
+    refuse = env.write_config("refuse", "/usr/sbin/runc", unannotated="refuse")
+    b = env.bundle("plain", ["id"], None)
+    r = env.oci("create", "--bundle", b, "plain", config=refuse)
+    check(r.returncode != 0 and "unannotated: refuse" in r.stderr and leaves_nothing(env, "plain"),
+          "unannotated: refuse: a container naming no policy is refused")
+    log = os.path.join(env.dir, "runc.log")
+    subprocess.run([env.oci_bin, "--root", env.runc_root, "--bulwark-config", env.config, "--log", log, "--log-format",
+                    "json", "create", "--bundle", env.bundle("logged", ["id"], "nosuchtool"), "logged"],
+                   capture_output=True)
+    lines = [json.loads(x) for x in open(log).read().splitlines() if x.strip()] if os.path.exists(log) else []
+    check(any(x.get("level") == "error" and "no rule file" in x.get("msg", "") for x in lines),
+          "errors reach runc's --log file in its json format (where containerd and conmon read them)")
+
+
+def case_podman(env: Env) -> None:
+    if not shutil.which("podman"):
+        check(False, "podman is installed (scripts/install-deps.sh)")
+        return
+    base = ["podman", "--runtime", env.oci_bin, "--runtime-flag", f"bulwark-config={env.config}", "--cgroup-manager",
+            "cgroupfs", "--root", os.path.join(env.dir, "podman-root"), "--runroot", os.path.join(env.dir, "podman-run")]
+    # --ulimit: podman's defaults raise the open-files and process limits to
+    # the host's ceiling, which runc cannot do from within the limits this
+    # test runs under (without them the unconfined control fails)
+    common = ["--rm", "--network", "host", "--workdir", "/work", "--env", "PATH=/usr/bin:/bin",
+              "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "--rootfs", env.rootfs]
+    ann = ["--annotation", "org.bulwark.tool=ocicurl"]
+    r = subprocess.run(base + ["run", *ann, *common, *curl_args(env.port_ok)], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and f"served by {env.port_ok}" in r.stdout,
+          f"podman: the curl policy reaches its allowed address (rc {r.returncode}: {r.stderr.strip()[-300:]})")
+    r = subprocess.run(base + ["run", *ann, *common, *curl_args(env.port_other)], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 7, f"podman: ... and not another port (rc {r.returncode})")
+    r = subprocess.run(base + ["run", *common, *curl_args(env.port_other)], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and f"served by {env.port_other}" in r.stdout,
+          f"podman: control: unannotated, it reaches it (rc {r.returncode}: {r.stderr.strip()[-300:]})")
+    # exec into a running container (conmon: runtime exec --process)
+    r = subprocess.run(base + ["run", "-d", "--name", "bw-exec", "--annotation", "org.bulwark.tool=ocibox",
+                               *common[1:], "sleep", "300"], capture_output=True, text=True, timeout=120)
+    if check(r.returncode == 0, f"podman: run -d ({r.stderr.strip()[-200:]})"):
+        r = subprocess.run(base + ["exec", "bw-exec", "sh", "-c", "echo alive"], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and "alive" in r.stdout, f"podman exec: runs in the container ({r.stderr.strip()[-200:]})")
+        r = subprocess.run(base + ["exec", "bw-exec", *curl_args(env.port_other)], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 7, f"podman exec: curl to the other port is refused (rc {r.returncode})")
+        r = subprocess.run(base + ["exec", "bw-exec", "cat", "/etc/secret"], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 1 and "not for tools" not in r.stdout, f"podman exec: /etc/secret is not readable (rc {r.returncode})")
+        subprocess.run(base + ["rm", "-f", "-t", "0", "bw-exec"], capture_output=True, timeout=60)
+    status, listed = env.api("GET", "/v1/containers")
+    check(status == 200 and listed == [], f"podman: every container's binding released ({listed})")
+    check(not [d for d in os.listdir(env.cgroup_parent) if d.startswith("oci-")], "podman: no container cgroup left")
+
+
+def case_ctr(env: Env) -> None:
+    if not shutil.which("containerd"):
+        check(False, "containerd is installed (scripts/install-deps.sh)")
+        return
+    d = os.path.join(env.dir, "containerd")
+    os.makedirs(d)
+    addr = os.path.join(d, "containerd.sock")
+    with open(os.path.join(d, "config.toml"), "w") as f:
+        f.write(f'version = 2\nroot = "{d}/root"\nstate = "{d}/state"\n[grpc]\n  address = "{addr}"\n'
+                f'[plugins."io.containerd.grpc.v1.cri"]\n  disable_apparmor = true\n')
+    envv = dict(os.environ, BULWARK_OCI_CONFIG=env.config)
+    ctd = subprocess.Popen(["containerd", "--config", os.path.join(d, "config.toml")], env=envv,
+                           stdout=open(os.path.join(d, "log"), "w"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not os.path.exists(addr):
+            time.sleep(0.1)
+        ctr = ["ctr", "--address", addr, "run", "--rm", "--net-host", "--runc-binary", env.oci_bin, "--cwd", "/work",
+               "--env", "PATH=/usr/bin:/bin"]
+        pod = ["--annotation", "io.kubernetes.cri.sandbox-name=agent-7", "--annotation",
+               "io.kubernetes.cri.sandbox-namespace=agents", "--annotation",
+               "io.kubernetes.cri.sandbox-uid=0b6f3c1e-1111-4e2f-9c55-7a1d2c3b4e5f"]
+        seq = last_seq(env)
+        r = subprocess.run(ctr + ["--annotation", "org.bulwark.tool=ocicurl", *pod, "--rootfs", env.rootfs, "c-ok",
+                                  *curl_args(env.port_ok)], capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0 and f"served by {env.port_ok}" in r.stdout,
+              f"ctr: the curl policy reaches its allowed address (rc {r.returncode}: {r.stderr.strip()[-300:]})")
+        r = subprocess.run(ctr + ["--annotation", "org.bulwark.tool=ocicurl", *pod, "--rootfs", env.rootfs, "c-other",
+                                  *curl_args(env.port_other)], capture_output=True, text=True, timeout=120)
+        check(r.returncode == 7, f"ctr: ... and not another port (rc {r.returncode})")
+        rows = denied_connects(env, env.port_other, seq)
+        who = [json.loads(x["detail"] or "{}").get("container", {}) for x in rows]
+        check(any(w.get("id") == "c-other" and w.get("pod_name") == "agent-7" and w.get("pod_namespace") == "agents"
+                  and w.get("pod_uid", "").startswith("0b6f3c1e") for w in who),
+              f"ctr: the denial names the container and its pod ({who[:1]})")
+        r = subprocess.run(ctr + ["--rootfs", env.rootfs, "c-control", *curl_args(env.port_other)],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0 and f"served by {env.port_other}" in r.stdout, "ctr: control: unannotated, it reaches it")
+        status, listed = env.api("GET", "/v1/containers")
+        check(status == 200 and listed == [], f"ctr: every container's binding released ({listed})")
+    finally:
+        ctd.terminate()
+        try:
+            ctd.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            ctd.kill()
+        subprocess.run(["umount", "-R", "-l", d], capture_output=True)
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print("SKIP: needs root")
+        return 77
+    if len(sys.argv) != 5:
+        print(__doc__)
+        return 2
+    for tool in ("runc", "crun", "podman", "containerd", "ctr"):
+        if not shutil.which(tool):
+            print(f"missing {tool}: scripts/install-deps.sh installs it")
+            return 1
+    env = Env(*[os.path.abspath(a) for a in sys.argv[1:]])
+    servers = [serve(env.port_ok), serve(env.port_other)]
+    try:
+        env.start_agentd()
+        case_network_runc(env, "runc", env.config)
+        case_network_runc(env, "crun", env.write_config("crun", "/usr/bin/crun"))
+        case_files(env)
+        case_exec_restart_lifecycle(env)
+        case_refusals(env)
+        case_podman(env)
+        case_ctr(env)
+    finally:
+        for s in servers:
+            s.shutdown()
+        if failures:
+            print("agentd log tail:\n" + env.log_text()[-3000:])
+        env.cleanup()
+    print(f"{len(failures)} failure(s)" if failures else "every OCI case held")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
