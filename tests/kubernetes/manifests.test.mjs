@@ -4,9 +4,11 @@
 // other and with the product (the handler, paths and labels they share, the
 // agentd flags `agentd serve --help` lists, the rule file and grant a pod
 // names); and a copy of each manifest with one field misspelled or of the
-// wrong type is rejected at that field, so the checks above can fail.
-import { readFileSync, existsSync } from "node:fs";
-import { execFileSync } from "node:child_process";
+// wrong type is rejected at that field, so the checks above can fail. The
+// init container's install script runs against a scratch node.
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { tmpdir } from "node:os";
 import { join, posix } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import Ajv from "ajv";
@@ -66,6 +68,56 @@ function hostPathOf(pod, container, path) {
 function globMatches(glob, key) {
   const re = new RegExp("^" + glob.split("*").map((s) => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*") + "$");
   return re.test(key);
+}
+
+// The init container's script run by sh against a scratch node: each path it
+// names inside the container (/host/..., /usr/local/..., /config, /rules-extra)
+// moved below a temporary directory, after checking it names no other
+// absolute path. A good delegate installs the binaries, the rules (the
+// ConfigMap's beside the image's) and oci.yaml, and a second run gives the
+// same tree; a delegate missing on the node fails before anything changes.
+function runInitScript(script, oci) {
+  // "/host" also prefixes "$delegate"; "/usr" alone is the delegate check's
+  // pattern and message, not a path the script opens.
+  const prefixes = ["/host", "/usr/local/", "/config/", "/rules-extra/"];
+  const stray = [...script.matchAll(/(?<![\w.$}])\/[a-z][\w./-]*/g)].map((m) => m[0])
+    .filter((p) => !prefixes.some((x) => p.startsWith(x)) && !["/usr", "/usr/"].includes(p));
+  if (!check(stray.length === 0, "the init script names only paths of its mounts and image", stray.join(" "))) return;
+  const root = mkdtempSync(join(tmpdir(), "bulwark-init-"));
+  try {
+    const at = (p) => join(root, p);
+    for (const d of ["host/opt/bulwark", "host/etc/bulwark", "host/usr/sbin", "usr/local/bin", "usr/local/share/bulwark",
+      "config", "rules-extra"]) mkdirSync(at(d), { recursive: true });
+    cpSync(join(SOURCE_DIR, "rules"), at("usr/local/share/bulwark/rules"), { recursive: true });
+    for (const b of ["bulwark-oci", "bulwark-oci-launch"]) writeFileSync(at(`usr/local/bin/${b}`), `#!/bin/sh\n# ${b}\n`);
+    writeFileSync(at(`host${oci.delegate}`), "#!/bin/sh\n", { mode: 0o755 });
+    writeFileSync(at("rules-extra/site-tool.yaml"), "tool: site-tool\n");
+    const moved = prefixes.reduce((t, p) => t.replaceAll(p, at(p.slice(1)) + (p.endsWith("/") ? "/" : "")), script);
+    const run = (ociText) => {
+      writeFileSync(at("config/oci.yaml"), ociText);
+      return spawnSync("sh", ["-ec", moved], { encoding: "utf8" });
+    };
+    const tree = () => execFileSync("find", [at("host/opt"), at("host/etc"), "-printf", "%P %m\n"], { encoding: "utf8" })
+      .split("\n").sort().join("\n");
+    const ociText = readFileSync(join(DEPLOY_DIR, "oci.yaml"), "utf8");
+    const first = run(ociText);
+    const installed = first.status === 0 &&
+      readFileSync(at("host/opt/bulwark/bin/bulwark-oci"), "utf8").includes("# bulwark-oci") &&
+      statSync(at("host/opt/bulwark/bin/bulwark-oci-launch")).mode % 0o1000 === 0o755 &&
+      existsSync(at("host/opt/bulwark/rules/sh.yaml")) && existsSync(at("host/opt/bulwark/rules/base")) &&
+      existsSync(at("host/opt/bulwark/rules/site-tool.yaml")) &&
+      readFileSync(at("host/etc/bulwark/oci.yaml"), "utf8") === ociText;
+    check(installed, "the init script installs bulwark-oci, its launcher, the rules (and the ConfigMap's) and oci.yaml",
+      `exit ${first.status}: ${first.stderr}`);
+    const before = tree();
+    const second = run(ociText);
+    check(second.status === 0 && tree() === before, "a second run of the init script leaves the same files", second.stderr);
+    const missing = run(ociText.replace(/^delegate: .*$/m, "delegate: /usr/bin/no-such-runtime"));
+    check(missing.status !== 0 && /not an executable on this node/.test(missing.stderr) && tree() === before,
+      "with a delegate missing on the node the init script fails before changing anything", missing.stderr);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 }
 
 async function main() {
@@ -136,6 +188,8 @@ async function main() {
     "the init container writes the node's /etc/bulwark/oci.yaml", etc?.host);
   check(hostPathOf(pod, init ?? {}, "/host" + ociExample.delegate)?.host === ociExample.delegate,
     "the init container sees the node's delegate runtime where it checks it", ociExample.delegate);
+
+  runInitScript(script, ociExample);
 
   // ---- agentd's flags exist, and agree with the runtime and the node
   const agentdBinary = process.env.AGENTD_BINARY;
