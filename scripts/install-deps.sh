@@ -25,6 +25,8 @@ PACKAGES=(
   curl python3
   # the dashboard page (built with npm) and its real-browser tier (tests/dashboard)
   nodejs chromium
+  # containerd's own config parser for the Kubernetes runtime handler (tests/kubernetes)
+  containerd
 )
 # Debian's npm package, unless npm is already there (a nodejs build that bundles
 # npm conflicts with it)
