@@ -17,7 +17,8 @@ PACKAGES=(
   # peers measured side by side (tests/bench)
   bubblewrap hyperfine
   # container engines of the OCI runtime tier (tests/oci): runc and crun as
-  # delegates, podman (--runtime), containerd 1.6 with ctr
+  # delegates, podman (--runtime), containerd 1.6 with ctr (its config parser
+  # also checks the Kubernetes runtime handler, tests/kubernetes)
   runc crun podman containerd
   # process tools used by tests
   procps iproute2 util-linux
@@ -25,8 +26,6 @@ PACKAGES=(
   curl python3
   # the dashboard page (built with npm) and its real-browser tier (tests/dashboard)
   nodejs chromium
-  # containerd's own config parser for the Kubernetes runtime handler (tests/kubernetes)
-  containerd
 )
 # Debian's npm package, unless npm is already there (a nodejs build that bundles
 # npm conflicts with it)

@@ -255,11 +255,10 @@ int Runtime::create(bool run_after) {
                         ") and this runtime refuses such containers (" + cfg_.source + ": unannotated: refuse)");
         exec_delegate(args_.argv(cfg_.delegate));
     }
-    if (args_.global_option("systemd-cgroup") || std::any_of(args_.global.begin(), args_.global.end(), [](const Option& o) {
-            return o.name == "systemd-cgroup";
-        }))
-        return fail("--systemd-cgroup: a confined container's cgroup is made below agentd's BPF cgroup parent by path "
-                    "(the cgroupfs driver); configure the engine with cgroupfs for this runtime");
+    // The container's cgroup is Bulwark's: made by path below agentd's BPF
+    // parent and bound before anything runs there, so the delegate is never
+    // asked for a systemd scope (one exists only once runc started the init).
+    const bool engine_systemd = std::erase_if(args_.global, [](const Option& o) { return o.name == "systemd-cgroup"; }) > 0;
     if (fs::exists(state_dir(id))) return fail("container " + id + " already exists");
 
     // 2. The policy.
@@ -298,6 +297,8 @@ int Runtime::create(bool run_after) {
     confined->spec["linux"]["cgroupsPath"] = cgroup.substr(v2->size());
     confined->report["cgroup"]["path"] = cgroup;
     if (!original_cgroup.empty()) confined->report["cgroup"]["engine_path"] = original_cgroup;
+    if (engine_systemd)
+        confined->report["cgroup"]["engine_driver"] = "systemd (--systemd-cgroup dropped: the cgroup is made by path)";
     const auto lp = launch_policy_of(policy->bundle, policy->workdir);
     if (!write_file(launch + "/policy.json", launch_policy_to_json(lp).dump(), 0644) ||
         !write_file(shadow + "/config.json", confined->spec.dump(2)))

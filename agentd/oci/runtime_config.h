@@ -4,7 +4,7 @@
 // bulwark-config=FILE) or BULWARK_OCI_CONFIG; every key has a default, an
 // unknown key is an error.
 //
-//   delegate: /usr/bin/runc        # the OCI runtime that runs the containers (runc or crun)
+//   delegate: /usr/sbin/runc       # the OCI runtime that runs the containers (runc or crun)
 //   rules_dir: /usr/local/share/bulwark/rules
 //   agentd_socket: /run/bulwark/agentd.sock
 //   unannotated: run               # run: no Bulwark annotation -> the delegate as is; refuse: create fails
@@ -16,7 +16,7 @@
 namespace bulwark::oci {
 
 struct RuntimeConfig {
-    std::string delegate = "/usr/bin/runc";
+    std::string delegate = "/usr/sbin/runc";  // Debian's runc
     std::string rules_dir;
     std::string agentd_socket = "/run/bulwark/agentd.sock";
     bool refuse_unannotated = false;

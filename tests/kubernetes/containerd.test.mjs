@@ -23,7 +23,7 @@ const EXPECTED = {
   pod_annotations: ["org.bulwark.*"],
   container_annotations: ["org.bulwark.*"],
   BinaryName: "/opt/bulwark/bin/bulwark-oci",
-  SystemdCgroup: true,
+  SystemdCgroup: false,
 };
 
 function containerd(args) {

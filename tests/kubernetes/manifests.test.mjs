@@ -210,13 +210,14 @@ async function main() {
     "agentd reads the rule files bulwark-oci reads, at the same path");
   check(hostPathOf(pod, agentd, args.get("--state-dir"))?.host === args.get("--state-dir"),
     "the audit store is on the node's disk", args.get("--state-dir"));
-  const systemd = handler?.options?.SystemdCgroup === true;
   const parent = args.get("--bpf-cgroup-parent");
   // Below the parent, a cgroup not bound to a policy is denied everything
   // (bpf/helpers/sandbox.bpf.h): it must hold Bulwark containers only, not
   // the pods' tree (every other pod, and agentd's own) nor the whole host.
-  check(parent === (systemd ? "/sys/fs/cgroup/bulwark.slice" : "/sys/fs/cgroup/bulwark"),
-    `the BPF cgroup parent is Bulwark's own cgroup for the ${systemd ? "systemd" : "cgroupfs"} cgroup driver`, parent);
+  // bulwark-oci makes the containers' cgroups there by path, so the handler
+  // must not ask runc for systemd scopes.
+  check(handler?.options?.SystemdCgroup === false, "the handler leaves the container's cgroup to bulwark-oci (SystemdCgroup = false)");
+  check(parent === "/sys/fs/cgroup/bulwark", "the BPF cgroup parent is Bulwark's own cgroup", parent);
   check(typeof parent === "string" && !/kubepods/.test(parent) && parent.split("/").length > 4,
     "the BPF cgroup parent is neither the pods' tree nor the cgroup root", parent);
   check(hostPathOf(pod, agentd, parent)?.host === parent, "the cgroup parent is the host's cgroup tree");
