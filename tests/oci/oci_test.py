@@ -488,9 +488,9 @@ def case_refusals(env: Env) -> None:
     check(r.returncode != 0 and "no rule file" in r.stderr and leaves_nothing(env, "no-tool"),
           "refusal: an unknown tool: create fails, nothing starts")
     b = env.bundle("wide-grant", ["id"], "ocish",
-                   extra_annotations={"org.bulwark.grant": json.dumps({"files": {"read": ["/etc"]}})})
+                   extra_annotations={"org.bulwark.grant": json.dumps({"files": [{"path": "/etc", "rights": ["read"]}]})})
     r = env.oci("create", "--bundle", b, "wide-grant")
-    check(r.returncode != 0 and "org.bulwark.grant" in r.stderr and leaves_nothing(env, "wide-grant"),
+    check(r.returncode != 0 and "more than the tool's rules allow" in r.stderr and leaves_nothing(env, "wide-grant"),
           f"refusal: a grant that widens the rules ({r.stderr.strip()[-200:]})")
     status, health = env.api("GET", "/v1/health")
     lsm = (health or {}).get("host", {}).get("layers", {}).get("bpf_lsm", {}) if isinstance(health, dict) else {}
