@@ -138,7 +138,7 @@ public:
     Runtime(RuntimeConfig cfg, RuncArgs args) : cfg_(std::move(cfg)), args_(std::move(args)) {}
 
     int dispatch() {
-        if (args_.command == "create") return create(false);
+        if (args_.command == "create") return create();
         if (args_.command == "run") return run();
         if (args_.command == "exec") return exec();
         if (args_.command == "delete") return remove();
@@ -191,7 +191,10 @@ private:
         return *r;
     }
 
-    int create(bool run_after);
+    // The bundle's spec and whether it asks for a policy; a spec that asks
+    // for none is handed to the delegate as the command stands (or refused).
+    std::expected<json, int> confined_spec_request(const std::string& bundle_dir);
+    int create();
     int run();
     int exec();
     int remove();
@@ -239,22 +242,30 @@ void Runtime::undo_create(const std::string& id, const std::string& cgroup, bool
     fs::remove_all(state_dir(id), ec);
 }
 
-int Runtime::create(bool run_after) {
-    const std::string id = container_id();
-    if (id.empty()) return fail(args_.command + ": a container id is required");
-    const std::string bundle_dir = args_.option({"bundle", "b"}).value_or(fs::current_path().string());
+std::expected<json, int> Runtime::confined_spec_request(const std::string& bundle_dir) {
     auto spec = json::parse(read_file(bundle_dir + "/config.json"), nullptr, false);
-    if (spec.is_discarded()) return fail(bundle_dir + "/config.json: not readable JSON");
-
-    // 1. Which policy, if any.
+    if (spec.is_discarded()) return std::unexpected(fail(bundle_dir + "/config.json: not readable JSON"));
     const bool pause_container =
         spec.contains("annotations") && spec["annotations"].value("io.kubernetes.cri.container-type", "") == "sandbox";
     if (!requested_tool(spec) || pause_container) {
         if (cfg_.refuse_unannotated && !pause_container)
-            return fail("container " + id + " names no policy (annotation " + kToolAnnotation +
-                        ") and this runtime refuses such containers (" + cfg_.source + ": unannotated: refuse)");
+            return std::unexpected(fail("container " + container_id() + " names no policy (annotation " +
+                                        kToolAnnotation + ") and this runtime refuses such containers (" +
+                                        cfg_.source + ": unannotated: refuse)"));
         exec_delegate(args_.argv(cfg_.delegate));
     }
+    return spec;
+}
+
+int Runtime::create() {
+    const std::string id = container_id();
+    if (id.empty()) return fail(args_.command + ": a container id is required");
+    const std::string bundle_dir = args_.option({"bundle", "b"}).value_or(fs::current_path().string());
+
+    // 1. Which policy, if any.
+    auto request = confined_spec_request(bundle_dir);
+    if (!request) return request.error();
+    const json& spec = *request;
     // The container's cgroup is Bulwark's: made by path below agentd's BPF
     // parent and bound before anything runs there, so the delegate is never
     // asked for a systemd scope (one exists only once runc started the init).
@@ -339,13 +350,15 @@ int Runtime::create(bool run_after) {
                {"report", report},
                {"bpf", bound->body.value("bpf", "")}};
     write_file(dir + "/container.json", state.dump(2));
-    if (run_after) return 0;
     return 0;
 }
 
 int Runtime::run() {
     const std::string id = container_id();
     if (id.empty()) return fail("run: a container id is required");
+    if (auto request = confined_spec_request(args_.option({"bundle", "b"}).value_or(fs::current_path().string()));
+        !request)
+        return request.error();
     const bool detach = args_.flag({"detach", "d"});
     // In the foreground the container's first process is our child once the
     // delegate's create returns (subreaper), so its status is ours.
@@ -355,7 +368,7 @@ int Runtime::run() {
         pid_file = cfg_.state_root + "/." + id + ".pid";
         args_.set_option({"pid-file"}, pid_file);
     }
-    if (int rc = create(true); rc != 0) return rc;
+    if (int rc = create(); rc != 0) return rc;
     RuncArgs start = args_;
     start.command = "start";
     start.options.clear();
