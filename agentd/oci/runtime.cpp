@@ -19,7 +19,6 @@
 
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/coverage.h"
-#include "common/procfs.h"
 #include "mcp/agentd_client.h"
 #include "oci/confine_spec.h"
 #include "oci/container_policy.h"
@@ -37,7 +36,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kCgroupPrefix = "oci-";
 
 std::string read_file(const std::string& path) {
     std::ifstream in(path);
@@ -198,7 +196,8 @@ private:
     int run();
     int exec();
     int remove();
-    void undo_create(const std::string& id, const std::string& cgroup, bool bound);
+    // Releases the binding (agentd removes the cgroup it made) and the state.
+    void undo_create(const std::string& id, bool bound);
 
     RuntimeConfig cfg_;
     RuncArgs args_;
@@ -235,9 +234,8 @@ LayersInForce container_layers(const ConfinedSpec& c, const ContainerPolicy& p, 
     return in;
 }
 
-void Runtime::undo_create(const std::string& id, const std::string& cgroup, bool bound) {
+void Runtime::undo_create(const std::string& id, bool bound) {
     if (bound) (void)agentd("DELETE", "/v1/containers/" + id, json{{"outcome", "create failed"}});
-    if (!cgroup.empty()) ::rmdir(cgroup.c_str());
     std::error_code ec;
     fs::remove_all(state_dir(id), ec);
 }
@@ -276,22 +274,7 @@ int Runtime::create() {
     auto policy = container_policy(cfg_, spec, id);
     if (!policy) return fail("container " + id + ": " + policy.error());
 
-    // 3. Where the container's cgroup goes: below agentd's BPF cgroup parent.
-    auto health = agentd("GET", "/v1/health");
-    if (!health) return fail(health.error() + " (the node's agentd binds the container's cgroup and keeps its audit)");
-    const std::string parent = health->body.is_object()
-                                   ? health->body.value("/host/bpf/cgroup_parent"_json_pointer, std::string())
-                                   : std::string();
-    if (parent.empty())
-        return fail("agentd's BPF layer is not running (" +
-                    (health->body.is_object() ? health->body.value("/host/bpf/state"_json_pointer, std::string("?"))
-                                              : health->raw) +
-                    "): a confined container needs it");
-    auto v2 = cgroup2_mount();
-    if (!v2 || !parent.starts_with(*v2 + "/")) return fail("agentd's BPF cgroup parent " + parent + " is not below the cgroup v2 mount");
-    const std::string cgroup = parent + "/" + kCgroupPrefix + id;
-
-    // 4. The container's state: the launcher, its policy, the confined bundle.
+    // 3. The container's state: the launcher, its policy, the confined bundle.
     const std::string dir = state_dir(id), launch = dir + "/launch", shadow = dir + "/bundle";
     std::error_code ec;
     fs::create_directories(launch, ec);
@@ -300,47 +283,51 @@ int Runtime::create() {
     ::chmod(launch.c_str(), 0755);
     if (ec) return fail("state " + dir + ": " + ec.message());
     fs::copy_file(cfg_.launcher, launch + "/launch", fs::copy_options::overwrite_existing, ec);
-    if (ec) return undo_create(id, "", false), fail("launcher " + cfg_.launcher + ": " + ec.message());
+    if (ec) return undo_create(id, false), fail("launcher " + cfg_.launcher + ": " + ec.message());
     ::chmod((launch + "/launch").c_str(), 0755);
     auto confined = confine_spec(spec, *policy, bundle_dir, launch);
-    if (!confined) return undo_create(id, "", false), fail("container " + id + ": " + confined.error());
+    if (!confined) return undo_create(id, false), fail("container " + id + ": " + confined.error());
     const std::string original_cgroup = spec.contains("linux") ? spec["linux"].value("cgroupsPath", "") : "";
-    confined->spec["linux"]["cgroupsPath"] = cgroup.substr(v2->size());
-    confined->report["cgroup"]["path"] = cgroup;
     if (!original_cgroup.empty()) confined->report["cgroup"]["engine_path"] = original_cgroup;
     if (engine_systemd)
         confined->report["cgroup"]["engine_driver"] = "systemd (--systemd-cgroup dropped: the cgroup is made by path)";
     const auto lp = launch_policy_of(policy->bundle, policy->workdir);
-    if (!write_file(launch + "/policy.json", launch_policy_to_json(lp).dump(), 0644) ||
-        !write_file(shadow + "/config.json", confined->spec.dump(2)))
-        return undo_create(id, "", false), fail("state " + dir + ": cannot write");
+    if (!write_file(launch + "/policy.json", launch_policy_to_json(lp).dump(), 0644))
+        return undo_create(id, false), fail("state " + dir + ": cannot write");
 
-    // 5. The cgroup, bound before anything runs in it.
-    if (::mkdir(cgroup.c_str(), 0755) != 0 && errno != EEXIST)
-        return undo_create(id, "", false), fail("mkdir " + cgroup + ": " + std::strerror(errno));
-    json identity = pod_identity(spec);
+    // 4. The cgroup, made by agentd below its BPF cgroup parent (there every
+    // cgroup not bound to a live policy is denied everything: it is Bulwark's
+    // alone) and bound before anything runs in it.
     json report = confined->report;
     report["rules"] = policy->rule_file;
     report["workdir"] = policy->workdir;
     report["granted"] = policy->granted;
     auto bound = agentd("POST", "/v1/containers",
-                        json{{"id", id}, {"cgroup", cgroup}, {"bundle", policy::bundle_to_json(policy->bundle)},
-                             {"identity", identity}, {"report", report}});
-    if (!bound) return undo_create(id, cgroup, false), fail(bound.error());
-    if (bound->status != 201) return undo_create(id, cgroup, false), fail("agentd refused the binding: " + bound->error_text());
+                        json{{"id", id}, {"bundle", policy::bundle_to_json(policy->bundle)},
+                             {"identity", pod_identity(spec)}, {"report", report}});
+    if (!bound)
+        return undo_create(id, false),
+               fail(bound.error() + " (the node's agentd binds the container's cgroup and keeps its audit)");
+    if (bound->status != 201) return undo_create(id, false), fail("agentd refused the binding: " + bound->error_text());
+    const std::string cgroup = bound->body.value("cgroup", "");
+    confined->spec["linux"]["cgroupsPath"] = bound->body.value("cgroups_path", "");
+    if (confined->spec["linux"]["cgroupsPath"] == "")
+        return undo_create(id, true), fail("agentd's cgroup " + cgroup + " is not below the cgroup v2 mount");
 
-    // 6. Every rule held by a layer in force, or no container.
+    // 5. Every rule held by a layer in force, or no container.
     auto verdict = judge_coverage(policy::rule_coverage(policy->bundle), container_layers(*confined, *policy, bound->body));
     if (verdict.launch_refused())
-        return undo_create(id, cgroup, true), fail("container " + id + ": " + refusal_message(policy->bundle, verdict));
+        return undo_create(id, true), fail("container " + id + ": " + refusal_message(policy->bundle, verdict));
     report["coverage"] = coverage_summary(verdict);
+    if (!write_file(shadow + "/config.json", confined->spec.dump(2)))
+        return undo_create(id, true), fail("state " + dir + ": cannot write");
 
-    // 7. The delegate creates it from the confined bundle.
+    // 6. The delegate creates it from the confined bundle.
     RuncArgs a = args_;
     a.command = "create";
     a.remove_option({"detach", "d", "keep"});
     a.set_option({"bundle", "b"}, shadow);
-    if (int rc = run_delegate(a.argv(cfg_.delegate)); rc != 0) return undo_create(id, cgroup, true), rc;
+    if (int rc = run_delegate(a.argv(cfg_.delegate)); rc != 0) return undo_create(id, true), rc;
     json state{{"id", id},
                {"tool", policy->tool},
                {"rules", policy->rule_file},

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -10,6 +12,7 @@
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/instantiate.h"
 #include "common/clock.h"
+#include "common/procfs.h"
 
 namespace bulwark {
 
@@ -52,7 +55,7 @@ std::filesystem::path ContainerManager::file_of(const std::string& id) const {
 }
 
 json ContainerManager::Container::summary() const {
-    return {{"id", id},         {"run_id", run_id},       {"tool", tool},     {"cgroup", cgroup},
+    return {{"id", id},         {"made_cgroup", made_cgroup},         {"run_id", run_id},       {"tool", tool},     {"cgroup", cgroup},
             {"cgroup_id", cgroup_id}, {"started_ns", started_ns}, {"identity", identity}, {"bpf", bpf},
             {"policy", bundle ? bundle->hash : ""}, {"report", report}};
 }
@@ -90,10 +93,10 @@ std::expected<void, TaskError> ContainerManager::save(const Container& c, const 
 
 std::expected<json, TaskError> ContainerManager::bind(ContainerRequest req) {
     if (!valid_id(req.id)) return task_error(TaskErrc::BadRequest, "id: not a container id: '" + req.id + "'");
-    if (!req.cgroup.starts_with("/") || !is_dir(req.cgroup))
-        return task_error(TaskErrc::BadRequest, "cgroup: not a cgroup v2 directory: '" + req.cgroup + "'");
     if (!opts_.bpf)
         return task_error(TaskErrc::BpfUnavailable, "the BPF layer is not running here: " + opts_.bpf_unavailable);
+    if (!req.cgroup.empty() && (!req.cgroup.starts_with("/") || !is_dir(req.cgroup)))
+        return task_error(TaskErrc::BadRequest, "cgroup: not a cgroup v2 directory: '" + req.cgroup + "'");
     if (opts_.store && !opts_.store->accepting_runs())
         return task_error(TaskErrc::StoreRefusing, "the audit store refuses new runs: " + opts_.store->status().reason);
     {
@@ -114,6 +117,20 @@ std::expected<json, TaskError> ContainerManager::bind(ContainerRequest req) {
     auto c = std::make_shared<Container>();
     c->id = req.id;
     c->cgroup = req.cgroup;
+    if (c->cgroup.empty()) {
+        c->cgroup = opts_.bpf->cgroup_parent() + "/oci-" + req.id;
+        if (::mkdir(c->cgroup.c_str(), 0755) != 0)
+            return task_error(errno == EEXIST ? TaskErrc::ContainerExists : TaskErrc::Internal,
+                              "mkdir " + c->cgroup + ": " + std::strerror(errno));
+        c->made_cgroup = true;
+    }
+    struct Unmake {  // a bind that fails leaves no cgroup it made
+        Container* c;
+        bool armed = true;
+        ~Unmake() {
+            if (armed && c->made_cgroup) ::rmdir(c->cgroup.c_str());
+        }
+    } unmake{c.get()};
     c->tool = req.bundle.tool;
     c->identity = req.identity;
     c->report = req.report;
@@ -145,7 +162,10 @@ std::expected<json, TaskError> ContainerManager::bind(ContainerRequest req) {
         }
     }
     if (opts_.registry) opts_.registry->add(c->cgroup, req.pid, ctx);
+    unmake.armed = false;
     json reply = c->summary();
+    if (auto v2 = cgroup2_mount(); v2 && c->cgroup.starts_with(*v2 + "/"))
+        reply["cgroups_path"] = c->cgroup.substr(v2->size());  // the spec's linux.cgroupsPath
     reply["layers"] = opts_.bpf->layer_states();
     reply["net_enforcing"] = opts_.bpf->net_enforcing();
     reply["unix_enforcing"] = opts_.bpf->unix_enforcing();
@@ -165,6 +185,7 @@ std::expected<json, TaskError> ContainerManager::release(const std::string& id, 
     }
     if (c->attachment) c->attachment->release();
     if (opts_.registry) opts_.registry->remove(c->cgroup);
+    if (c->made_cgroup) ::rmdir(c->cgroup.c_str());  // the OCI runtime's delete emptied it (EBUSY otherwise: kept)
     if (opts_.store) {
         json extra{{"container", *context_of(*c).container}};
         if (exit.is_object())
@@ -213,6 +234,7 @@ std::set<uint64_t> ContainerManager::readopt() {
         auto c = std::make_shared<Container>();
         c->id = doc.value("id", "");
         c->cgroup = doc.value("cgroup", "");
+        c->made_cgroup = doc.value("made_cgroup", false);
         c->tool = doc.value("tool", "");
         c->run_id = doc.value("run_id", uint64_t{0});
         c->started_ns = doc.value("started_ns", int64_t{0});
@@ -254,11 +276,12 @@ std::set<uint64_t> ContainerManager::readopt() {
 std::expected<ContainerRequest, TaskError> container_request_from_json(const json& body) {
     if (!body.is_object()) return task_error(TaskErrc::BadRequest, "body: expected a JSON object");
     ContainerRequest r;
-    for (const char* k : {"id", "cgroup"})
-        if (!body.contains(k) || !body[k].is_string())
-            return task_error(TaskErrc::BadRequest, std::string(k) + ": required string");
+    if (!body.contains("id") || !body["id"].is_string()) return task_error(TaskErrc::BadRequest, "id: required string");
     r.id = body["id"];
-    r.cgroup = body["cgroup"];
+    if (body.contains("cgroup")) {
+        if (!body["cgroup"].is_string()) return task_error(TaskErrc::BadRequest, "cgroup: expected a string");
+        r.cgroup = body["cgroup"];
+    }
     if (body.contains("pid")) {
         if (!body["pid"].is_number_unsigned()) return task_error(TaskErrc::BadRequest, "pid: expected a process id");
         r.pid = body["pid"].get<pid_t>();

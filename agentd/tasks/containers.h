@@ -39,7 +39,9 @@ namespace bulwark {
 
 struct ContainerRequest {
     std::string id;             // the OCI container id
-    std::string cgroup;         // the container's cgroup v2 directory, absolute
+    // The container's cgroup v2 directory, absolute; empty: agentd makes
+    // <BPF cgroup parent>/oci-<id> (and removes it at release).
+    std::string cgroup;
     pid_t pid = 0;              // its init process (for the kernel audit source)
     policy::Bundle bundle;      // the instantiated policy the runtime enforces
     nlohmann::json identity = nlohmann::json::object();  // pod_name, pod_namespace, pod_uid, container_name
@@ -76,6 +78,7 @@ public:
 private:
     struct Container {
         std::string id, cgroup, tool;
+        bool made_cgroup = false;  // agentd made it: removed at release
         uint64_t run_id = 0, cgroup_id = 0;
         int64_t started_ns = 0;
         nlohmann::json identity, report;
@@ -97,7 +100,7 @@ private:
 }  // namespace bulwark
 
 namespace bulwark {
-// POST /v1/containers's body: {id, cgroup, pid?, bundle (bundle_to_json),
+// POST /v1/containers's body: {id, cgroup? (absent: agentd makes it), pid?, bundle (bundle_to_json),
 // identity?: {pod_name, ...: string}, report?: {...}}; a refusal names the field.
 std::expected<ContainerRequest, TaskError> container_request_from_json(const nlohmann::json& body);
 }  // namespace bulwark
