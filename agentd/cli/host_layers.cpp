@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 
+#include "sandbox/elf_props.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/hardening.h"
 #include "sandbox/landlock.h"
@@ -47,6 +48,29 @@ json cgroup_layer() {
                                   (cgroup_mount("memory").empty() ? "" : "; v1 memory controller too"));
 }
 
+// What agentd asks of the tools, read off agentd itself: each ELF property of
+// the running binary, and what the build's toolchain could not give
+// (cmake/BulwarkHardening.cmake).
+json own_hardening() {
+    json props = json::object();
+    auto self = read_elf_props("/proc/self/exe");
+    if (!self) return {{"error", self.error()}};
+    const bool arm = self->machine == 183;  // EM_AARCH64
+    for (const char* n : {"pie", "relro", "bind-now", "nx", "stack-protector", "fortify"})
+        props[n] = elf_property(*self, n).second;
+    static constexpr const char* kArm[] = {"bti", "pac"};
+    static constexpr const char* kX86[] = {"cet-ibt", "cet-shstk"};
+    for (const char* n : arm ? kArm : kX86) props[n] = elf_property(*self, n).second;
+    json lacks = json::array();
+    std::string l = BULWARK_HARDENING_LACKS;
+    for (size_t at = 0; !l.empty() && at != std::string::npos;) {
+        size_t semi = l.find('|', at);
+        lacks.push_back(l.substr(at, semi == std::string::npos ? semi : semi - at));
+        at = semi == std::string::npos ? semi : semi + 1;
+    }
+    return {{"binary", self->path}, {"properties", props}, {"toolchain_lacks", lacks}};
+}
+
 json hardening_facts() {
     auto cpu = CpuFeatures::probe();
     std::string d = cpu.arch + ": MTE " + (cpu.mte ? "supported" : "not supported");
@@ -61,7 +85,7 @@ json hardening_facts() {
     };
     d += "; speculative store bypass: " + spec(ssb) + "; indirect branch: " + spec(ib) +
          "; what each run got is in its run_exit record (detail.hardening)";
-    return {{"arch", cpu.arch}, {"mte", cpu.mte}, {"detail", d}};
+    return {{"arch", cpu.arch}, {"mte", cpu.mte}, {"detail", d}, {"self", own_hardening()}};
 }
 
 int state_rank(std::string_view s) {

@@ -17,7 +17,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -134,7 +136,8 @@ int main(int argc, char** argv) {
     uint64_t id = created["id"];
     std::string workdir = created["workdir"];
     std::ofstream(workdir + "/notes.txt") << "hello\n";
-    ::chown((workdir + "/notes.txt").c_str(), 65534, 65534);
+    if (::chown((workdir + "/notes.txt").c_str(), 65534, 65534) != 0)
+        return std::fprintf(stderr, "chown %s/notes.txt: %s\n", workdir.c_str(), std::strerror(errno)), 1;
     auto bundle = tasks.tool_bundle(id, "cat", true);
     RunRequest rr;
     rr.argv = {"cat", "notes.txt"};

@@ -208,6 +208,10 @@ try {
   const layerRows = await page.$$eval("#host-layers tr", (rs) => rs.map((r) => [r.dataset.layer, r.querySelector(".state")?.textContent]));
   const expected = Object.entries(health.host.layers).map(([k, v]) => [k, v.state]);
   check(JSON.stringify(layerRows.sort()) === JSON.stringify(expected.sort()), "the host view shows every layer's state from /v1/health", JSON.stringify(layerRows));
+  const selfRows = await page.$$eval("#host-self tr", (rs) => rs.map((r) => [r.dataset.prop, r.querySelector(".state")?.textContent]));
+  const selfExpected = Object.entries(health.host.hardening?.self?.properties ?? {}).map(([k, v]) => [k, v ? "yes" : "no"]);
+  check(selfExpected.length >= 6 && JSON.stringify(selfRows.sort()) === JSON.stringify(selfExpected.sort()),
+    "the host view shows agentd's own hardening, property by property, from /v1/health", JSON.stringify(selfRows));
   await screenshot("host");
 
   // --- counters and charts ---------------------------------------------------

@@ -50,7 +50,7 @@ void lay_tree(const std::string& w) {
     write_file(w + "/ro/f");
     write_file(w + "/a");
     fs::create_directories(w + "/other");
-    for (const auto& e : fs::recursive_directory_iterator(w)) (void)::lchown(e.path().c_str(), 65534, 65534);
+    for (const auto& e : fs::recursive_directory_iterator(w)) REQUIRE(::lchown(e.path().c_str(), 65534, 65534) == 0);
 }
 
 std::string rules(bool denies, const std::string& extra = "") {
@@ -198,7 +198,10 @@ TEST_CASE("denies below an allowed subtree hold without the BPF LSM, at any dept
         for (const std::vector<std::string>& args :
              std::vector<std::vector<std::string>>{{"read", "ro/f"}, {"read", "sub/x2"}, {"create", "other/n"},
                                                    {"rename", "a", "other/a"}}) {
-            if (args[1] == "sub/x2") write_file(w + "/sub/x2"), (void)::lchown((w + "/sub/x2").c_str(), 65534, 65534);
+            if (args[1] == "sub/x2") {
+                write_file(w + "/sub/x2");
+                REQUIRE(::lchown((w + "/sub/x2").c_str(), 65534, 65534) == 0);
+            }
             auto r = sandboxed(*rt, b, args, w);
             INFO(args[0] << " " << args[1] << ": " << r.error << r.stderr_data);
             CHECK(verdict(r.stdout_data) == "OK");

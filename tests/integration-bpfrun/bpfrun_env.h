@@ -103,7 +103,7 @@ struct Env {
         int audit_line = 0;
         std::ofstream(rules + "/netprobe-audit.yaml") << rule_text("netprobe-audit", true, &audit_line);
         fs::create_directories(workdir);
-        (void)::chown(workdir.c_str(), 65534, 65534);
+        REQUIRE(::chown(workdir.c_str(), 65534, 65534) == 0);
         tcp = listener(SOCK_STREAM, kTcpPort, "0.0.0.0");
         udp = listener(SOCK_DGRAM, kUdpPort, "127.0.0.1");
         REQUIRE(tcp >= 0);

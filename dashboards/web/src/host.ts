@@ -52,6 +52,7 @@ export class HostView {
         table(["tool", "rules held", "unenforced (unenforceable: run)", "launch"], toolRows(host.tools), "tools"),
         el("h3", {}, "Hardening"),
         el("p", { class: "small" }, host.hardening?.detail ?? ""),
+        ownHardening(host.hardening?.self),
       ),
     );
     const runs = el("tbody", { id: "host-runs" });
@@ -120,4 +121,21 @@ function kauditLine(k: any): string {
   return Object.entries(k)
     .map(([key, v]) => `${key} ${typeof v === "object" ? JSON.stringify(v) : String(v)}`)
     .join("; ");
+}
+
+// agentd's own binary under the checker it applies to tools: what the
+// enforcement plane asks of others, shown of itself.
+function ownHardening(self: any): HTMLElement {
+  if (!self || self.error) return el("p", { class: "small", id: "host-self" }, `agentd's own hardening: ${self?.error ?? "not reported"}`);
+  const props = el("tbody", { id: "host-self" });
+  for (const [name, on] of Object.entries(self.properties ?? {}))
+    props.appendChild(el("tr", { class: on ? "state-enforcing" : "state-unavailable", "data-prop": name }, el("td", {}, name), el("td", { class: "state" }, on ? "yes" : "no")));
+  const lacks: string[] = Array.isArray(self.toolchain_lacks) ? self.toolchain_lacks : [];
+  return el(
+    "div",
+    {},
+    el("h4", {}, `agentd itself (${self.binary ?? "?"})`),
+    table(["property", "present"], props, "self"),
+    lacks.length ? el("p", { class: "small" }, `the build's toolchain cannot give: ${lacks.join("; ")}`) : null,
+  );
 }
