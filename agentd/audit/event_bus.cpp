@@ -104,7 +104,10 @@ void EventBus::on_committed(std::span<const AuditRecord> batch) {
         std::shared_ptr<const std::string> json;
         for (size_t i = 0; i < live.size(); ++i) {
             if (!live[i]->filter_.matches(r)) continue;
-            if (!json) json = std::make_shared<const std::string>(to_json(r).dump());
+            // a file name's bytes need not be UTF-8: replaced, never thrown on the writer thread
+            if (!json)
+                json = std::make_shared<const std::string>(
+                    to_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
             // a drop also needs a wake-up: the subscriber must drain to see its gap
             live[i]->push(json, r.seq, metrics_);
             notify[i] = 1;

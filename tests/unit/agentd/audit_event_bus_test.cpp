@@ -120,3 +120,15 @@ TEST_CASE("a subscriber that is gone is forgotten") {
     bus.on_committed(std::vector<AuditRecord>{decision(1, 1, "cat", 1, 1)});
     CHECK(keep->drain(10).size() == 1);
 }
+
+TEST_CASE("a record whose object is not UTF-8 reaches a stream subscriber", "[bus]") {
+    EventBus bus;
+    auto sub = bus.subscribe({});
+    auto r = decision(1, 1, "cat", BW_LAYER_LANDLOCK, BW_DECISION_DENY);
+    r.object = "/work/\xff\xfe.txt";  // a file name's bytes, as the kernel reports them
+    std::vector<AuditRecord> batch{r};
+    REQUIRE_NOTHROW(bus.on_committed(batch));
+    auto got = sub->drain(10);
+    REQUIRE(got.size() == 1);
+    CHECK(json::parse(*got[0].json)["object"] == "/work/\xef\xbf\xbd\xef\xbf\xbd.txt");
+}
