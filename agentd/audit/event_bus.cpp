@@ -52,7 +52,12 @@ void Subscription::set_notify(std::function<void()> fn) {
     if (have && notify_) notify_();
 }
 
-bool Subscription::push(const std::shared_ptr<const std::string>& json, uint64_t seq, Metrics* m) {
+size_t Subscription::depth() {
+    std::lock_guard lk(mu_);
+    return q_.size() + (pending_gap_ ? 1 : 0);
+}
+
+bool Subscription::push(BusMessage msg, Metrics* m) {
     std::lock_guard lk(mu_);
     if (q_.size() >= capacity_) {
         ++pending_gap_;
@@ -67,15 +72,12 @@ bool Subscription::push(const std::shared_ptr<const std::string>& json, uint64_t
         g.dropped = std::exchange(pending_gap_, 0);
         q_.push_back(std::move(g));
     }
-    BusMessage msg;
-    msg.json = json;
-    msg.seq = seq;
     q_.push_back(std::move(msg));
     return true;
 }
 
-std::shared_ptr<Subscription> EventBus::subscribe(BusFilter f, size_t capacity) {
-    auto s = std::make_shared<Subscription>(std::move(f), std::max<size_t>(capacity, 1));
+std::shared_ptr<Subscription> EventBus::subscribe(BusFilter f, size_t capacity, Payload p) {
+    auto s = std::make_shared<Subscription>(std::move(f), std::max<size_t>(capacity, 1), p);
     std::lock_guard lk(mu_);
     subs_.push_back(s);
     if (metrics_) metrics_->subscribers.store(subs_.size(), std::memory_order_relaxed);
@@ -101,15 +103,25 @@ void EventBus::on_committed(std::span<const AuditRecord> batch) {
     }
     std::vector<uint8_t> notify(live.size(), 0);
     for (const auto& r : batch) {
+        // Made once per record, for the first subscriber that takes it.
         std::shared_ptr<const std::string> json;
+        std::shared_ptr<const AuditRecord> record;
         for (size_t i = 0; i < live.size(); ++i) {
             if (!live[i]->filter_.matches(r)) continue;
-            // a file name's bytes need not be UTF-8: replaced, never thrown on the writer thread
-            if (!json)
-                json = std::make_shared<const std::string>(
-                    to_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+            BusMessage msg;
+            msg.seq = r.seq;
+            if (live[i]->payload_ == Payload::Record) {
+                if (!record) record = std::make_shared<const AuditRecord>(r);
+                msg.record = record;
+            } else {
+                // a file name's bytes need not be UTF-8: replaced, never thrown on the writer thread
+                if (!json)
+                    json = std::make_shared<const std::string>(
+                        to_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+                msg.json = json;
+            }
             // a drop also needs a wake-up: the subscriber must drain to see its gap
-            live[i]->push(json, r.seq, metrics_);
+            live[i]->push(std::move(msg), metrics_);
             notify[i] = 1;
         }
     }
