@@ -64,8 +64,9 @@ public:
 
 private:
     friend class EventBus;
-    // returns true if the subscriber must be notified
-    bool push(BusMessage msg, Metrics* m);
+    // Appends the messages (what does not fit is dropped, counted, and said
+    // by a gap message), under one lock.
+    void push(std::vector<BusMessage>& msgs, Metrics* m);
 
     BusFilter filter_;
     size_t capacity_;
@@ -82,9 +83,13 @@ public:
     explicit EventBus(Metrics* metrics = nullptr) : metrics_(metrics) {}
     std::shared_ptr<Subscription> subscribe(BusFilter f, size_t capacity = 4096, Payload p = Payload::Json);
     void on_committed(std::span<const AuditRecord> batch) override;
+    // Record subscribers get the records moved out of the batch, not copied.
+    void on_committed_owned(std::span<AuditRecord> batch) override;
     size_t subscriber_count();
 
 private:
+    template <class Record>
+    void publish(std::span<Record> batch);
     Metrics* metrics_;
     std::mutex mu_;
     std::vector<std::weak_ptr<Subscription>> subs_;
