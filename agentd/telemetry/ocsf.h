@@ -29,6 +29,7 @@ struct OcsfClass {
     std::string_view category_name = "Uncategorized";
     uint32_t activity_id = 99;
     std::string_view activity_name = "Other";
+    std::string_view type_name = "Base Event: Other";  // "<class>: <activity>"
     uint32_t severity_id = 1;
     std::string_view severity = "Informational";
     uint32_t status_id = 1;

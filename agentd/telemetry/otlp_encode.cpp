@@ -1,5 +1,6 @@
 #include "telemetry/otlp_encode.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -22,29 +23,42 @@ size_t varint_size(uint64_t v) {
 }
 size_t len_field_size(size_t n) { return 1 + varint_size(n) + n; }
 
-void put_varint(std::string& o, uint64_t v) {
+// Writes into a buffer already sized to the message (the sizes are
+// computed first), without a capacity check per byte.
+struct Out {
+    char* p;
+    void raw(const void* d, size_t n) {
+        std::memcpy(p, d, n);
+        p += n;
+    }
+};
+void put_varint(Out& o, uint64_t v) {
     while (v >= 0x80) {
-        o += char(uint8_t(v) | 0x80);
+        *o.p++ = char(uint8_t(v) | 0x80);
         v >>= 7;
     }
-    o += char(uint8_t(v));
+    *o.p++ = char(uint8_t(v));
 }
-void put_tag(std::string& o, unsigned field, Wire w) { o += char(uint8_t(field << 3 | w)); }
-void put_len(std::string& o, unsigned field, size_t n) {
+void put_tag(Out& o, unsigned field, Wire w) { *o.p++ = char(uint8_t(field << 3 | w)); }
+void put_len(Out& o, unsigned field, size_t n) {
     put_tag(o, field, Len);
     put_varint(o, n);
 }
-void put_bytes(std::string& o, unsigned field, std::string_view b) {
+void put_bytes(Out& o, unsigned field, std::string_view b) {
     put_len(o, field, b.size());
-    o.append(b);
+    o.raw(b.data(), b.size());
 }
-void put_fixed64(std::string& o, unsigned field, uint64_t v) {
+void put_fixed64(Out& o, unsigned field, uint64_t v) {
     put_tag(o, field, Fixed64);
-    for (int i = 0; i < 8; ++i) o += char(uint8_t(v >> (8 * i)));
+    uint8_t b[8];
+    for (int i = 0; i < 8; ++i) b[i] = uint8_t(v >> (8 * i));
+    o.raw(b, 8);
 }
-void put_fixed32(std::string& o, unsigned field, uint32_t v) {
+void put_fixed32(Out& o, unsigned field, uint32_t v) {
     put_tag(o, field, Fixed32);
-    for (int i = 0; i < 4; ++i) o += char(uint8_t(v >> (8 * i)));
+    uint8_t b[4];
+    for (int i = 0; i < 4; ++i) b[i] = uint8_t(v >> (8 * i));
+    o.raw(b, 4);
 }
 
 // AnyValue: string_value = 1, bool_value = 2, int_value = 3 (a oneof: a
@@ -56,7 +70,7 @@ size_t any_size(const AttrValue& v) {
     default: return len_field_size(v.text().size());
     }
 }
-void put_any(std::string& o, const AttrValue& v) {
+void put_any(Out& o, const AttrValue& v) {
     switch (v.kind) {
     case AttrValue::Kind::Int:
         put_tag(o, 3, Varint);
@@ -64,7 +78,7 @@ void put_any(std::string& o, const AttrValue& v) {
         break;
     case AttrValue::Kind::Bool:
         put_tag(o, 2, Varint);
-        o += char(v.b ? 1 : 0);
+        *o.p++ = char(v.b ? 1 : 0);
         break;
     default: put_bytes(o, 1, v.text());
     }
@@ -75,14 +89,14 @@ size_t string_any_size(std::string_view s) { return len_field_size(s.size()); }
 size_t kv_size(std::string_view key, size_t value_size) {
     return len_field_size(key.size()) + len_field_size(value_size);
 }
-void put_kv(std::string& o, unsigned field, std::string_view key, const AttrValue& v) {
+void put_kv(Out& o, unsigned field, std::string_view key, const AttrValue& v) {
     size_t vs = any_size(v);
     put_len(o, field, kv_size(key, vs));
     put_bytes(o, 1, key);
     put_len(o, 2, vs);
     put_any(o, v);
 }
-void put_kv_string(std::string& o, unsigned field, std::string_view key, std::string_view value) {
+void put_kv_string(Out& o, unsigned field, std::string_view key, std::string_view value) {
     size_t vs = string_any_size(value);
     put_len(o, field, kv_size(key, vs));
     put_bytes(o, 1, key);
@@ -107,7 +121,7 @@ size_t log_record_size(const LogRecord& r) {
     if (!r.event_name.empty()) n += len_field_size(r.event_name.size());
     return n;
 }
-void put_log_record(std::string& o, const LogRecord& r, size_t size) {
+void put_log_record(Out& o, const LogRecord& r, size_t size) {
     put_len(o, 2, size);  // ScopeLogs.log_records = 2
     if (r.time_ns) put_fixed64(o, 1, uint64_t(r.time_ns));
     put_tag(o, 2, Varint);
@@ -125,6 +139,9 @@ void put_log_record(std::string& o, const LogRecord& r, size_t size) {
     if (!r.event_name.empty()) put_bytes(o, 12, r.event_name);
 }
 
+void write_request(Out& o, const OtlpResource& res, std::span<const LogRecord> records, const std::vector<size_t>& sizes,
+                   size_t resource, size_t scope, size_t scope_logs, size_t resource_logs);
+
 void encode_protobuf(const OtlpResource& res, std::span<const LogRecord> records, std::string& o) {
     // Resource: attributes = 1.
     size_t resource = 0;
@@ -141,8 +158,17 @@ void encode_protobuf(const OtlpResource& res, std::span<const LogRecord> records
     }
     // ResourceLogs: resource = 1, scope_logs = 2.
     size_t resource_logs = len_field_size(resource) + len_field_size(scope_logs);
-    o.reserve(len_field_size(resource_logs));
+    const size_t total = len_field_size(resource_logs);
+    o.resize_and_overwrite(total, [&](char* buf, size_t) {
+        Out w{buf};
+        write_request(w, res, records, sizes, resource, scope, scope_logs, resource_logs);
+        if (size_t(w.p - buf) != total) std::abort();  // a size function and its writer disagree
+        return total;
+    });
+}
 
+void write_request(Out& o, const OtlpResource& res, std::span<const LogRecord> records, const std::vector<size_t>& sizes,
+                   size_t resource, size_t scope, size_t scope_logs, size_t resource_logs) {
     put_len(o, 1, resource_logs);  // ExportLogsServiceRequest.resource_logs = 1
     put_len(o, 1, resource);
     for (const auto& [k, v] : res.attributes) put_kv_string(o, 1, k, v);
@@ -158,28 +184,29 @@ void encode_protobuf(const OtlpResource& res, std::span<const LogRecord> records
 // quote, the backslash and control characters are escaped.
 void put_json_string(std::string& o, std::string_view s) {
     o += '"';
-    for (char ch : s) {
-        auto c = static_cast<unsigned char>(ch);
-        if (c == '"' || c == '\\') {
-            o += '\\';
-            o += ch;
-        } else if (c < 0x20) {
-            static constexpr char kHex[] = "0123456789abcdef";
-            switch (c) {
-            case '\n': o += "\\n"; break;
-            case '\r': o += "\\r"; break;
-            case '\t': o += "\\t"; break;
-            default:
-                o += "\\u00";
-                o += kHex[c >> 4];
-                o += kHex[c & 15];
-            }
-        } else {
-            o += ch;
+    size_t run = 0;  // start of the characters not yet appended
+    for (size_t i = 0; i < s.size(); ++i) {
+        auto c = static_cast<unsigned char>(s[i]);
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        o.append(s.data() + run, i - run);
+        run = i + 1;
+        static constexpr char kHex[] = "0123456789abcdef";
+        switch (c) {
+        case '"': o += "\\\""; break;
+        case '\\': o += "\\\\"; break;
+        case '\n': o += "\\n"; break;
+        case '\r': o += "\\r"; break;
+        case '\t': o += "\\t"; break;
+        default:
+            o += "\\u00";
+            o += kHex[c >> 4];
+            o += kHex[c & 15];
         }
     }
+    o.append(s.data() + run, s.size() - run);
     o += '"';
 }
+
 void put_json_any(std::string& o, const AttrValue& v) {
     switch (v.kind) {
     case AttrValue::Kind::Int:

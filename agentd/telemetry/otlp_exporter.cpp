@@ -99,16 +99,16 @@ void OtlpExporter::run() {
         // (none while stopping: send what there is).
         do {
             lk.unlock();
-            take(batch, opts_.batch_records - batch.logs.size());
+            take(batch, opts_.batch_records - batch.n);
             lk.lock();
-        } while (batch.logs.size() < opts_.batch_records &&
+        } while (batch.n < opts_.batch_records &&
                  (stop_ ? sub_->depth() > 0
                         : wake_->cv.wait_until(lk, linger_end, [&] { return stop_ || sub_->depth() > 0; })));
         const bool late = stop_ && Clock::now() >= stop_deadline_;
         lk.unlock();
         if (late)  // past the shutdown deadline: what is left is not sent
             drop(batch.records.size(), OtlpDrop::Shutdown, "agentd stopped before these records were exported");
-        else if (!batch.logs.empty())
+        else if (batch.n)
             send(batch);
         batch.clear();
         m_->otlp_queue_depth.store(sub_->depth(), std::memory_order_relaxed);
@@ -126,14 +126,14 @@ void OtlpExporter::take(Batch& batch, size_t max) {
         if (msg.type == audit::BusMessage::Type::Gap) {
             // the bus dropped records for the exporter: counted, and said
             m_->count_otlp_drop(OtlpDrop::QueueFull, msg.dropped);
-            batch.logs.push_back(export_gap_record(msg.dropped, otlp_drop_name(OtlpDrop::QueueFull), now));
+            batch.next() = export_gap_record(msg.dropped, otlp_drop_name(OtlpDrop::QueueFull), now);
             continue;
         }
         if (!msg.record) continue;
-        batch.logs.push_back(to_log_record(*msg.record, run_info(*msg.record), now));
+        to_log_record(*msg.record, run_info(*msg.record), now, batch.next());
         batch.records.push_back(std::move(msg.record));
     }
-    m_->otlp_queue_depth.store(sub_->depth() + batch.logs.size(), std::memory_order_relaxed);
+    m_->otlp_queue_depth.store(sub_->depth() + batch.n, std::memory_order_relaxed);
 }
 
 // A run's trace context and container: from its start record when the
@@ -195,7 +195,7 @@ bool OtlpExporter::wait_backoff(Clock::time_point until) {
 }
 
 void OtlpExporter::send(Batch& batch) {
-    encode_logs_request(opts_.encoding, opts_.resource, batch.logs, body_);
+    encode_logs_request(opts_.encoding, opts_.resource, batch.current(), body_);
     const size_t n = batch.records.size();
     static thread_local std::minstd_rand jitter{std::random_device{}()};
     for (unsigned attempt = 1;; ++attempt) {

@@ -39,6 +39,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -104,8 +105,16 @@ private:
     // into the records: the pointers keep them alive).
     struct Batch {
         std::vector<std::shared_ptr<const audit::AuditRecord>> records;
-        std::vector<LogRecord> logs;  // the records' and the exporter's own gap records
-        void clear() { records.clear(), logs.clear(); }
+        // The records' log records and the exporter's own gap records: the
+        // first n. Their room is kept from one batch to the next.
+        std::vector<LogRecord> logs;
+        size_t n = 0;
+        LogRecord& next() {
+            if (n == logs.size()) logs.emplace_back();
+            return logs[n++];
+        }
+        std::span<const LogRecord> current() const { return {logs.data(), n}; }
+        void clear() { records.clear(), n = 0; }
     };
     // The bus's notification outlives the exporter (the bus may call it while
     // the exporter is being destroyed): the lock and the condition it signals

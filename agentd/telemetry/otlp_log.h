@@ -75,6 +75,9 @@ std::string_view severity_text(Severity s);
 // The record as a log record. `run`: the record's run info (nullptr: none
 // known); `observed_ns`: now.
 LogRecord to_log_record(const audit::AuditRecord& r, const RunInfo* run, int64_t observed_ns);
+// The same into `out`, whose room (attributes, body) is reused: the
+// exporter keeps its batch's log records from one batch to the next.
+void to_log_record(const audit::AuditRecord& r, const RunInfo* run, int64_t observed_ns, LogRecord& out);
 
 // A log record of the exporter's own: `count` records were not exported
 // (why: the drop reason).

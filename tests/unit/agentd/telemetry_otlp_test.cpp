@@ -422,7 +422,6 @@ TEST_CASE("a decision becomes a log record with its rule, layer, object and trac
     CHECK(str(lr, "bulwark.rule.file") == "rules/cat.yaml");
     CHECK(num(lr, "bulwark.rule.line") == 12);
     CHECK(str(lr, "bulwark.rule.text") == "deny: [/etc/shadow]");
-    CHECK(str(lr, "bulwark.rule") == "rules/cat.yaml:12");
 
     CHECK(str(lr, "container.id") == "c0ffee");
     CHECK(str(lr, "k8s.pod.name") == "agent-7");
@@ -853,7 +852,8 @@ TEST_CASE("a run's trace context is looked up in the store when its start was no
         d.run_id = 77;
         publish(bus, {d});
         REQUIRE(ex.flush(5s));
-        auto lr = all(one(one(col.bodies().at(0), 1).bytes, 2).bytes, 2).at(0).bytes;
+        const auto bodies = col.bodies();  // the views below point into them
+        auto lr = all(one(one(bodies.at(0), 1).bytes, 2).bytes, 2).at(0).bytes;
         CHECK(to_hex(reinterpret_cast<const uint8_t*>(one(lr, 9).bytes.data()), 16) ==
               "4bf92f3577b34da6a3ce929d0e0e4736");
         CHECK(ex.metrics().otlp_records_exported == 1);
