@@ -1,9 +1,12 @@
 #include "telemetry/otlp_exporter.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <random>
 
 #include <spdlog/spdlog.h>
@@ -21,6 +24,7 @@ using std::chrono::milliseconds;
 namespace {
 
 constexpr size_t kMaxRuns = 16384;  // runs whose trace context is remembered
+constexpr int kExporterNice = 5;    // the exporter thread's nice value over agentd's own
 
 bool retryable(const HttpAnswer& a) {
     return a.status == 0 || a.status == 429 || a.status == 502 || a.status == 503 || a.status == 504;
@@ -86,6 +90,14 @@ bool OtlpExporter::flush(milliseconds timeout) {
 
 void OtlpExporter::run() {
     pthread_setname_np(pthread_self(), "otlp-export");
+    // Below the store's writer and the decision sources when CPU is short:
+    // the export catches up when it is not (its queue absorbs the burst, and
+    // what overflows it is counted), the audit path never waits for it.
+    const auto tid = id_t(::gettid());
+    errno = 0;
+    const int nice_now = ::getpriority(PRIO_PROCESS, tid);
+    if (errno == 0 && ::setpriority(PRIO_PROCESS, tid, std::min(nice_now + kExporterNice, 19)) != 0)
+        spdlog::debug("otlp: setpriority(+{}): {}", kExporterNice, std::strerror(errno));
     Batch batch;
     batch.records.reserve(opts_.batch_records);
     batch.logs.reserve(opts_.batch_records);
