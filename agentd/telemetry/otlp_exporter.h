@@ -3,7 +3,7 @@
 // record (OTLP/HTTP, protobuf or JSON) to one endpoint.
 //
 // Threads. The exporter subscribes to the event bus (audit/event_bus.h) for
-// the records themselves: the store's writer thread only copies each record
+// the records themselves: the store's writer thread only moves each record
 // into the subscription's bounded queue and never waits for the exporter;
 // when the queue is full the bus drops the record for the exporter alone,
 // counts it, and the exporter exports a gap log record saying how many it
@@ -29,6 +29,9 @@
 // record of a run whose start it did not see (the exporter started later, or
 // the start record was dropped from its queue) has the start record looked
 // up in the store once per run.
+//
+// Its thread runs 5 nice levels below agentd: when CPU is short the store and
+// the decision sources go first, and the export catches up from its queue.
 //
 // Stop. stop() (or the destructor) exports what is queued until
 // shutdown_timeout has passed; what is left then is dropped (shutdown).
