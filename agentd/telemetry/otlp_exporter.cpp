@@ -169,7 +169,7 @@ const RunInfo* OtlpExporter::run_info(const audit::AuditRecord& r) {
     RunInfo info;
     if (store_) {
         audit::Query q;
-        q.task_id = r.task_id;
+        if (r.task_id) q.task_id = r.task_id;  // a container's run has no task
         q.run_id = r.run_id;
         q.kind = audit::RecordKind::RunStart;
         q.limit = 1;

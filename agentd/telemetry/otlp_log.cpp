@@ -194,6 +194,7 @@ void run_attributes(Builder& b, const RunInfo* run, const json& detail) {
     field("k8s.pod.name", run ? run->pod_name : none, "pod_name");
     field("k8s.namespace.name", run ? run->pod_namespace : none, "pod_namespace");
     field("k8s.pod.uid", run ? run->pod_uid : none, "pod_uid");
+    field("k8s.container.name", run ? run->container_name : none, "container_name");
 }
 
 // "deny file_open /etc/shadow (landlock, rules/cat.yaml:12, EACCES)"
@@ -269,6 +270,7 @@ RunInfo run_info_from_detail(const json& detail) {
         ri.pod_name = get("pod_name");
         ri.pod_namespace = get("pod_namespace");
         ri.pod_uid = get("pod_uid");
+        ri.container_name = get("container_name");
     }
     return ri;
 }

@@ -5,7 +5,9 @@
 // (telemetry/ocsf.h, prefix `ocsf.`), Bulwark's own (`bulwark.`: task, run,
 // tool, policy version, rule file:line and text, layer, decision, object)
 // and the run's container (OpenTelemetry's `container.id`, `k8s.pod.name`,
-// `k8s.namespace.name`, `k8s.pod.uid`). The table: docs/telemetry.md.
+// `k8s.namespace.name`, `k8s.pod.uid`, `k8s.container.name`: a container
+// run's records carry detail.container {id, pod_name, pod_namespace,
+// pod_uid, container_name}). The table: docs/telemetry.md.
 //
 // Strings are views into the record and the run info where they can be
 // (both must outlive the log record); text that is not valid UTF-8 (a file
@@ -29,7 +31,7 @@ namespace bulwark::telemetry {
 // start record (detail.traceparent, detail.container).
 struct RunInfo {
     std::optional<TraceContext> trace;
-    std::string container_id, pod_name, pod_namespace, pod_uid;
+    std::string container_id, pod_name, pod_namespace, pod_uid, container_name;
 };
 // The run info a start record's detail carries (a traceparent that does not
 // parse is left out: it was checked when the run was asked for).

@@ -442,6 +442,28 @@ TEST_CASE("a decision becomes a log record with its rule, layer, object and trac
     }
 }
 
+TEST_CASE("a container's decision names its container and pod from its own detail", "[telemetry][log]") {
+    // as decision_from_event writes a container run's decision (bulwark-oci)
+    auto r = file_denial();
+    r.task_id = 0;
+    r.detail = json{{"rights", 1},
+                    {"container",
+                     {{"id", "4f1c9e"},
+                      {"pod_name", "agent-0"},
+                      {"pod_namespace", "agents"},
+                      {"pod_uid", "7d1e-22"},
+                      {"container_name", "tool"}}}}
+                   .dump();
+    auto lr = to_log_record(r, nullptr, 1);
+    CHECK(str(lr, "container.id") == "4f1c9e");
+    CHECK(str(lr, "k8s.pod.name") == "agent-0");
+    CHECK(str(lr, "k8s.namespace.name") == "agents");
+    CHECK(str(lr, "k8s.pod.uid") == "7d1e-22");
+    CHECK(str(lr, "k8s.container.name") == "tool");
+    CHECK(lr.find("bulwark.task_id") == nullptr);  // a container's run has no task
+    CHECK(num(lr, "bulwark.run_id") == 7);
+}
+
 TEST_CASE("network objects: the endpoint and protocol OCSF names", "[telemetry][log]") {
     const auto rec = connect_record("10.1.2.3", 443, BW_DECISION_DENY);  // outlives its log record
     auto lr = to_log_record(rec, nullptr, 1);
