@@ -21,7 +21,8 @@ ALLOWED = {
     "tasks": {"common", "audit", "sandbox", "bpf", "kaudit", "vm"},
     "api": {"common", "audit", "tasks"},
     "mcp": {"common", "api"},
-    "cli": {"common", "audit", "sandbox", "bpf", "kaudit", "vm", "tasks", "api", "mcp"},
+    "telemetry": {"common", "audit"},
+    "cli": {"common", "audit", "sandbox", "bpf", "kaudit", "vm", "tasks", "api", "mcp", "telemetry"},
     "guest": {"common", "audit", "sandbox", "bpf", "kaudit", "vm", "tasks"},
     "oci": {"common", "sandbox", "tasks", "mcp"},
 }

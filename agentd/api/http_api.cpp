@@ -187,6 +187,7 @@ void register_v1_routes(Router& r, const ApiContext& ctx) {
                          {"version", bulwark::version_string()}};
         if (ctx.store) j["audit"] = st.to_json();
         if (ctx.host_status) j["host"] = ctx.host_status();
+        if (ctx.telemetry_status) j["telemetry"] = ctx.telemetry_status();
         return json_response(ok ? 200 : 503, j);
     });
 

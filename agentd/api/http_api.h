@@ -113,6 +113,7 @@ struct ApiContext {
     Metrics* metrics = nullptr;
     std::string openapi_json;                   // served at /v1/openapi.json
     std::function<nlohmann::json()> host_status;  // extra health fields (enforcement)
+    std::function<nlohmann::json()> telemetry_status;  // health's telemetry (the OTLP exporter)
     size_t stream_queue = 4096;                 // per-subscriber bound
 };
 

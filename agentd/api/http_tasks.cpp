@@ -61,6 +61,26 @@ std::optional<uint64_t> task_id_param(const ApiRequest& req, ApiResponse& bad) {
     return v;
 }
 
+// The exec request's `traceparent` header, when it has one.
+std::optional<std::string> traceparent_header(const ApiRequest& req) {
+    auto h = req.header("traceparent");
+    return h ? std::optional<std::string>(std::string(*h)) : std::nullopt;
+}
+
+// A handler of /v1/tasks/{id}/... that takes a JSON body and the request's
+// headers: the id and the body are checked before `f` runs.
+template <class F>
+Router::Handler with_task_request(F f) {
+    return [f](const ApiRequest& req) {
+        ApiResponse bad;
+        auto id = task_id_param(req, bad);
+        if (!id) return bad;
+        auto body = parse_body(req, bad);
+        if (!body) return bad;
+        return f(*id, std::move(*body), req);
+    };
+}
+
 // A handler of /v1/tasks/{id}/... that takes a JSON body: both are checked
 // before `f` runs.
 template <class F>
@@ -97,7 +117,8 @@ json decision_json(const policy::Bundle& b, const policy::Decision& d) {
 // and the final document are queued as SSE messages.
 class ExecStream final : public StreamSource {
 public:
-    ExecStream(TaskManager* tasks, uint64_t id, json body) : tasks_(tasks), id_(id), body_(std::move(body)) {}
+    ExecStream(TaskManager* tasks, uint64_t id, json body, std::optional<std::string> traceparent)
+        : tasks_(tasks), id_(id), body_(std::move(body)), traceparent_(std::move(traceparent)) {}
 
     void start(std::function<void()> notify) override {
         {
@@ -106,14 +127,14 @@ public:
         }
         // The run outlives a client that goes away (it is audited either
         // way): the thread holds the shared state, not the stream.
-        std::thread([st = st_, tasks = tasks_, id = id_, body = body_] {
+        std::thread([st = st_, tasks = tasks_, id = id_, body = body_, tp = traceparent_] {
             TaskManager::ExecHooks hooks;
             hooks.on_start = [st](const json& run) { st->push({"run", run.dump()}); };
             hooks.on_output = [st](int stream, std::string_view data) {
                 st->push({stream == 1 ? "stdout" : "stderr",
                           json{{"data", std::string(data)}}.dump(-1, ' ', false, json::error_handler_t::replace)});
             };
-            auto req = parse_exec(body);
+            auto req = parse_exec(body, tp);
             auto r = req ? tasks->exec(id, *req, hooks) : std::unexpected(req.error());
             if (r) {
                 json doc = *r;
@@ -174,6 +195,7 @@ private:
     TaskManager* tasks_;
     uint64_t id_;
     json body_;
+    std::optional<std::string> traceparent_;
     std::shared_ptr<State> st_ = std::make_shared<State>();
 };
 
@@ -347,8 +369,8 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
           }),
           {.offload = true});
     r.add("POST", "/v1/tasks/{id}/exec",
-          with_task_body([ctx](uint64_t id, json body) {
-              auto req = parse_exec(body);
+          with_task_request([ctx](uint64_t id, json body, const ApiRequest& http) {
+              auto req = parse_exec(body, traceparent_header(http));
               return req ? reply(ctx.tasks->exec(id, *req)) : from_error(req.error());
           }),
           {.offload = true, .long_running = true});
@@ -359,12 +381,12 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
           }),
           {.offload = true});
     // Streamed exec: not offloaded, the handler only starts the run thread.
-    r.add("POST", "/v1/tasks/{id}/exec/stream", with_task_body([ctx](uint64_t id, json body) {
+    r.add("POST", "/v1/tasks/{id}/exec/stream", with_task_request([ctx](uint64_t id, json body, const ApiRequest& http) {
               // Fail fast on what can be checked before the stream starts.
               if (auto t = ctx.tasks->get(id); !t) return from_error(t.error());
               ApiResponse resp;
               resp.content_type = "text/event-stream";
-              resp.stream = std::make_shared<ExecStream>(ctx.tasks, id, std::move(body));
+              resp.stream = std::make_shared<ExecStream>(ctx.tasks, id, std::move(body), traceparent_header(http));
               return resp;
           }));
     r.add("POST", "/v1/replay", [ctx](const ApiRequest& req) { return replay(ctx, req); }, {.offload = true});

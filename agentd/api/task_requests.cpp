@@ -3,6 +3,8 @@
 #include <chrono>
 #include <string>
 
+#include "common/trace_context.h"
+
 namespace bulwark::http {
 
 using nlohmann::json;
@@ -13,12 +15,12 @@ std::unexpected<TaskError> bad(std::string m) { return task_error(TaskErrc::BadR
 
 }  // namespace
 
-std::expected<ExecRequest, TaskError> parse_exec(const json& body) {
+std::expected<ExecRequest, TaskError> parse_exec(const json& body, std::optional<std::string_view> traceparent_header) {
     if (!body.is_object()) return bad("the body must be a JSON object");
     ExecRequest r;
     for (auto it = body.begin(); it != body.end(); ++it)
         if (it.key() != "tool" && it.key() != "argv" && it.key() != "stdin" && it.key() != "timeout_ms" &&
-            it.key() != "files" && it.key() != "client_ref")
+            it.key() != "files" && it.key() != "client_ref" && it.key() != "traceparent")
             return bad("unknown key '" + it.key() + "'");
     if (!body.contains("tool") || !body["tool"].is_string()) return bad("tool: a tool name is required");
     r.tool = body["tool"].get<std::string>();
@@ -49,6 +51,20 @@ std::expected<ExecRequest, TaskError> parse_exec(const json& body) {
         if (!v.is_string() || v.get_ref<const std::string&>().empty() || v.get_ref<const std::string&>().size() > 128)
             return bad("client_ref: must be a string of 1 to 128 bytes");
         r.client_ref = v.get<std::string>();
+    }
+    if (traceparent_header) {
+        auto t = parse_traceparent(*traceparent_header);
+        if (!t) return bad("traceparent (header): " + t.error());
+        r.traceparent = t->text;
+    }
+    if (body.contains("traceparent")) {
+        const auto& v = body["traceparent"];
+        if (!v.is_string()) return bad("traceparent: must be a string (a W3C traceparent)");
+        auto t = parse_traceparent(v.get_ref<const std::string&>());
+        if (!t) return bad("traceparent: " + t.error());
+        if (r.traceparent && *r.traceparent != t->text)
+            return bad("traceparent: the body's differs from the traceparent header");
+        r.traceparent = t->text;
     }
     if (body.contains("files")) {
         auto f = parse_workdir_files(body["files"]);

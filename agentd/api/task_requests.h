@@ -3,6 +3,8 @@
 // requests. Each refusal names the field ("argv[2]: must be a string").
 #include <expected>
 #include <initializer_list>
+#include <optional>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -20,8 +22,11 @@ std::expected<GrantUpdate, TaskError> parse_grant_update(const nlohmann::json& b
 std::expected<std::string, TaskError> parse_cancel(const nlohmann::json& body);
 
 // POST /v1/tasks/{id}/exec: BadRequest, or FileRefused for a working file
-// that may not be written (a path outside the workdir, ...).
-std::expected<ExecRequest, TaskError> parse_exec(const nlohmann::json& body);
+// that may not be written (a path outside the workdir, ...). The W3C trace
+// context comes as the body's `traceparent` or the request's `traceparent`
+// header (both: they must be the same).
+std::expected<ExecRequest, TaskError> parse_exec(const nlohmann::json& body,
+                                                 std::optional<std::string_view> traceparent_header = std::nullopt);
 
 // The record range of POST /v1/replay and /v1/propose: tool, since_ns,
 // until_ns, task, max_records; `extra` names the other keys the body may

@@ -544,7 +544,7 @@ struct AuditStore::Impl {
         retention_cv.notify_all();
     }
 
-    void committed_batch(const std::vector<AuditRecord>& batch, Clock::duration took) {
+    void committed_batch(std::vector<AuditRecord>& batch, Clock::duration took) {
         uint64_t max_seq = 0;
         int64_t now = mono_ns();
         Metrics* m = self.metrics_;
@@ -564,7 +564,7 @@ struct AuditStore::Impl {
         }
         // Subscribers see the batch before anyone is told it is acknowledged,
         // so "acknowledged" implies "published".
-        if (self.listener_) self.listener_->on_committed(batch);
+        if (self.listener_) self.listener_->on_committed_owned(batch);  // the batch is cleared after
         {
             std::lock_guard lk(mu);
             if (max_seq > committed.load()) committed.store(max_seq, std::memory_order_release);

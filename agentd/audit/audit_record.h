@@ -98,5 +98,8 @@ class CommitListener {
 public:
     virtual ~CommitListener() = default;
     virtual void on_committed(std::span<const AuditRecord> batch) = 0;
+    // The store's own call: it discards the batch afterwards, so a listener
+    // may move records out of it instead of copying them.
+    virtual void on_committed_owned(std::span<AuditRecord> batch) { on_committed(batch); }
 };
 }  // namespace bulwark::audit

@@ -1,6 +1,7 @@
 #include "audit/event_bus.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "audit/metrics.h"
 
@@ -52,30 +53,40 @@ void Subscription::set_notify(std::function<void()> fn) {
     if (have && notify_) notify_();
 }
 
-bool Subscription::push(const std::shared_ptr<const std::string>& json, uint64_t seq, Metrics* m) {
+size_t Subscription::depth() {
     std::lock_guard lk(mu_);
-    if (q_.size() >= capacity_) {
-        ++pending_gap_;
-        dropped_total_.fetch_add(1, std::memory_order_relaxed);
-        if (m) m->subscriber_drops.fetch_add(1, std::memory_order_relaxed);
-        return false;
-    }
-    if (pending_gap_) {
-        // the gap precedes this record in the stream
-        BusMessage g;
-        g.type = BusMessage::Type::Gap;
-        g.dropped = std::exchange(pending_gap_, 0);
-        q_.push_back(std::move(g));
-    }
-    BusMessage msg;
-    msg.json = json;
-    msg.seq = seq;
-    q_.push_back(std::move(msg));
-    return true;
+    return q_.size() + (pending_gap_ ? 1 : 0);
 }
 
-std::shared_ptr<Subscription> EventBus::subscribe(BusFilter f, size_t capacity) {
-    auto s = std::make_shared<Subscription>(std::move(f), std::max<size_t>(capacity, 1));
+void Subscription::push(std::vector<BusMessage>& msgs, Metrics* m) {
+    uint64_t dropped = 0;
+    {
+        std::lock_guard lk(mu_);
+        for (auto& msg : msgs) {
+            if (q_.size() >= capacity_) {
+                ++pending_gap_;
+                ++dropped;
+                continue;
+            }
+            if (pending_gap_) {
+                // the gap precedes this record in the stream
+                BusMessage g;
+                g.type = BusMessage::Type::Gap;
+                g.dropped = std::exchange(pending_gap_, 0);
+                q_.push_back(std::move(g));
+            }
+            q_.push_back(std::move(msg));
+        }
+    }
+    msgs.clear();
+    if (dropped) {
+        dropped_total_.fetch_add(dropped, std::memory_order_relaxed);
+        if (m) m->subscriber_drops.fetch_add(dropped, std::memory_order_relaxed);
+    }
+}
+
+std::shared_ptr<Subscription> EventBus::subscribe(BusFilter f, size_t capacity, Payload p) {
+    auto s = std::make_shared<Subscription>(std::move(f), std::max<size_t>(capacity, 1), p);
     std::lock_guard lk(mu_);
     subs_.push_back(s);
     if (metrics_) metrics_->subscribers.store(subs_.size(), std::memory_order_relaxed);
@@ -88,7 +99,13 @@ size_t EventBus::subscriber_count() {
     return subs_.size();
 }
 
-void EventBus::on_committed(std::span<const AuditRecord> batch) {
+void EventBus::on_committed(std::span<const AuditRecord> batch) { publish(batch); }
+void EventBus::on_committed_owned(std::span<AuditRecord> batch) { publish(batch); }
+
+// Record: const (a copy for each record subscriber takes) or not (the
+// store's own batch, discarded afterwards: records are moved out of it).
+template <class Record>
+void EventBus::publish(std::span<Record> batch) {
     std::vector<std::shared_ptr<Subscription>> live;
     {
         std::lock_guard lk(mu_);
@@ -99,19 +116,47 @@ void EventBus::on_committed(std::span<const AuditRecord> batch) {
         for (auto& w : subs_)
             if (auto s = w.lock()) live.push_back(std::move(s));
     }
-    std::vector<uint8_t> notify(live.size(), 0);
-    for (const auto& r : batch) {
+    // Each subscriber's messages of this batch, pushed under one lock.
+    std::vector<std::vector<BusMessage>> out(live.size());
+    for (auto& r : batch) {
+        // Made once per record, for the first subscriber that takes it: the
+        // text first (a moved record has none left to write).
         std::shared_ptr<const std::string> json;
+        std::shared_ptr<const AuditRecord> record;
         for (size_t i = 0; i < live.size(); ++i) {
-            if (!live[i]->filter_.matches(r)) continue;
-            if (!json) json = std::make_shared<const std::string>(to_json(r).dump());
-            // a drop also needs a wake-up: the subscriber must drain to see its gap
-            live[i]->push(json, r.seq, metrics_);
-            notify[i] = 1;
+            if (live[i]->payload_ != Payload::Json || !live[i]->filter_.matches(r)) continue;
+            // a file name's bytes need not be UTF-8: replaced, never thrown on the writer thread
+            if (!json)
+                json = std::make_shared<const std::string>(
+                    to_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+            BusMessage& msg = out[i].emplace_back();
+            msg.seq = r.seq;
+            msg.json = json;
+        }
+        for (size_t i = 0; i < live.size(); ++i) {
+            // once moved, the record is read where it went
+            const AuditRecord& now = record ? *record : r;
+            if (live[i]->payload_ != Payload::Record || !live[i]->filter_.matches(now)) continue;
+            if (!record) {
+                const uint64_t seq = r.seq;
+                if constexpr (std::is_const_v<Record>)
+                    record = std::make_shared<const AuditRecord>(r);
+                else
+                    record = std::make_shared<const AuditRecord>(std::move(r));
+                BusMessage& msg = out[i].emplace_back();
+                msg.seq = seq;
+                msg.record = record;
+                continue;
+            }
+            BusMessage& msg = out[i].emplace_back();
+            msg.seq = record->seq;
+            msg.record = record;
         }
     }
     for (size_t i = 0; i < live.size(); ++i) {
-        if (!notify[i]) continue;
+        // a drop also needs a wake-up: the subscriber must drain to see its gap
+        if (out[i].empty()) continue;
+        live[i]->push(out[i], metrics_);
         std::function<void()> fn;
         {
             std::lock_guard lk(live[i]->mu_);
@@ -120,5 +165,8 @@ void EventBus::on_committed(std::span<const AuditRecord> batch) {
         if (fn) fn();
     }
 }
+
+template void EventBus::publish(std::span<const AuditRecord>);
+template void EventBus::publish(std::span<AuditRecord>);
 
 }  // namespace bulwark::audit

@@ -1,6 +1,7 @@
 #include "audit/metrics.h"
 
 #include <cstdio>
+#include <iterator>
 
 #include "audit/audit_record.h"
 
@@ -29,6 +30,12 @@ void LatencyHistogram::render(std::string& out, const char* name, const char* he
                   (unsigned long long)cum, name, double(sum_ns_.load()) / 1e9, name,
                   (unsigned long long)count_.load());
     out += buf;
+}
+
+std::string_view otlp_drop_name(OtlpDrop why) {
+    static constexpr std::string_view kNames[] = {"queue_full", "export_failed", "rejected", "shutdown"};
+    static_assert(std::size(kNames) == kOtlpDropReasons);
+    return size_t(why) < std::size(kNames) ? kNames[size_t(why)] : "unknown";
 }
 
 namespace {
@@ -100,6 +107,21 @@ std::string Metrics::render_prometheus() const {
     counter(out, "bulwark_tasks_open", "gauge", "Open tasks.", ld(tasks_open));
     counter(out, "bulwark_policy_epochs_total", "counter", "Task policy epochs started.", ld(epochs));
     run_latency.render(out, "bulwark_exec_seconds", "Exec requests: accepted to reply ready, run included.");
+    counter(out, "bulwark_otlp_enabled", "gauge", "1 when records are exported to an OTLP endpoint.", ld(otlp_enabled));
+    counter(out, "bulwark_otlp_records_exported_total", "counter",
+            "Audit records the OTLP endpoint accepted as log records.", ld(otlp_records_exported));
+    counter(out, "bulwark_otlp_requests_total", "counter", "OTLP export requests sent, retries included.",
+            ld(otlp_requests));
+    counter(out, "bulwark_otlp_retries_total", "counter",
+            "OTLP export requests sent again after a retryable failure (429, 502, 503, 504, connection errors).",
+            ld(otlp_retries));
+    out += "# HELP bulwark_otlp_records_dropped_total Audit records not exported, by reason.\n"
+           "# TYPE bulwark_otlp_records_dropped_total counter\n";
+    for (size_t i = 0; i < otlp_dropped.size(); ++i)
+        out += std::string("bulwark_otlp_records_dropped_total{reason=\"") +
+               std::string(otlp_drop_name(OtlpDrop(i))) + "\"} " + std::to_string(ld(otlp_dropped[i])) + "\n";
+    counter(out, "bulwark_otlp_queue_depth", "gauge", "Audit records waiting to be exported.", ld(otlp_queue_depth));
+    otlp_export_latency.render(out, "bulwark_otlp_export_seconds", "One OTLP export request: sent to answered.");
     return out;
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <bulwark_abi.h>
 
@@ -27,6 +28,15 @@ private:
 };
 
 inline constexpr int kLayers = 10;    // BW_LAYER_NONE..BW_LAYER_CGROUP
+// Why the OTLP exporter dropped records (metrics label `reason`).
+enum class OtlpDrop : uint8_t {
+    QueueFull = 0,     // its bounded queue was full: the bus dropped them for it
+    ExportFailed = 1,  // the endpoint did not take the batch within the attempts (or failed for good)
+    Rejected = 2,      // the endpoint refused them (4xx other than 429, or partial success)
+    Shutdown = 3,      // still queued when agentd stopped and the shutdown deadline passed
+};
+inline constexpr int kOtlpDropReasons = 4;
+std::string_view otlp_drop_name(OtlpDrop why);  // queue_full, export_failed, rejected, shutdown
 inline constexpr int kDecisions = 4;  // BW_DECISION_*
 
 struct Metrics {
@@ -60,6 +70,18 @@ struct Metrics {
     std::atomic<uint64_t> tasks_open{0};          // gauge
     std::atomic<uint64_t> epochs{0};              // policy epochs started (create, update, timebox, expiry)
     LatencyHistogram run_latency;                 // exec: request accepted -> reply ready
+    // OTLP export (telemetry/otlp_exporter)
+    std::atomic<uint64_t> otlp_enabled{0};           // gauge: 1 when an endpoint is configured
+    std::atomic<uint64_t> otlp_records_exported{0};  // log records the endpoint accepted
+    std::atomic<uint64_t> otlp_requests{0};          // export requests sent (retries included)
+    std::atomic<uint64_t> otlp_retries{0};           // requests sent again after a retryable failure
+    std::array<std::atomic<uint64_t>, kOtlpDropReasons> otlp_dropped{};  // by OtlpDrop
+    std::atomic<uint64_t> otlp_queue_depth{0};       // gauge: records waiting to be exported
+    LatencyHistogram otlp_export_latency;            // one request: sent -> answered
+
+    void count_otlp_drop(OtlpDrop why, uint64_t n) noexcept {
+        otlp_dropped[size_t(why)].fetch_add(n, std::memory_order_relaxed);
+    }
 
     void count_decision(unsigned layer, unsigned decision) noexcept {
         if (layer < kLayers && decision < kDecisions)

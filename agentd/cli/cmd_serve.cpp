@@ -37,6 +37,7 @@
 #include "tasks/tool_catalog.h"
 #include "sandbox/tool_coverage.h"
 #include "audit/metrics.h"
+#include "telemetry/otlp_exporter.h"
 
 namespace bulwark {
 namespace {
@@ -50,6 +51,8 @@ struct ServeArgs {
     std::string http;
     std::string dashboard_assets;
     std::string log_level;
+    std::string otlp_endpoint;
+    std::string otlp_encoding;
     BpfCliOptions bpf;
 };
 
@@ -114,6 +117,7 @@ public:
     Started take_signals();
     Started read_config();
     Started open_store();
+    Started start_telemetry();
     Started reap_previous();
     Started start_bpf();
     Started readopt_containers();
@@ -140,6 +144,7 @@ private:
     Metrics metrics_;
     audit::EventBus bus_{&metrics_};
     std::unique_ptr<audit::AuditStore> store_;
+    std::unique_ptr<telemetry::OtlpExporter> otlp_;  // stopped before the store closes
     ReconcileReport recon_;
     std::unique_ptr<bpf::BpfRuntime> bpf_rt_;
     std::string bpf_unavailable_;
@@ -194,6 +199,18 @@ Started Daemon::read_config() {
     }
     if (!a_.dashboard_assets.empty()) cfg_.dashboard.assets_dir = a_.dashboard_assets;
     if (!a_.log_level.empty()) cfg_.log_level = a_.log_level;
+    if (a_.otlp_endpoint == "off") {
+        cfg_.otlp.endpoint = {};
+    } else if (!a_.otlp_endpoint.empty()) {
+        auto ep = telemetry::parse_endpoint(a_.otlp_endpoint);
+        if (!ep) return usage_error("--otlp-endpoint: " + ep.error());
+        cfg_.otlp.endpoint = std::move(*ep);
+    }
+    if (!a_.otlp_encoding.empty()) {
+        auto e = telemetry::parse_encoding(a_.otlp_encoding);
+        if (!e) return usage_error("--otlp-encoding: must be protobuf or json, not '" + a_.otlp_encoding + "'");
+        cfg_.otlp.encoding = *e;
+    }
     spdlog::set_level(spdlog::level::from_str(cfg_.log_level));
     return {};
 }
@@ -207,6 +224,16 @@ Started Daemon::open_store() {
     if (!store) return host_error("audit store: " + store.error().message);
     store_ = std::move(*store);
     if (!store_->accepting_runs()) spdlog::error("audit store refuses new runs: {}", store_->status().reason);
+    return {};
+}
+
+// Fleet telemetry: every record committed from here on exported to the
+// OTLP endpoint, when one is configured (telemetry/otlp_exporter.h).
+Started Daemon::start_telemetry() {
+    if (cfg_.otlp.endpoint.url.empty()) return {};
+    otlp_ = std::make_unique<telemetry::OtlpExporter>(cfg_.otlp, bus_, store_.get(), &metrics_);
+    spdlog::info("otlp: exporting audit records to {} ({})", cfg_.otlp.endpoint.url,
+                 telemetry::encoding_name(cfg_.otlp.encoding));
     return {};
 }
 
@@ -385,6 +412,9 @@ Started Daemon::register_routes() {
         plan_catalog(*catalog_, topts_.work_root, bpf_rt_.get(), bpf_unavailable_));
     store_->enqueue(audit::host_status_record({{"event", "host_layers"}, {"host", host_now()}}));
     ctx_.host_status = [this] { return host_now(); };
+    ctx_.telemetry_status = [this] {
+        return nlohmann::json{{"otlp", otlp_ ? otlp_->status() : nlohmann::json{{"state", "off"}}}};
+    };
     http::register_v1_routes(router_, ctx_);
     http::register_task_routes(router_, {.catalog = &*catalog_, .tasks = &*tasks_, .store = store_.get(),
                                          .containers = &*containers_});
@@ -444,6 +474,10 @@ int Daemon::serve_until_signal() {
     server_.reset();
     store_->enqueue(audit::host_status_record({{"event", "daemon_stop"}, {"signal", sig}}));
     store_->flush(std::chrono::seconds(10));
+    if (otlp_) {
+        otlp_->stop();  // what the store committed is exported, until otlp.shutdown_timeout_ms
+        spdlog::info("otlp: stopped: {}", otlp_->status().dump());
+    }
     return 0;
 }
 
@@ -452,6 +486,7 @@ int run_serve(const ServeArgs& a) {
         &Daemon::take_signals,        // before any thread starts
         &Daemon::read_config,         //
         &Daemon::open_store,          // the audit store
+        &Daemon::start_telemetry,     // the OTLP exporter (when configured)
         &Daemon::reap_previous,       // a dead agentd's sandboxes
         &Daemon::start_bpf,           // the BPF layer (or why not)
         &Daemon::readopt_containers,  // containers bound by a previous agentd
@@ -490,6 +525,10 @@ void register_serve(CLI::App& app) {
                       "HTTP listener, loopback only (default 127.0.0.1:7878 for the dashboard); off: none");
     serve->add_option("--dashboard-assets", args->dashboard_assets, "directory of the built dashboard page");
     serve->add_option("--log-level", args->log_level, "trace, debug, info, warn, error");
+    serve->add_option("--otlp-endpoint", args->otlp_endpoint,
+                      "export every audit record as an OTLP log record to this OTLP/HTTP endpoint "
+                      "(http://host:4318/v1/logs); off: none");
+    serve->add_option("--otlp-encoding", args->otlp_encoding, "protobuf (default) or json");
     args->bpf.add_to(*serve, "serve without the BPF layer (tools with network rules are refused)");
     serve->callback([args] { throw CLI::RuntimeError(run_serve(*args)); });
 

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -75,9 +77,51 @@ private:
     std::string name_;
 };
 
+void apply_otlp(telemetry::OtlpOptions& o, const YAML::Node& n, const Reader& r) {
+    using std::chrono::milliseconds;
+    r.check_keys(n, "otlp",
+                 {"endpoint", "encoding", "headers", "queue_capacity", "batch_records", "batch_linger_ms", "timeout_ms",
+                  "max_attempts", "initial_backoff_ms", "max_backoff_ms", "max_retry_after_ms", "shutdown_timeout_ms"});
+    if (auto e = n["endpoint"]) {
+        auto ep = telemetry::parse_endpoint(r.str(e, "otlp.endpoint"));
+        if (!ep) r.fail(e, "'otlp.endpoint': " + ep.error());
+        o.endpoint = std::move(*ep);
+    }
+    if (auto e = n["encoding"]) {
+        auto enc = telemetry::parse_encoding(r.str(e, "otlp.encoding"));
+        if (!enc) r.fail(e, "'otlp.encoding' must be protobuf or json");
+        o.encoding = *enc;
+    }
+    if (auto h = n["headers"]) {
+        if (!h.IsMap()) r.fail(h, "'otlp.headers' must be a mapping of header names to values");
+        for (auto it = h.begin(); it != h.end(); ++it) {
+            auto k = r.str(it->first, "otlp.headers");
+            auto v = r.str(it->second, "otlp.headers." + k);
+            auto token = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$%&'*+-.^_`|~", c); };
+            if (!std::all_of(k.begin(), k.end(), token)) r.fail(it->first, "'" + k + "' is not an HTTP header name");
+            if (std::any_of(v.begin(), v.end(), [](char c) { return c == '\r' || c == '\n' || c == 0; }))
+                r.fail(it->second, "'otlp.headers." + k + "' may not contain line breaks");
+            o.headers.emplace_back(std::move(k), std::move(v));
+        }
+    }
+    if (auto e = n["queue_capacity"]) o.queue_capacity = r.u64(e, "otlp.queue_capacity", 16, 16u << 20);
+    if (auto e = n["batch_records"]) o.batch_records = r.u64(e, "otlp.batch_records", 1, 65536);
+    if (auto e = n["batch_linger_ms"]) o.batch_linger = milliseconds(r.u64(e, "otlp.batch_linger_ms", 0, 60000));
+    if (auto e = n["timeout_ms"]) o.timeout = milliseconds(r.u64(e, "otlp.timeout_ms", 10, 600000));
+    if (auto e = n["max_attempts"]) o.max_attempts = unsigned(r.u64(e, "otlp.max_attempts", 1, 100));
+    if (auto e = n["initial_backoff_ms"])
+        o.initial_backoff = milliseconds(r.u64(e, "otlp.initial_backoff_ms", 1, 600000));
+    if (auto e = n["max_backoff_ms"]) o.max_backoff = milliseconds(r.u64(e, "otlp.max_backoff_ms", 1, 600000));
+    if (auto e = n["max_retry_after_ms"])
+        o.max_retry_after = milliseconds(r.u64(e, "otlp.max_retry_after_ms", 0, 3600000));
+    if (auto e = n["shutdown_timeout_ms"])
+        o.shutdown_timeout = milliseconds(r.u64(e, "otlp.shutdown_timeout_ms", 0, 600000));
+}
+
 void apply(DaemonConfig& c, const YAML::Node& root, const Reader& r) {
     if (root.IsNull()) return;  // empty file: defaults
-    r.check_keys(root, "top level", {"state_dir", "rules_dir", "work_root", "log_level", "api", "audit", "dashboard"});
+    r.check_keys(root, "top level",
+                 {"state_dir", "rules_dir", "work_root", "log_level", "api", "audit", "dashboard", "otlp"});
     if (auto n = root["work_root"]) {
         c.work_root = r.str(n, "work_root");
         if (!c.work_root.is_absolute()) r.fail(n, "'work_root' must be an absolute path");
@@ -173,6 +217,7 @@ void apply(DaemonConfig& c, const YAML::Node& root, const Reader& r) {
             if (!c.dashboard.assets_dir.is_absolute()) r.fail(n, "'dashboard.assets_dir' must be an absolute path");
         }
     }
+    if (auto o = root["otlp"]) apply_otlp(c.otlp, o, r);
     if (auto au = root["audit"]) {
         r.check_keys(au, "audit",
                      {"queue_capacity", "batch_rows", "batch_linger_us", "durability", "min_free_bytes",

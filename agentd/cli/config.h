@@ -34,6 +34,19 @@
 //     min_free_bytes: 67108864
 //     query_timeout_ms: 2000
 //     retention_days: 30               # 0 = keep forever
+//   otlp:                              # export every audit record as an OTLP log record
+//     endpoint: http://127.0.0.1:4318/v1/logs   # none: no export (--otlp-endpoint)
+//     encoding: protobuf               # protobuf | json (--otlp-encoding)
+//     headers: {authorization: "Bearer ..."}    # sent with every request
+//     queue_capacity: 65536            # records waiting for the exporter
+//     batch_records: 1024
+//     batch_linger_ms: 200
+//     timeout_ms: 10000                # one request
+//     max_attempts: 5                  # of one batch, retries included
+//     initial_backoff_ms: 500          # doubled per retry up to max_backoff_ms
+//     max_backoff_ms: 5000
+//     max_retry_after_ms: 60000        # a longer Retry-After is cut to this
+//     shutdown_timeout_ms: 5000
 #include <expected>
 #include <filesystem>
 #include <optional>
@@ -42,6 +55,7 @@
 
 #include "audit/audit_db.h"
 #include "api/http_server.h"
+#include "telemetry/otlp_exporter.h"
 
 namespace bulwark {
 
@@ -64,6 +78,7 @@ struct DaemonConfig {
     http::ServerConfig api;
     audit::StoreOptions audit;  // path is state_dir/audit.db unless set
     DashboardConfig dashboard;
+    telemetry::OtlpOptions otlp;  // endpoint.url empty: no export
 };
 
 DaemonConfig default_config();

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "bulwark/version.h"
+#include "common/trace_context.h"
 
 namespace bulwark::mcp {
 
@@ -416,6 +417,17 @@ std::expected<json, RpcError> Server::tools_call(const json& params, const std::
     if (!params.contains("name") || !params["name"].is_string())
         return std::unexpected(RpcError{kInvalidParams, "name: required (a string)"});
     const std::string name = params["name"];
+    // The caller's W3C trace context (_meta.traceparent): the run's records
+    // are exported with its trace id, so the agent's trace links to them.
+    std::optional<std::string> traceparent;
+    if (params.contains("_meta") && params["_meta"].is_object() && params["_meta"].contains("traceparent")) {
+        const auto& v = params["_meta"]["traceparent"];
+        if (!v.is_string())
+            return std::unexpected(RpcError{kInvalidParams, "_meta.traceparent: must be a string (a W3C traceparent)"});
+        auto t = parse_traceparent(v.get_ref<const std::string&>());
+        if (!t) return std::unexpected(RpcError{kInvalidParams, "_meta.traceparent: " + t.error()});
+        traceparent = t->text;
+    }
     std::string program, version;
     uint64_t task = 0;
     {
@@ -430,6 +442,7 @@ std::expected<json, RpcError> Server::tools_call(const json& params, const std::
     auto body = exec_body(name, program, params.contains("arguments") ? params["arguments"] : json(nullptr));
     if (!body) return tool_error(body.error());
     (*body)["client_ref"] = client_ref;
+    if (traceparent) (*body)["traceparent"] = *traceparent;
     auto exec = [&](uint64_t t) { return call_waiting("POST", "/v1/tasks/" + std::to_string(t) + "/exec", *body); };
     auto r = exec(task);
     std::string note;

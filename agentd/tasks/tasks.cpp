@@ -680,6 +680,7 @@ void TaskManager::ExecRun::plan() {
 
     start_detail = {{"argv", req.argv}, {"epoch", epoch}, {"workdir", task->workdir}, {"files", files_written}};
     if (!req.client_ref.empty()) start_detail["client_ref"] = req.client_ref;
+    if (req.traceparent) start_detail["traceparent"] = *req.traceparent;
     start = start_detail;
     start.update({{"run_id", run_id}, {"task_id", task_id}, {"tool", req.tool}, {"policy_version", version}});
     watch = m.store_ ? m.store_->watch_run(task_id, run_id, audit::Query::kMaxLimit) : nullptr;

@@ -73,6 +73,10 @@ struct ExecRequest {
     std::optional<uint64_t> timeout_ms;  // lowers the tool's own limit, never raises it
     std::vector<WorkdirFile> files;      // written beneath the workdir before the run
     std::string client_ref;              // the caller's name for the run (cancel())
+    // The W3C traceparent of the request that asked for the run (checked by
+    // common/trace_context's parse_traceparent): kept in the run's start
+    // record, so its records are exported with the caller's trace.
+    std::optional<std::string> traceparent;
 };
 
 struct TaskOptions {

@@ -71,6 +71,47 @@ TEST_CASE("an exec body's refusals name the field") {
               P{bad, "client_ref: must be a string of 1 to 128 bytes"});
 }
 
+TEST_CASE("an exec request's W3C traceparent: the header or the body field, strictly") {
+    const std::string tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const json body{{"tool", "cat"}, {"argv", {"cat"}}};
+    CHECK_FALSE(parse_exec(body)->traceparent);
+    auto h = parse_exec(body, tp);
+    REQUIRE(h);
+    CHECK(h->traceparent == tp);
+    json with = body;
+    with["traceparent"] = tp;
+    CHECK(parse_exec(with)->traceparent == tp);
+    CHECK(parse_exec(with, tp)->traceparent == tp);  // both, the same
+
+    using P = std::pair<TaskErrc, std::string>;
+    const auto bad = TaskErrc::BadRequest;
+    auto field = [&](json v) {
+        json b = body;
+        b["traceparent"] = std::move(v);
+        return refusal(b);
+    };
+    CHECK(field(7) == P{bad, "traceparent: must be a string (a W3C traceparent)"});
+    CHECK(field("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01") ==
+          P{bad, "traceparent: trace id: 32 lowercase hex digits expected"});
+    CHECK(field("00-00000000000000000000000000000000-00f067aa0ba902b7-01") ==
+          P{bad, "traceparent: trace id: all zeros is invalid"});
+    CHECK(field("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01") ==
+          P{bad, "traceparent: parent id: all zeros is invalid"});
+    CHECK(field("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01") ==
+          P{bad, "traceparent: version ff is invalid"});
+    CHECK(field("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra") ==
+          P{bad, "traceparent: version 00 has exactly 55 characters"});
+    CHECK(field("4bf92f3577b34da6a3ce929d0e0e4736") ==
+          P{bad, "traceparent: must be a W3C traceparent: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>"});
+    auto hdr = parse_exec(body, std::string_view("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1"));
+    REQUIRE_FALSE(hdr);
+    CHECK(hdr.error().message ==
+          "traceparent (header): must be a W3C traceparent: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>");
+    auto differ = parse_exec(with, std::string_view("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b8-01"));
+    REQUIRE_FALSE(differ);
+    CHECK(differ.error().message == "traceparent: the body's differs from the traceparent header");
+}
+
 TEST_CASE("a working file that may not be written is refused as such, not as a bad request") {
     for (const char* path : {"../escape", "/etc/passwd", "a/../../b"}) {
         INFO(path);

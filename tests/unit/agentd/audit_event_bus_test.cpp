@@ -120,3 +120,40 @@ TEST_CASE("a subscriber that is gone is forgotten") {
     bus.on_committed(std::vector<AuditRecord>{decision(1, 1, "cat", 1, 1)});
     CHECK(keep->drain(10).size() == 1);
 }
+
+TEST_CASE("a record whose object is not UTF-8 reaches a stream subscriber", "[bus]") {
+    EventBus bus;
+    auto sub = bus.subscribe({});
+    auto r = decision(1, 1, "cat", BW_LAYER_LANDLOCK, BW_DECISION_DENY);
+    r.object = "/work/\xff\xfe.txt";  // a file name's bytes, as the kernel reports them
+    std::vector<AuditRecord> batch{r};
+    REQUIRE_NOTHROW(bus.on_committed(batch));
+    auto got = sub->drain(10);
+    REQUIRE(got.size() == 1);
+    CHECK(json::parse(*got[0].json)["object"] == "/work/\xef\xbf\xbd\xef\xbf\xbd.txt");
+}
+
+TEST_CASE("the store's own batch: record subscribers get the records moved, the streams their whole text", "[bus]") {
+    EventBus bus;
+    auto stream = bus.subscribe({});
+    auto all = bus.subscribe({}, 16, Payload::Record);
+    BusFilter cat;
+    cat.tool = "cat";
+    auto cats = bus.subscribe(cat, 16, Payload::Record);
+    std::vector<AuditRecord> batch{decision(1, 1, "cat", BW_LAYER_LANDLOCK, BW_DECISION_DENY),
+                                   decision(2, 1, "sh", BW_LAYER_LANDLOCK, BW_DECISION_ALLOW)};
+    bus.on_committed_owned(batch);
+    auto s = stream->drain(10);
+    REQUIRE(s.size() == 2);
+    CHECK(json::parse(*s[0].json)["tool"] == "cat");
+    CHECK(json::parse(*s[0].json)["object"] == "/etc/passwd");
+    auto a = all->drain(10);
+    REQUIRE(a.size() == 2);
+    CHECK(a[0].record->tool == "cat");
+    CHECK(a[0].record->object == "/etc/passwd");
+    CHECK(a[1].record->seq == 2);
+    auto c = cats->drain(10);  // its filter reads the record where it went
+    REQUIRE(c.size() == 1);
+    CHECK(c[0].record == a[0].record);  // one record, shared
+    CHECK(batch[0].object.empty());     // moved out of the store's batch
+}

@@ -103,3 +103,58 @@ TEST_CASE("the dashboard section: defaults, values, errors", "[config][dashboard
     REQUIRE_FALSE(e);
     CHECK_THAT(e.error(), Catch::StartsWith("d.yaml:2:3: error: unknown key 'port' in 'dashboard'"));
 }
+
+TEST_CASE("the otlp section: off by default, values, errors", "[config][otlp]") {
+    auto c = default_config();
+    CHECK(c.otlp.endpoint.url.empty());
+    CHECK(c.otlp.encoding == telemetry::OtlpEncoding::Protobuf);
+
+    auto v = parse_config(R"(
+otlp:
+  endpoint: http://collector:4318/v1/logs
+  encoding: json
+  headers: {authorization: "Bearer abc", x-scope-orgid: fleet}
+  queue_capacity: 1000
+  batch_records: 100
+  batch_linger_ms: 50
+  timeout_ms: 3000
+  max_attempts: 7
+  initial_backoff_ms: 100
+  max_backoff_ms: 2000
+  max_retry_after_ms: 10000
+  shutdown_timeout_ms: 1000
+)",
+                          "o.yaml");
+    REQUIRE(v);
+    CHECK(v->otlp.endpoint.host == "collector");
+    CHECK(v->otlp.endpoint.port == 4318);
+    CHECK(v->otlp.encoding == telemetry::OtlpEncoding::Json);
+    REQUIRE(v->otlp.headers.size() == 2);
+    CHECK(v->otlp.headers[0] == std::pair<std::string, std::string>{"authorization", "Bearer abc"});
+    CHECK(v->otlp.queue_capacity == 1000);
+    CHECK(v->otlp.batch_records == 100);
+    CHECK(v->otlp.batch_linger == std::chrono::milliseconds(50));
+    CHECK(v->otlp.timeout == std::chrono::milliseconds(3000));
+    CHECK(v->otlp.max_attempts == 7);
+    CHECK(v->otlp.initial_backoff == std::chrono::milliseconds(100));
+    CHECK(v->otlp.max_backoff == std::chrono::milliseconds(2000));
+    CHECK(v->otlp.max_retry_after == std::chrono::milliseconds(10000));
+    CHECK(v->otlp.shutdown_timeout == std::chrono::milliseconds(1000));
+
+    auto e = parse_config("otlp:\n  endpoint: https://c:4318/v1/logs\n", "o.yaml");
+    REQUIRE_FALSE(e);
+    CHECK(e.error() == "o.yaml:2:13: error: 'otlp.endpoint': 'https://c:4318/v1/logs': https is not supported; "
+                       "export to a collector over http://");
+    e = parse_config("otlp:\n  encoding: grpc\n", "o.yaml");
+    REQUIRE_FALSE(e);
+    CHECK(e.error() == "o.yaml:2:13: error: 'otlp.encoding' must be protobuf or json");
+    e = parse_config("otlp:\n  headers: {\"bad header\": x}\n", "o.yaml");
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.error(), Catch::Contains("is not an HTTP header name"));
+    e = parse_config("otlp:\n  max_attempts: 0\n", "o.yaml");
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.error(), Catch::Contains("'otlp.max_attempts' must be in 1..100"));
+    e = parse_config("otlp:\n  url: http://c\n", "o.yaml");
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.error(), Catch::StartsWith("o.yaml:2:3: error: unknown key 'url' in 'otlp'"));
+}

@@ -26,6 +26,7 @@ struct FakeDaemon {
     uint64_t next_task = 1;
     std::set<uint64_t> tasks;
     std::vector<json> created;                  // POST /v1/tasks bodies
+    std::vector<json> execs;                    // POST /v1/tasks/{id}/exec bodies
     std::deque<AgentdError::Kind> failures;     // next calls' transport failures
     int exec_calls = 0;
     std::string workdir_root = "/nonexistent-bulwark-unit";  // where new tasks' work directories are
@@ -54,6 +55,7 @@ struct FakeDaemon {
         }
         if (m == "POST" && target.starts_with("/v1/tasks/") && target.ends_with("/exec")) {
             ++exec_calls;
+            execs.push_back(*body);
             uint64_t id = std::stoull(target.substr(10));
             if (!tasks.contains(id))
                 return reply(404, {{"error", {{"code", "unknown_task"}, {"message", "no task " + std::to_string(id)}}}});
@@ -185,4 +187,28 @@ TEST_CASE("mcp session: initialize without a daemon fails at once", "[mcp]") {
     REQUIRE(r);
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
     CHECK((*r)["error"]["code"] == -32603);
+}
+
+TEST_CASE("mcp session: tools/call's _meta.traceparent goes with the run; a malformed one is refused", "[mcp][trace]") {
+    Session x;
+    const std::string tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    auto r = x.s.handle(rpc(2, "tools/call", {{"name", "sh"}, {"arguments", {{"args", {"-c", "true"}}}},
+                                              {"_meta", {{"traceparent", tp}, {"progressToken", 1}}}}));
+    REQUIRE(r);
+    CHECK((*r)["result"]["isError"] == false);
+    REQUIRE(x.d.execs.size() == 1);
+    CHECK(x.d.execs[0]["traceparent"] == tp);
+
+    auto plain = call_sh(x.s, 3);
+    CHECK(plain["result"]["isError"] == false);
+    REQUIRE(x.d.execs.size() == 2);
+    CHECK_FALSE(x.d.execs[1].contains("traceparent"));
+
+    auto bad = x.s.handle(rpc(4, "tools/call", {{"name", "sh"}, {"_meta", {{"traceparent", "00-abc"}}}}));
+    REQUIRE(bad);
+    INFO(bad->dump());
+    CHECK((*bad)["error"]["code"] == -32602);
+    CHECK((*bad)["error"]["message"] ==
+          "_meta.traceparent: must be a W3C traceparent: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>");
+    CHECK(x.d.execs.size() == 2);  // not run
 }
