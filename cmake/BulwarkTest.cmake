@@ -21,3 +21,31 @@ function(bulwark_test_tier)
   set_tests_properties(${T_NAME} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${T_TIMEOUT}
                        LABELS "${T_LABELS}")
 endfunction()
+
+# bulwark_npm_tier(TARGET <name> COMMENT <what npm installs> SCRIPTS <files...>):
+# the Node.js test tiers' build step. The folder's package.json and
+# package-lock.json are copied to its build directory and `npm ci` installs the
+# pinned packages there (offline-safe from the lock file); the scripts are
+# copied beside them; <name> (built with ALL) depends on both.
+function(bulwark_npm_tier)
+  cmake_parse_arguments(T "" "TARGET;COMMENT" "SCRIPTS" ${ARGN})
+  set(_src ${CMAKE_CURRENT_SOURCE_DIR})
+  set(_bld ${CMAKE_CURRENT_BINARY_DIR})
+  list(TRANSFORM T_SCRIPTS PREPEND ${_src}/ OUTPUT_VARIABLE _script_paths)
+  add_custom_command(
+    OUTPUT ${_bld}/node_modules/.bulwark-npm-ci.stamp
+    COMMAND ${CMAKE_COMMAND} -E copy_if_different ${_src}/package.json ${_src}/package-lock.json ${_bld}/
+    COMMAND ${NPM_EXECUTABLE} ci --no-audit --no-fund --loglevel=error
+    COMMAND ${CMAKE_COMMAND} -E touch ${_bld}/node_modules/.bulwark-npm-ci.stamp
+    DEPENDS ${_src}/package.json ${_src}/package-lock.json
+    WORKING_DIRECTORY ${_bld}
+    COMMENT "${T_COMMENT}"
+    VERBATIM)
+  add_custom_command(
+    OUTPUT ${_bld}/scripts.stamp
+    COMMAND ${CMAKE_COMMAND} -E copy_if_different ${_script_paths} ${_bld}/
+    COMMAND ${CMAKE_COMMAND} -E touch ${_bld}/scripts.stamp
+    DEPENDS ${_script_paths}
+    VERBATIM)
+  add_custom_target(${T_TARGET} ALL DEPENDS ${_bld}/node_modules/.bulwark-npm-ci.stamp ${_bld}/scripts.stamp)
+endfunction()
