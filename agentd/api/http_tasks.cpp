@@ -85,14 +85,7 @@ Router::Handler with_task_request(F f) {
 // before `f` runs.
 template <class F>
 Router::Handler with_task_body(F f) {
-    return [f](const ApiRequest& req) {
-        ApiResponse bad;
-        auto id = task_id_param(req, bad);
-        if (!id) return bad;
-        auto body = parse_body(req, bad);
-        if (!body) return bad;
-        return f(*id, std::move(*body));
-    };
+    return with_task_request([f](uint64_t id, json body, const ApiRequest&) { return f(id, std::move(body)); });
 }
 
 // Placeholder task variables for judging a tool's rules outside any task.

@@ -26,6 +26,13 @@ json& at_path(json& j, std::initializer_list<const char*> keys) {
     return *p;
 }
 
+// Every capability set of an OCI process, empty.
+json no_capabilities() {
+    json caps = json::object();
+    for (const char* set : {"bounding", "effective", "inheritable", "permitted", "ambient"}) caps[set] = json::array();
+    return caps;
+}
+
 // Lowers a numeric field to `limit` (sets it when absent or not lower).
 uint64_t lower(json& obj, const char* key, uint64_t limit) {
     if (obj.contains(key) && obj[key].is_number_integer()) {
@@ -68,9 +75,7 @@ public:
     }
 
     Step capabilities() {
-        json caps = json::object();
-        for (const char* set : {"bounding", "effective", "inheritable", "permitted", "ambient"}) caps[set] = json::array();
-        out_.spec["process"]["capabilities"] = caps;
+        out_.spec["process"]["capabilities"] = no_capabilities();
         out_.report["capabilities"] = "none (every set emptied)";
         return {};
     }
@@ -243,9 +248,7 @@ std::expected<json, std::string> confine_process(json process) {
     if (!process.is_object()) return std::unexpected("process: not a JSON object");
     if (!process.contains("args") || !process["args"].is_array() || process["args"].empty())
         return std::unexpected("process.args: required, non-empty");
-    json caps = json::object();
-    for (const char* set : {"bounding", "effective", "inheritable", "permitted", "ambient"}) caps[set] = json::array();
-    process["capabilities"] = caps;
+    process["capabilities"] = no_capabilities();
     process["noNewPrivileges"] = true;
     json args = json::array({kLauncherInContainer, "--"});
     for (const auto& a : process["args"]) args.push_back(a);

@@ -70,14 +70,20 @@ std::string rfc3339_now() {
     return buf;
 }
 
+// execv's argv: the words, then a null.
+std::vector<char*> c_argv(const std::vector<std::string>& words) {
+    std::vector<char*> a;
+    for (const auto& w : words) a.push_back(const_cast<char*>(w.c_str()));
+    a.push_back(nullptr);
+    return a;
+}
+
 // Runs the delegate and waits for it; its exit status.
 int run_delegate(const std::vector<std::string>& argv) {
     pid_t pid = ::fork();
     if (pid < 0) return 1;
     if (pid == 0) {
-        std::vector<char*> a;
-        for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-        a.push_back(nullptr);
+        auto a = c_argv(argv);
         ::execv(a[0], a.data());
         std::fprintf(stderr, "bulwark-oci: exec %s: %s\n", a[0], std::strerror(errno));
         _exit(127);
@@ -99,9 +105,7 @@ std::optional<std::string> delegate_output(const std::vector<std::string>& argv)
         ::dup2(fds[1], 1);
         int null_fd = ::open("/dev/null", O_WRONLY);
         if (null_fd >= 0) ::dup2(null_fd, 2);
-        std::vector<char*> a;
-        for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-        a.push_back(nullptr);
+        auto a = c_argv(argv);
         ::execv(a[0], a.data());
         _exit(127);
     }
@@ -122,9 +126,7 @@ std::optional<std::string> delegate_output(const std::vector<std::string>& argv)
 }
 
 [[noreturn]] void exec_delegate(const std::vector<std::string>& argv) {
-    std::vector<char*> a;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
+    auto a = c_argv(argv);
     ::execv(a[0], a.data());
     std::fprintf(stderr, "bulwark-oci: exec %s: %s\n", a[0], std::strerror(errno));
     std::exit(127);
