@@ -5,11 +5,17 @@
 // and this program, inside the container (after the OCI runtime set up its
 // namespaces, mounts, capabilities, no_new_privs and the spec's seccomp
 // filter), in order:
-//   1. reads /.bulwark/policy.json (oci/launch_policy.h);
-//   2. restricts itself with the tool's Landlock ruleset (the container's
+//   1. reads /.bulwark/policy.json (oci/launch_policy.h: the bundle agentd
+//      bound, its hash checked);
+//   2. the supervisor's checks at launch, as agentd's spawner makes them
+//      (sandbox/launch_inputs.h): the command must resolve to one of the
+//      policy's binaries (content-pinned where the policy says so), opened
+//      once and executed by that descriptor; the environment plan; the ELF
+//      properties `hardening:` requires of it and its libraries, and MTE;
+//   3. restricts itself with the tool's Landlock ruleset (the container's
 //      paths; the same code as agentd's sandbox) and its compiled seccomp
 //      program (the exact program the compiler verified);
-//   3. supervises the tool: forks it, relays its stdout and stderr counting
+//   4. supervises the tool: forks it, relays its stdout and stderr counting
 //      bytes against the output limit, kills it at the timeout, forwards
 //      termination signals, reaps every orphan (it is PID 1 of the
 //      container's PID namespace), and exits with the tool's status.
@@ -20,6 +26,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +43,7 @@
 
 #include "oci/launch_policy.h"
 #include "sandbox/landlock.h"
+#include "sandbox/launch_inputs.h"
 #include "sandbox/seccomp_install.h"
 
 namespace {
@@ -45,19 +53,6 @@ using namespace bulwark;
 [[noreturn]] void die(const std::string& what) {
     std::fprintf(stderr, "bulwark-oci-launch: %s; the tool was not started\n", what.c_str());
     std::exit(126);
-}
-
-// The tool's binary as execvp would find it (for Landlock's grant on it).
-std::string resolve(const std::string& cmd) {
-    if (cmd.find('/') != std::string::npos) return cmd;
-    const char* path = std::getenv("PATH");
-    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-    std::stringstream ss(dirs);
-    for (std::string d; std::getline(ss, d, ':');) {
-        std::string p = (d.empty() ? "." : d) + "/" + cmd;
-        if (::access(p.c_str(), X_OK) == 0) return p;
-    }
-    return cmd;
 }
 
 oci::LaunchPolicy read_policy(const char* file) {
@@ -72,22 +67,20 @@ oci::LaunchPolicy read_policy(const char* file) {
     return std::move(*p);
 }
 
-void restrict_self(const oci::LaunchPolicy& p, const std::string& binary) {
+void restrict_self(const oci::LaunchPolicy& p, int binary_fd) {
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(std::string("no_new_privs: ") + std::strerror(errno));
-    const bool wants_landlock = p.landlock.handled_fs || p.landlock.handled_net || p.landlock.scoped;
-    if (wants_landlock) {
-        int bfd = ::open(binary.c_str(), O_PATH | O_CLOEXEC);
+    const auto& landlock = p.bundle.landlock;
+    if (landlock.handled_fs || landlock.handled_net || landlock.scoped) {
         std::vector<std::string> warnings;
         // The runtime proved Landlock on this kernel (the container's): no canary here.
-        auto prep = prepare_landlock(p.landlock, bfd, p.workdir, warnings, false);
-        if (bfd >= 0) ::close(bfd);
+        auto prep = prepare_landlock(landlock, binary_fd, p.workdir, warnings, false);
         if (!prep) die(prep.error().message());
         if (!prep->ruleset) die("Landlock is not in force here: " + prep->status.detail);
         if (int rc = landlock_child_apply(*prep); rc != 0)
             die(std::string("landlock_restrict_self: ") + std::strerror(-rc));
     }
-    if (p.seccomp.program.empty()) die("the policy has no seccomp program");
-    auto sc = prepare_seccomp(p.seccomp);
+    if (p.bundle.seccomp.program.empty()) die("the policy has no seccomp program");
+    auto sc = prepare_seccomp(p.bundle.seccomp);
     if (!sc) die("seccomp: " + sc.error());
     sc->finalize();
     if (int rc = seccomp_child_install(*sc); rc != 0) die(std::string("seccomp: ") + std::strerror(-rc));
@@ -98,7 +91,7 @@ struct Relay {
     int to = -1;
 };
 
-int supervise(pid_t tool, std::vector<Relay> relays, const oci::LaunchPolicy& p, int sfd) {
+int supervise(pid_t tool, std::vector<Relay> relays, const policy::Limits& p, int sfd) {
     using Clock = std::chrono::steady_clock;
     const auto deadline = p.timeout_ms ? Clock::now() + std::chrono::milliseconds(*p.timeout_ms) : Clock::time_point::max();
     uint64_t output = 0;
@@ -192,13 +185,24 @@ int main(int argc, char** argv) {
     if (first < argc && std::strcmp(argv[first], "--") == 0) ++first;
     if (first >= argc) die("usage: bulwark-oci-launch [--policy FILE] -- COMMAND [ARG...]");
     const auto policy = read_policy(policy_file);
-    const std::string binary = resolve(argv[first]);
-    restrict_self(policy, binary);
+    const auto& limits = policy.bundle.limits;
+
+    // The supervisor's checks at launch: the binary, the environment, hardening.
+    LayerStatus sup{"supervisor", LayerState::Enforcing, "", {}};
+    const char* path = std::getenv("PATH");
+    auto binary = open_policy_binary(policy.bundle, argv[first], sup, path ? path : "/usr/local/bin:/usr/bin:/bin");
+    if (!binary) die(binary.error());
+    auto tool_env = prepare_tool_environment(policy.bundle, binary->fd.get(), binary->path, RunRequest{});
+    if (!tool_env) die(tool_env.error());
+    std::vector<char*> envp;
+    for (auto& kv : tool_env->env) envp.push_back(kv.data());
+    envp.push_back(nullptr);
+    restrict_self(policy, binary->fd.get());
 
     // Output through pipes only when it is not a terminal (a relay would
     // take the terminal from the tool); the runtime judged the output limit
     // with that in mind.
-    const bool relay = policy.output_bytes && !::isatty(1) && !::isatty(2);
+    const bool relay = limits.output_bytes && !::isatty(1) && !::isatty(2);
     int out[2] = {-1, -1}, err[2] = {-1, -1};
     if (relay && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0))
         die(std::string("pipe: ") + std::strerror(errno));
@@ -218,9 +222,14 @@ int main(int argc, char** argv) {
             ::dup2(out[1], 1);
             ::dup2(err[1], 2);
         }
-        ::execvp(binary.c_str(), argv + first);
-        std::fprintf(stderr, "bulwark-oci-launch: exec %s: %s\n", binary.c_str(), std::strerror(errno));
-        _exit(errno == ENOENT ? 127 : 126);
+        if (int rc = hardening_child_apply(tool_env->hardening); rc != 0) {
+            std::fprintf(stderr, "bulwark-oci-launch: hardening: %s; the tool was not started\n", std::strerror(-rc));
+            _exit(126);
+        }
+        // The very file that was checked, by its descriptor.
+        ::syscall(SYS_execveat, binary->fd.get(), "", argv + first, envp.data(), AT_EMPTY_PATH);
+        std::fprintf(stderr, "bulwark-oci-launch: exec %s: %s\n", binary->path.c_str(), std::strerror(errno));
+        _exit(126);
     }
     std::vector<Relay> relays;
     if (relay) {
@@ -228,5 +237,5 @@ int main(int argc, char** argv) {
         ::close(err[1]);
         relays = {{out[0], 1}, {err[0], 2}};
     }
-    return supervise(tool, std::move(relays), policy, sfd);
+    return supervise(tool, std::move(relays), limits, sfd);
 }

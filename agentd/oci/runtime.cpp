@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -217,10 +218,14 @@ LayersInForce container_layers(const ConfinedSpec& c, const ContainerPolicy& p, 
     in.state["netns"] = c.own_netns ? "" : "the container shares the host's network namespace";
     in.state["cgroup"] = "";
     in.state["rlimit"] = "";
-    in.state["supervisor"] =
-        c.terminal && p.bundle.limits.output_bytes
-            ? "the container has a terminal: the launcher cannot count its output (limits.output)"
-            : "";
+    // The launcher (oci_launch.cpp) makes the supervisor's launch checks
+    // (binaries, environment, hardening) and keeps timeout and output; the
+    // runtime checks `mandatory:` below. Output it cannot count on a terminal.
+    in.state["supervisor"] = "";
+    if (c.terminal)
+        in.supervisor = [](const policy::RuleCoverage& rc) -> std::string {
+            return rc.kind == "limits.output" ? "the container has a terminal: the launcher cannot count its output" : "";
+        };
     const json layers = bound.value("layers", json::object());
     for (const char* l : {"sock_addr", "bpf_lsm"})
         in.state[l] = layers.contains(l) && layers[l].is_string() ? layers[l].get<std::string>()
@@ -234,6 +239,27 @@ LayersInForce container_layers(const ConfinedSpec& c, const ContainerPolicy& p, 
         return "no mask was planned for this rule";
     };
     return in;
+}
+
+// `mandatory:` layers, each in force in this container or no container
+// ("" when met, else why, naming the rule).
+std::string mandatory_unmet(const policy::Bundle& b, const LayersInForce& in) {
+    // The rule language's names -> this container's layers (its mount and
+    // PID namespaces are the OCI runtime's, always its own).
+    static const std::map<std::string, std::string> kLayer = {
+        {"bpf-lsm", "bpf_lsm"}, {"sock-addr", "sock_addr"}, {"namespaces", "mount"},
+        {"seccomp", "seccomp"}, {"landlock", "landlock"},   {"cgroup", "cgroup"}};
+    for (const auto& m : b.mandatory_layers) {
+        auto it = kLayer.find(m);
+        std::string why = it == kLayer.end() ? "no layer of a container is called so" : in.why_not(it->second);
+        if (why.empty()) continue;
+        std::string where;
+        for (const auto& r : b.rules)
+            if (r.text.starts_with("mandatory"))
+                where = r.loc.file + ":" + std::to_string(r.loc.line) + ":" + std::to_string(r.loc.col) + ": ";
+        return where + "mandatory layer " + m + " is not in force: " + why;
+    }
+    return "";
 }
 
 void Runtime::undo_create(const std::string& id, bool bound) {
@@ -293,8 +319,7 @@ int Runtime::create() {
     if (!original_cgroup.empty()) confined->report["cgroup"]["engine_path"] = original_cgroup;
     if (engine_systemd)
         confined->report["cgroup"]["engine_driver"] = "systemd (--systemd-cgroup dropped: the cgroup is made by path)";
-    const auto lp = launch_policy_of(policy->bundle, policy->workdir);
-    if (!write_file(launch + "/policy.json", launch_policy_to_json(lp).dump(), 0644))
+    if (!write_file(launch + "/policy.json", launch_policy_to_json({policy->workdir, policy->bundle}).dump(), 0644))
         return undo_create(id, false), fail("state " + dir + ": cannot write");
 
     // 4. The cgroup, made by agentd below its BPF cgroup parent (there every
@@ -317,9 +342,12 @@ int Runtime::create() {
         return undo_create(id, true), fail("agentd's cgroup " + cgroup + " is not below the cgroup v2 mount");
 
     // 5. Every rule held by a layer in force, or no container.
-    auto verdict = judge_coverage(policy::rule_coverage(policy->bundle), container_layers(*confined, *policy, bound->body));
+    const LayersInForce layers = container_layers(*confined, *policy, bound->body);
+    auto verdict = judge_coverage(policy::rule_coverage(policy->bundle), layers);
     if (verdict.launch_refused())
         return undo_create(id, true), fail("container " + id + ": " + refusal_message(policy->bundle, verdict));
+    if (std::string unmet = mandatory_unmet(policy->bundle, layers); !unmet.empty())
+        return undo_create(id, true), fail("container " + id + ": " + unmet);
     report["coverage"] = coverage_summary(verdict);
     if (!write_file(shadow + "/config.json", confined->spec.dump(2)))
         return undo_create(id, true), fail("state " + dir + ": cannot write");

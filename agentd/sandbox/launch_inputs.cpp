@@ -20,7 +20,7 @@ extern char** environ;
 namespace bulwark {
 
 std::expected<ToolBinary, std::string> open_policy_binary(const policy::Bundle& b, const std::string& arg0,
-                                                          LayerStatus& sup) {
+                                                          LayerStatus& sup, const std::string& search_path) {
     if (b.binaries.empty()) return std::unexpected("the policy lists no binaries; nothing may be started");
     std::string wanted = arg0;
     if (wanted.find('/') == std::string::npos) {
@@ -31,8 +31,21 @@ std::expected<ToolBinary, std::string> open_policy_binary(const policy::Bundle& 
                 break;
             }
         }
+        // Then where execvp would find it (a link such as sh -> busybox is
+        // judged by the file it resolves to, below).
+        for (size_t at = 0; wanted.find('/') == std::string::npos && !search_path.empty() && at <= search_path.size();) {
+            size_t end = search_path.find(':', at);
+            if (end == std::string::npos) end = search_path.size();
+            std::string dir = search_path.substr(at, end - at);
+            std::string candidate = (dir.empty() ? "." : dir) + "/" + arg0;
+            struct stat st{};
+            if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+                wanted = candidate;
+            at = end + 1;
+        }
         if (wanted.find('/') == std::string::npos)
-            return std::unexpected("'" + arg0 + "' names none of the policy's binaries");
+            return std::unexpected("'" + arg0 + "' names none of the policy's binaries" +
+                                   (search_path.empty() ? "" : " and is not found in PATH " + search_path));
     }
     char real[PATH_MAX];
     if (!::realpath(wanted.c_str(), real)) return std::unexpected("realpath(" + wanted + "): " + errno_text(errno));
@@ -59,7 +72,7 @@ std::expected<ToolBinary, std::string> open_policy_binary(const policy::Bundle& 
             return std::unexpected(std::string(real) + ": sha256 " + *h + " differs from the pinned " + *match->sha256);
         how += " sha256-pinned";
     }
-    return ToolBinary{std::move(bin), how};
+    return ToolBinary{std::move(bin), how, real};
 }
 
 std::vector<std::string> build_env(const policy::EnvPlan& plan, const RunRequest& req) {
@@ -80,6 +93,24 @@ std::vector<std::string> build_env(const policy::EnvPlan& plan, const RunRequest
     for (const auto& [k, v] : plan.set) env[k] = v;
     std::vector<std::string> out;
     for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+    return out;
+}
+
+std::expected<ToolEnvironment, std::string> prepare_tool_environment(const policy::Bundle& b, int exe_fd,
+                                                                     const std::string& exe_name,
+                                                                     const RunRequest& req) {
+    ToolEnvironment out;
+    out.env = build_env(b.env, req);
+    std::string existing_tunables;
+    for (const auto& kv : out.env)
+        if (kv.starts_with("GLIBC_TUNABLES=")) existing_tunables = kv.substr(15);
+    auto hard = prepare_hardening(b.hardening, exe_fd, exe_name, existing_tunables, CpuFeatures::probe());
+    if (!hard) return std::unexpected(hard.error());
+    out.hardening = std::move(*hard);
+    if (!out.hardening.glibc_tunables.empty()) {
+        std::erase_if(out.env, [](const std::string& kv) { return kv.starts_with("GLIBC_TUNABLES="); });
+        out.env.push_back("GLIBC_TUNABLES=" + out.hardening.glibc_tunables);
+    }
     return out;
 }
 

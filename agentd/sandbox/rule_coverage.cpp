@@ -17,6 +17,7 @@ namespace {
 std::string layer_holds(const LayersInForce& in, const std::string& layer, const policy::RuleCoverage& c) {
     if (std::string why = in.why_not(layer); !why.empty()) return why;
     if (layer == "mount") return in.mount ? in.mount(c) : "no mount plan for this rule";
+    if (layer == "supervisor" && in.supervisor) return in.supervisor(c);
     if (layer == "landlock" && c.rights && (policy::landlock_fs_access(c.rights) & ~in.landlock_fs))
         return "this kernel's Landlock ABI does not handle every right the rule needs";
     return "";

@@ -28,6 +28,10 @@ struct LayersInForce {
     // The mount layer's word on one rule (deny masks): "" held, else why not.
     // Unset: the mount layer holds no rule.
     std::function<std::string(const policy::RuleCoverage&)> mount;
+    // The supervisor's word on one rule, where it holds some of its rules and
+    // not others (a container's launcher with a terminal cannot count output).
+    // Unset: an in-force supervisor holds every rule claimed for it.
+    std::function<std::string(const policy::RuleCoverage&)> supervisor;
 
     std::string why_not(const std::string& layer) const;
 };

@@ -210,20 +210,12 @@ Step Launch::resolve_binary() {
 // (p2) Environment, then hardening (MTE via the tool's allocator tunables,
 //      ELF properties of the tool and its libraries).
 Step Launch::prepare_env_and_hardening() {
-    env_ = build_env(bundle_.env, req_);
-    std::string existing_tunables;
-    for (const auto& kv : env_)
-        if (kv.starts_with("GLIBC_TUNABLES=")) existing_tunables = kv.substr(15);
-    auto hard = prepare_hardening(bundle_.hardening, bin_fd_.get(), req_.argv[0], existing_tunables,
-                                  CpuFeatures::probe());
-    if (!hard) return refused(hard.error());
-    hard_ = std::move(*hard);
+    auto tool = prepare_tool_environment(bundle_, bin_fd_.get(), req_.argv[0], req_);
+    if (!tool) return refused(tool.error());
+    env_ = std::move(tool->env);
+    hard_ = std::move(tool->hardening);
     rep_.hardening = hard_->in_force;
     for (const auto& w : hard_->warnings) rep_.warnings.push_back(w);
-    if (!hard_->glibc_tunables.empty()) {
-        std::erase_if(env_, [](const std::string& kv) { return kv.starts_with("GLIBC_TUNABLES="); });
-        env_.push_back("GLIBC_TUNABLES=" + hard_->glibc_tunables);
-    }
     return {};
 }
 

@@ -4,7 +4,7 @@ side (docs/oci-runtime.md).
 
     oci_bench.py AGENTD BULWARK_OCI LAUNCHER RULES_DIR [--rounds N]
 
-One root filesystem (busybox-static) and one command (`cat /work/hello`),
+One root filesystem (the host's programs) and one command (`cat /work/hello`),
 each round running, in turn:
   runc        `runc run` of the bundle: the baseline
   passthrough `bulwark-oci run` of the same bundle without the annotation
@@ -36,13 +36,13 @@ from oci_env import Env  # noqa: E402
 RULES = {
     "benchsh": """\
 tool: benchsh
-description: busybox cat over the work directory, in a container
+description: cat over the work directory, in a container
 extends: [base/minimal]
-binaries: [/bin/busybox]
+binaries: [/usr/bin/cat]
 files:
-  read: ["${workdir}", /bin]
+  read: ["${workdir}"]
 exec:
-  allow: [/bin/busybox]
+  allow: [/usr/bin/cat]
 """,
 }
 
@@ -100,7 +100,7 @@ def main() -> int:
     finally:
         env.cleanup()
     base = statistics.median(modes["runc"])
-    print(f"container start to exit, {args.rounds} rounds alternating (busybox rootfs, `cat /work/hello`):")
+    print(f"container start to exit, {args.rounds} rounds alternating (host programs' rootfs, `cat /work/hello`):")
     report = {}
     for mode, xs in modes.items():
         med = statistics.median(xs)

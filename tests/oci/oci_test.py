@@ -2,7 +2,7 @@
 """OCI runtime tier: bulwark-oci under real container engines (runc and crun
 as delegates, podman with --runtime, containerd 1.6 through `ctr run` with
 the runc shim pointed at it), a real `agentd serve` binding the containers'
-cgroups, root filesystems built here from busybox-static and the host's curl
+cgroups, root filesystems built here from the host's programs (and busybox-static)
 with its libraries (no registry is reachable).
 
 Every confinement claim is an attempt that must fail next to an unconfined
@@ -22,6 +22,11 @@ control (the same container without the annotation) that shows it works:
   refusals  a bad annotation, a widening grant and (without BPF LSM) a rule
             no layer in force holds fail `create` with the reason, leaving no
             container, cgroup or state behind; unannotated: refuse
+  supervisor the launcher's checks before the tool's first instruction: a
+            command that is none of the policy's binaries, a binary without
+            a property `hardening:` requires (busybox-static is not PIE), the
+            engine's environment filtered by `environment:`; a `mandatory:`
+            layer not in force here refuses create
 
     oci_test.py AGENTD BULWARK_OCI LAUNCHER RULES_DIR
 """
@@ -69,49 +74,92 @@ network:
 syscalls:
   deny: [bind]
 """,
-    # busybox sh in its work directory; .git below it is not the tool's to change
+    # sh in its work directory; .git below it is not the tool's to change
     "ocish": """\
 tool: ocish
-description: busybox sh in the work directory of a container
+description: sh and cat in the work directory of a container
 extends: [base/minimal]
-binaries: [/bin/busybox]
+binaries: [/usr/bin/dash]
 files:
-  read: ["${workdir}", /bin]
+  read: ["${workdir}"]
   write: ["${workdir}"]
   create: ["${workdir}"]
   deny:
     - { path: "${workdir}/.git", rights: [write, create, remove] }
 exec:
-  allow: [/bin/busybox]
+  allow: [/usr/bin/dash, /usr/bin/cat]
 """,
-    # busybox and curl: the long-lived container that processes are exec'd into
+    # sleep, sh, cat and curl to one loopback port: the long-lived container
+    # that processes are exec'd into
     "ocibox": """\
 tool: ocibox
-description: busybox and curl to one loopback port, in a container
+description: sleep, sh, cat and curl to one loopback port, in a container
 extends: [base/network-client, base/curl-runtime]
-binaries: [/usr/bin/curl, /bin/busybox]
+binaries: [/usr/bin/curl, /usr/bin/sleep, /usr/bin/dash, /usr/bin/cat]
 files:
-  read:   ["${workdir}", /bin]
+  read:   ["${workdir}"]
   write:  ["${workdir}"]
   create: ["${workdir}"]
 exec:
-  allow: [/usr/bin/curl, /bin/busybox]
+  allow: [/usr/bin/curl, /usr/bin/sleep, /usr/bin/dash, /usr/bin/cat]
 network:
   connect:
     - { cidr: 127.0.0.1/32, ports: [PORT_OK], proto: tcp }
 syscalls:
   deny: [bind]
 """,
+    # busybox-static (not PIE) under the floor's hardening, and a control
+    # rule that asks only for NX of it
+    "ocibb": """\
+tool: ocibb
+description: busybox, which base/minimal's hardening refuses
+extends: [base/minimal]
+binaries: [/usr/bin/busybox]
+files:
+  read: ["${workdir}"]
+exec:
+  allow: [/usr/bin/busybox]
+""",
+    "ocibbnx": """\
+tool: ocibbnx
+description: busybox with only NX required of it
+binaries: [/usr/bin/busybox]
+files:
+  read: ["${workdir}"]
+exec:
+  allow: [/usr/bin/busybox]
+hardening:
+  require: [nx]
+""",
+    # a layer this host cannot have, made mandatory; and one it has
+    "ocilsm": """\
+tool: ocilsm
+description: sh, only where the BPF LSM is in force
+extends: [base/minimal]
+mandatory: [bpf-lsm]
+binaries: [/usr/bin/dash]
+exec:
+  allow: [/usr/bin/dash]
+""",
+    "ociseccomp": """\
+tool: ociseccomp
+description: sh, only where seccomp and Landlock are in force
+extends: [base/minimal]
+mandatory: [seccomp, landlock]
+binaries: [/usr/bin/dash]
+exec:
+  allow: [/usr/bin/dash]
+""",
     # a rule only the BPF LSM holds (an abstract unix bind of its own)
     "ocibind": """\
 tool: ocibind
 description: binds an abstract unix name
 extends: [base/minimal]
-binaries: [/bin/busybox]
+binaries: [/usr/bin/dash]
 files:
-  read: ["${workdir}", /bin]
+  read: ["${workdir}"]
 exec:
-  allow: [/bin/busybox]
+  allow: [/usr/bin/dash]
 network:
   families: [unix]
   unix:
@@ -167,7 +215,9 @@ def case_files(env: Env) -> None:
     r = env.oci("run", "--bundle", b, "files")
     out = r.stdout
     check("rc_read=1" in out and "not for tools" not in out, f"files: a path no rule grants is not readable ({out.strip()})")
-    check("rc_mask=1" in out, "files: a write below the deny mask ${workdir}/.git fails")
+    check("rc_mask=" in out and "rc_mask=0" not in out and
+          not os.path.exists(os.path.join(env.rootfs, "work/.git/config")),
+          f"files: a write below the deny mask ${{workdir}}/.git fails ({r.stderr.strip()[-120:]})")
     check(out.strip().endswith("ok"), "files: the work directory is the tool's")
     b = env.bundle("files-control", ["sh", "-c", script], None, host_net=False)
     r = env.oci("run", "--bundle", b, "files-control")
@@ -316,6 +366,57 @@ def case_refusals(env: Env) -> None:
           "errors reach runc's --log file in its json format (where containerd and conmon read them)")
 
 
+def case_supervisor(env: Env) -> None:
+    with open(os.path.join(env.rootfs, "work", "hello"), "w") as f:
+        f.write("hello from work\n")
+    # binaries: the command must be one of the policy's
+    r = env.oci("run", "--bundle", env.bundle("bin-other", ["cat", "/work/hello"], "ocish", host_net=False), "bin-other")
+    check(r.returncode == 126 and "hello from work" not in r.stdout and "/usr/bin/cat is not one of the policy's binaries" in r.stderr,
+          f"supervisor: a command that is none of the policy's binaries does not start (rc {r.returncode}: {r.stderr.strip()[-200:]})")
+    r = env.oci("run", "--bundle", env.bundle("bin-listed", ["sh", "-c", "cat /work/hello"], "ocish", host_net=False),
+                "bin-listed")
+    check(r.returncode == 0 and "hello from work" in r.stdout,
+          f"supervisor: control: its listed binary (sh -> dash) starts and runs cat (rc {r.returncode}: {r.stderr.strip()[-200:]})")
+    r = env.oci("run", "--bundle", env.bundle("bin-control", ["cat", "/work/hello"], None, host_net=False), "bin-control")
+    check(r.returncode == 0 and "hello from work" in r.stdout, "supervisor: control: unannotated, cat runs")
+    # hardening: busybox-static is not PIE
+    r = env.oci("run", "--bundle", env.bundle("hard-pie", ["busybox", "true"], "ocibb", host_net=False), "hard-pie")
+    check(r.returncode == 126 and "pie" in r.stderr,
+          f"supervisor: a binary without a required property (PIE) does not start (rc {r.returncode}: {r.stderr.strip()[-200:]})")
+    r = env.oci("run", "--bundle", env.bundle("hard-nx", ["busybox", "echo", "nx-ok"], "ocibbnx", host_net=False), "hard-nx")
+    check(r.returncode == 0 and "nx-ok" in r.stdout,
+          f"supervisor: control: the same binary where only NX is required runs (rc {r.returncode}: {r.stderr.strip()[-200:]})")
+    # environment: base/minimal starts from an empty environment
+    script = 'echo "secret=[$BULWARK_TEST_SECRET] home=$HOME"'
+    def with_env(name: str, tool: str | None) -> str:
+        b = env.bundle(name, ["sh", "-c", script], tool, host_net=False)
+        cfg = os.path.join(b, "config.json")
+        with open(cfg) as f:
+            spec = json.load(f)
+        spec["process"]["env"].append("BULWARK_TEST_SECRET=s3cret")
+        with open(cfg, "w") as f:
+            json.dump(spec, f)
+        return b
+    r = env.oci("run", "--bundle", with_env("env", "ocish"), "env")
+    check(r.returncode == 0 and "secret=[]" in r.stdout and "home=/work" in r.stdout,
+          f"supervisor: the engine's environment is filtered by the rules' environment plan ({r.stdout.strip()})")
+    r = env.oci("run", "--bundle", with_env("env-control", None), "env-control")
+    check("secret=[s3cret]" in r.stdout, f"supervisor: control: unannotated, the variable reaches the process ({r.stdout.strip()})")
+    # mandatory layers
+    r = env.oci("create", "--bundle", env.bundle("mand-lsm", ["true"], "ocilsm", host_net=False), "mand-lsm")
+    status, health = env.api("GET", "/v1/health")
+    lsm = (health or {}).get("host", {}).get("layers", {}).get("bpf_lsm", {}) if isinstance(health, dict) else {}
+    if isinstance(lsm, dict) and lsm.get("state") == "enforcing":
+        check(r.returncode == 0, "supervisor: mandatory bpf-lsm is met where the BPF LSM is in force")
+        env.oci("delete", "--force", "mand-lsm")
+    else:
+        check(r.returncode != 0 and "ocilsm.yaml:" in r.stderr and "mandatory layer bpf-lsm" in r.stderr and
+              leaves_nothing(env, "mand-lsm"),
+              f"supervisor: a mandatory layer not in force refuses create, naming the rule ({r.stderr.strip()[-200:]})")
+    r = env.oci("run", "--bundle", env.bundle("mand-ok", ["sh", "-c", "true"], "ociseccomp", host_net=False), "mand-ok")
+    check(r.returncode == 0, f"supervisor: control: mandatory seccomp and landlock are met ({r.stderr.strip()[-200:]})")
+
+
 def case_podman(env: Env) -> None:
     if not shutil.which("podman"):
         check(False, "podman is installed (scripts/install-deps.sh)")
@@ -421,6 +522,7 @@ def main() -> int:
         case_files(env)
         case_exec_restart_lifecycle(env)
         case_refusals(env)
+        case_supervisor(env)
         case_podman(env)
         case_ctr(env)
     finally:

@@ -75,19 +75,25 @@ def copy_into(root: str, path: str) -> None:
         p = os.path.join(os.path.realpath(os.path.dirname(nxt)), os.path.basename(nxt))
 
 
+# The host's programs a container runs, with their libraries (PIE, as
+# base/minimal's `hardening: require: [pie, nx]` wants of a tool).
+HOST_PROGRAMS = ("/usr/bin/sh", "/usr/bin/cat", "/usr/bin/ls", "/usr/bin/sleep", "/usr/bin/id", "/usr/bin/mkdir",
+                 "/usr/bin/touch", "/usr/bin/grep", "/usr/bin/true", "/usr/bin/env", "/usr/bin/curl")
+
+
 def build_rootfs(root: str) -> None:
-    """busybox-static at /bin, the host's curl with its libraries at their
-    own paths (so the shipped curl runtime rules name them), a work directory."""
+    """The host's shell, coreutils and curl with their libraries at their own
+    paths (so the shipped runtime rules name them), busybox-static at
+    /usr/bin/busybox (a program that is not PIE), a work directory."""
     for d in ("proc", "dev", "sys", "tmp", "work", "etc", "usr/bin", "usr/lib", "usr/lib64"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
     for link in ("bin", "lib", "lib64"):  # merged /usr, as Debian 12
         os.symlink("usr/" + link, os.path.join(root, link))
     shutil.copy2("/bin/busybox", os.path.join(root, "usr/bin/busybox"))
-    for applet in ("sh", "cat", "ls", "echo", "sleep", "id", "mkdir", "touch", "grep"):
-        os.symlink("busybox", os.path.join(root, "usr/bin", applet))
-    copy_into(root, "/usr/bin/curl")
-    for lib in ldd_closure("/usr/bin/curl"):
-        copy_into(root, lib)
+    for program in HOST_PROGRAMS:
+        copy_into(root, program)
+        for lib in ldd_closure(program):
+            copy_into(root, lib)
     for f in ("/etc/ld.so.cache", "/etc/nsswitch.conf", "/etc/hosts"):
         if os.path.exists(f):
             shutil.copy2(f, root + f)

@@ -291,28 +291,31 @@ TEST_CASE("an exec's process confined like the container's", "[oci][exec]") {
     CHECK_FALSE(confine_process(json::array()));
 }
 
-TEST_CASE("the launcher's policy survives its JSON", "[oci][launch]") {
-    LaunchPolicy p;
-    p.tool = "box";
-    p.workdir = "/work";
-    p.landlock.handled_fs = 0x1fff;
-    p.landlock.scoped = 3;
-    p.landlock.paths = {{"/work", 0x7, 4}, {"/bin", 0x5, 5}};
-    p.landlock.ports = {{443, 2, 6}};
-    p.seccomp.program = {sock_filter{0x20, 0, 0, 4}, sock_filter{0x6, 0, 0, 0x7fff0000}};
-    p.timeout_ms = 1500;
-    auto back = launch_policy_from_json(launch_policy_to_json(p));
+TEST_CASE("the launcher's policy is the container's bundle, its hash checked", "[oci][launch]") {
+    TempDir t;
+    write(t.path + "/rules/box.yaml", kRule);
+    RuntimeConfig cfg;
+    cfg.rules_dir = t.path + "/rules";
+    auto p = container_policy(cfg, spec_with(t.path + "/rootfs", {{"org.bulwark.tool", "box"}}), "ctr-1");
+    REQUIRE(p);
+    const json written = launch_policy_to_json({p->workdir, p->bundle});
+    auto back = launch_policy_from_json(written);
     REQUIRE(back);
     CHECK(back->workdir == "/work");
-    CHECK(back->landlock.paths.size() == 2);
-    CHECK(back->landlock.paths[1].path == "/bin");
-    CHECK(back->landlock.ports[0].port == 443);
-    CHECK(back->seccomp.program.size() == 2);
-    CHECK(back->seccomp.program[1].k == 0x7fff0000u);
-    CHECK(back->timeout_ms == 1500u);
-    CHECK_FALSE(back->output_bytes);
-    auto broken = launch_policy_to_json(p);
-    broken["seccomp"][0] = json::array({1, 2});
-    CHECK_FALSE(launch_policy_from_json(broken));
+    CHECK(back->bundle.hash == p->bundle.hash);
+    CHECK(back->bundle.binaries.at(0).path == "/bin/busybox");
+    CHECK(back->bundle.seccomp.program.size() == p->bundle.seccomp.program.size());
+    CHECK(back->bundle.landlock.paths.size() == p->bundle.landlock.paths.size());
+    CHECK(back->bundle.limits.pids == 8u);
+    // A policy changed after the runtime wrote it is not applied.
+    json widened = written;
+    widened["bundle"]["binaries"][0]["path"] = "/bin/other";
+    auto refused = launch_policy_from_json(widened);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().find("hash") != std::string::npos);
+    json unhashed = written;
+    unhashed["bundle"]["hash"] = "";
+    CHECK_FALSE(launch_policy_from_json(unhashed));
     CHECK_FALSE(launch_policy_from_json(json::object()));
+    CHECK_FALSE(launch_policy_from_json({{"workdir", "/w"}, {"bundle", {{"tool", "x"}}}}));
 }
