@@ -23,7 +23,10 @@ constexpr std::array<std::string_view, BW_OP_MAX> kOpNames = {
     "none",       "file_open", "file_create", "file_unlink", "file_rename", "file_link",
     "file_truncate", "exec",   "mmap_exec",   "ptrace",      "signal",      "mount",
     "bpf",        "sock_create", "connect",   "bind",        "sendmsg",     "proc_exec",
-    "proc_fork",  "proc_exit", "syscall",     "mkdir"};
+    "proc_fork",  "proc_exit", "syscall",     "mkdir",       "file_setattr"};
+// Every operation the ABI defines has its name (an array shorter than its
+// bound would name the last ones "").
+static_assert(std::ranges::none_of(kOpNames, [](std::string_view n) { return n.empty(); }));
 
 constexpr std::array<std::string_view, 4> kDecisionNames = {"allow", "deny", "audit", "observe"};
 

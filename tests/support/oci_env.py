@@ -214,6 +214,14 @@ class Env:
                 self.proc.kill()
         subprocess.run(["umount", "-l", self.pin_root], capture_output=True)
         shutil.rmtree(self.pin_root, ignore_errors=True)
+        # A container a failed case left running: its processes killed first
+        # (a cgroup with processes cannot be removed), then the tree bottom up.
+        if os.path.exists(os.path.join(self.cgroup_parent, "cgroup.kill")):
+            with open(os.path.join(self.cgroup_parent, "cgroup.kill"), "w") as f:
+                f.write("1")
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and cgroup_populated(self.cgroup_parent):
+                time.sleep(0.05)
         for dirpath, dirnames, _ in os.walk(self.cgroup_parent, topdown=False):
             for d in dirnames:
                 try:
@@ -225,3 +233,11 @@ class Env:
         except OSError:
             pass
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def cgroup_populated(path: str) -> bool:
+    try:
+        with open(os.path.join(path, "cgroup.events")) as f:
+            return "populated 1" in f.read()
+    except OSError:
+        return False
