@@ -31,6 +31,7 @@ function(bulwark_npm_tier)
   cmake_parse_arguments(T "" "TARGET;COMMENT" "SCRIPTS" ${ARGN})
   set(_src ${CMAKE_CURRENT_SOURCE_DIR})
   set(_bld ${CMAKE_CURRENT_BINARY_DIR})
+  file(MAKE_DIRECTORY ${_bld}/node_modules)  # where npm ci runs (Unix Makefiles make no working directory)
   list(TRANSFORM T_SCRIPTS PREPEND ${_src}/ OUTPUT_VARIABLE _script_paths)
   add_custom_command(
     OUTPUT ${_bld}/node_modules/.bulwark-npm-ci.stamp
