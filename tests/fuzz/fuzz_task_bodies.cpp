@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/task_requests.h"
+#include "common/json_input.h"
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/grants.h"
 #include "bulwark/policy/instantiate.h"
@@ -69,10 +70,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size < 1) return 0;
     const uint8_t route = data[0];
     std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
-    // The server's own reading of a body: exceptions off, a discarded value
-    // is a 400 before any route sees it.
-    json body = json::parse(text, nullptr, false);
-    if (body.is_discarded()) return 0;
+    // The server's own reading of a body (agentd/api/http_tasks.cpp): text that
+    // is not JSON, or nested too deep, is a 400 before any route sees it.
+    auto parsed = bulwark::parse_peer_json(text);
+    if (!parsed) return 0;
+    const json& body = *parsed;
     switch (route % 6) {
     case 0:
     case 1: {
