@@ -14,7 +14,10 @@ mkdir -p "$work/corpus" "$work/artifacts"
 cp -r "$seeds"/. "$work/corpus/"
 rm -f "$work/artifacts"/*
 export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+# abort_on_error for UBSan: GCC's UBSan runtime is not ASan's, so libFuzzer's
+# death callback (which writes the reproducer) is not called when UBSan
+# halts; an abort reaches libFuzzer's signal handler, which writes it.
+export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 # -timeout: one input taking 10 s is a hang; -rss_limit_mb: a blow-up;
 # -use_value_profile: the comparison feedback the GCC build gives.
 set +e
