@@ -6,6 +6,9 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config clang llvm
+  # libFuzzer's runtime for the fuzz tiers (tests/fuzz; GCC's own runtimes of
+  # ASan, UBSan and TSan come with gcc)
+  libclang-rt-14-dev
   # libraries (see README "Dependencies")
   libbpf-dev bpftool libboost-dev libsqlite3-dev sqlite3 nlohmann-json3-dev catch2
   libseccomp-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev libcap-dev

@@ -21,6 +21,7 @@
 #include "bulwark/policy/match.h"
 #include "bulwark/policy/seccomp.h"
 #include "api/task_requests.h"
+#include "common/json_input.h"
 #include "tasks/record_operation.h"
 #include "tasks/containers.h"
 #include "tasks/tasks.h"
@@ -42,12 +43,12 @@ std::optional<json> parse_body(const ApiRequest& req, ApiResponse& bad) {
         bad = error_response(400, "bad_request", "a JSON body is required");
         return std::nullopt;
     }
-    auto j = json::parse(req.body, nullptr, false);
-    if (j.is_discarded()) {
-        bad = error_response(400, "bad_json", "the body is not valid JSON");
+    auto j = parse_peer_json(req.body);
+    if (!j) {
+        bad = error_response(400, "bad_json", "the body " + j.error());
         return std::nullopt;
     }
-    return j;
+    return std::move(*j);
 }
 
 std::optional<uint64_t> task_id_param(const ApiRequest& req, ApiResponse& bad) {
@@ -243,8 +244,10 @@ void register_container_routes(Router& r, const TaskRoutes& ctx) {
     r.add("DELETE", "/v1/containers/{id}", container_route(ctx, [](ContainerManager& m, const ApiRequest& req) {
               json exit = json::object();
               if (!req.body.empty()) {
-                  exit = json::parse(req.body, nullptr, false);
-                  if (!exit.is_object()) return error_response(400, "bad_json", "the body is not a JSON object");
+                  auto j = parse_peer_json(req.body);
+                  if (!j) return error_response(400, "bad_json", "the body " + j.error());
+                  if (!j->is_object()) return error_response(400, "bad_json", "the body is not a JSON object");
+                  exit = std::move(*j);
               }
               return reply(m.release(req.params.at("id"), exit));
           }),

@@ -23,6 +23,7 @@
 
 #include "mcp/agentd_client.h"
 #include "cli/config.h"
+#include "common/json_input.h"
 #include "api/http_server.h"
 #include "mcp/mcp_http.h"
 #include "mcp/mcp_server.h"
@@ -188,11 +189,12 @@ int run_mcp(const McpArgs& args) {
         }
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.find_first_not_of(" \t") == std::string::npos) continue;
-        auto msg = nlohmann::json::parse(line, nullptr, false);
-        if (msg.is_discarded()) {
-            send(rpc_error(mcp::kParseError, "parse error: the message is not valid JSON").dump());
+        auto parsed = parse_peer_json(line);
+        if (!parsed) {
+            send(rpc_error(mcp::kParseError, "parse error: the message " + parsed.error()).dump());
             continue;
         }
+        nlohmann::json msg = std::move(*parsed);
         auto serve = [&server, &send](const nlohmann::json& m) {
             if (auto r = server.handle(m)) send(r->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
         };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdint>
 
 namespace bulwark::kaudit {
 namespace {
@@ -92,6 +93,9 @@ std::expected<Record, std::string> parse_record(uint16_t type, std::string_view 
     if (!parse_num(stamp.substr(0, dot), r.sec) || !parse_num(stamp.substr(dot + 1, colon - dot - 1), r.msec) ||
         r.msec > 999 || !parse_num(stamp.substr(colon + 1), r.serial))
         return std::unexpected("offset 6: bad number in timestamp '" + std::string(stamp) + "'");
+    // ts_ns() must fit an int64_t: seconds from the epoch to the year 2262.
+    if (r.sec < 0 || r.sec > (INT64_MAX - 999'000'000) / 1'000'000'000)
+        return std::unexpected("offset 6: timestamp out of range '" + std::string(stamp) + "'");
 
     size_t i = close_end;
     while (i < body.size()) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/digest.h"
+#include "common/json_input.h"
 
 namespace bulwark::mcp {
 
@@ -70,8 +71,9 @@ void HttpSessions::register_routes(http::Router& r) {
 
 http::ApiResponse HttpSessions::post(const http::ApiRequest& req) {
     end_idle();
-    auto msg = json::parse(req.body, nullptr, false);
-    if (msg.is_discarded()) return rpc_error(400, kParseError, "parse error: the body is not valid JSON");
+    auto parsed = parse_peer_json(req.body);
+    if (!parsed) return rpc_error(400, kParseError, "parse error: the body " + parsed.error());
+    json msg = std::move(*parsed);
     if (auto v = req.header("MCP-Protocol-Version")) {
         bool known = std::any_of(std::begin(kProtocolVersions), std::end(kProtocolVersions),
                                  [&](std::string_view k) { return k == *v; });

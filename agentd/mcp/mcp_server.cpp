@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "bulwark/version.h"
+#include "common/json_input.h"
 #include "common/trace_context.h"
 
 namespace bulwark::mcp {
@@ -202,9 +203,9 @@ std::string Server::protocol_version() const {
 }
 
 std::optional<std::string> Server::handle_line(std::string_view line) {
-    auto msg = json::parse(line, nullptr, false);
-    if (msg.is_discarded()) return error_response(nullptr, kParseError, "parse error: the message is not valid JSON").dump();
-    auto r = handle(msg);
+    auto msg = parse_peer_json(line);
+    if (!msg) return error_response(nullptr, kParseError, "parse error: the message " + msg.error()).dump();
+    auto r = handle(*msg);
     if (!r) return std::nullopt;
     return r->dump(-1, ' ', false, json::error_handler_t::replace);
 }

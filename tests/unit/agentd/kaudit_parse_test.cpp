@@ -255,6 +255,31 @@ TEST_CASE("malformed records are counted and never crash") {
     CHECK(a.stats().records == a.stats().ignored + 20000 + bad.size() + 4);
 }
 
+TEST_CASE("a timestamp whose nanoseconds do not fit an int64_t is malformed") {
+    // fuzz_kaudit: audit(17962842273.x:y) overflowed sec * 10^9 in ts_ns()
+    // (undefined behaviour) when the event was emitted.
+    auto over = parse_record(rtype::kEoe, "audit(17962842273.871:1172646): ");
+    REQUIRE_FALSE(over);
+    CHECK(over.error() == "offset 6: timestamp out of range '17962842273.871:1172646'");
+    CHECK_FALSE(parse_record(rtype::kEoe, "audit(9223372036.000:1): "));
+    CHECK_FALSE(parse_record(rtype::kEoe, "audit(-1.000:1): "));
+    // the last second that fits, and an ordinary one
+    auto last = parse_record(rtype::kEoe, "audit(9223372035.999:1): ");
+    REQUIRE(last);
+    CHECK(last->ts_ns() == 9'223'372'035'999'000'000);
+    auto now = parse_record(rtype::kEoe, "audit(1796284273.871:1172646): ");
+    REQUIRE(now);
+    CHECK(now->ts_ns() == 1'796'284'273'871'000'000);
+    // fed to the assembler: counted as malformed, no event
+    EventAssembler a;
+    std::vector<KernelDenial> out;
+    a.feed(rtype::kSeccomp, "audit(17962842273.871:9): pid=1 comm=\"x\" syscall=101 code=0x50000", 0, out);
+    a.feed(rtype::kEoe, "audit(17962842273.871:9): ", 0, out);
+    a.flush_all(out);
+    CHECK(a.stats().malformed == 2);
+    CHECK(out.empty());
+}
+
 TEST_CASE("decision rows: layer, operation, object, syscall name through libseccomp") {
     auto lines = load_fixture("host-6.18.txt");
     EventAssembler a;

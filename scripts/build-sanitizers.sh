@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# build-sanitizers.sh <main build dir> [jobs]
+# The sanitizer builds `./bulwark test` runs tiers from (tests/sanitizers):
+#   <main>/asan  ASan + UBSan, with the libFuzzer targets (tests/fuzz)
+#   <main>/tsan  TSan
+# Each builds only bulwark_sanitizer_tiers: the executables of its tiers
+# and what they link, not the BPF programs, the dashboard or other tiers.
+# -O1 -g1 instead of RelWithDebInfo's -O2 -g: the sanitizers' own advice
+# (-O1 keeps reports exact), line tables are all a report's stack needs,
+# and it compiles in less time. Assertions stay on (no -DNDEBUG).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$1
+JOBS=${2:-$(nproc)}
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
+# The ASan build is also the proof that the tree configures and builds with
+# CMake's default generator (Unix Makefiles) and the Debug build type (the
+# main build is Ninja and RelWithDebInfo; the arm64 build is Release).
+for kind in asan tsan; do
+  case $kind in
+    asan) san=(-G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1"
+               "-DCMAKE_C_FLAGS_DEBUG=-O1 -g1" -DBULWARK_SANITIZE=ON -DBULWARK_FUZZ=ON) ;;
+    tsan) san=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1"
+               "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1" -DBULWARK_SANITIZE=thread) ;;
+  esac
+  start=$SECONDS
+  cmake -S "$ROOT" -B "$BUILD/$kind" -DBULWARK_WERROR=ON "${san[@]}" "${launcher[@]}" >/dev/null
+  cmake --build "$BUILD/$kind" -j "$JOBS" --target bulwark_sanitizer_tiers
+  echo "build-sanitizers: $kind built in $((SECONDS - start)) s"
+done
