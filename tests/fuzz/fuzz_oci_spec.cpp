@@ -23,6 +23,7 @@
 #include "oci/confine_spec.h"
 #include "oci/container_policy.h"
 #include "oci/launch_policy.h"
+#include "oci_box_rule.h"
 
 using nlohmann::json;
 using namespace bulwark::oci;
@@ -45,24 +46,7 @@ const Dirs& dirs() {
         std::filesystem::create_directories(d.bundle + "/rootfs/work");
         std::filesystem::create_directories(d.root + "/rules");
         std::filesystem::create_directories(d.launch);
-        std::ofstream(d.root + "/rules/box.yaml") << R"(tool: box
-binaries: [/bin/busybox]
-files:
-  read: ["${workdir}", /bin]
-  write: ["${workdir}"]
-  create: ["${workdir}"]
-  deny:
-    - { path: "${workdir}/.git", rights: [write, create, remove] }
-exec:
-  allow: [/bin/busybox]
-syscalls:
-  deny: [ptrace]
-limits:
-  memory: 64MiB
-  pids: 8
-  open_files: 128
-  file_size: 1MiB
-)";
+        std::ofstream(d.root + "/rules/box.yaml") << bulwark::test::kOciBoxRule;
         d.cfg.rules_dir = d.root + "/rules";
         return d;
     }();

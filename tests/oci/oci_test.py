@@ -324,6 +324,20 @@ def leaves_nothing(env: Env, cid: str) -> bool:
         not os.path.exists(os.path.join(env.dir, "oci-state", cid))
 
 
+def check_lsm_verdict(env: Env, cid: str, r: subprocess.CompletedProcess, held: str, refusal_named: bool,
+                      refused: str) -> None:
+    """A create that only the BPF LSM can let through: it succeeds where the
+    LSM is in force (the container deleted again); elsewhere it fails with
+    the reason `refusal_named` checked, leaving nothing behind."""
+    status, health = env.api("GET", "/v1/health")
+    lsm = (health or {}).get("host", {}).get("layers", {}).get("bpf_lsm", {}) if isinstance(health, dict) else {}
+    if isinstance(lsm, dict) and lsm.get("state") == "enforcing":
+        check(r.returncode == 0, held)
+        env.oci("delete", "--force", cid)
+    else:
+        check(r.returncode != 0 and refusal_named and leaves_nothing(env, cid), f"{refused} ({r.stderr.strip()[-300:]})")
+
+
 def case_refusals(env: Env) -> None:
     b = env.bundle("bad-tool", ["id"], "../etc/passwd")
     r = env.oci("create", "--bundle", b, "bad-tool")
@@ -338,17 +352,10 @@ def case_refusals(env: Env) -> None:
     r = env.oci("create", "--bundle", b, "wide-grant")
     check(r.returncode != 0 and "more than the tool's rules allow" in r.stderr and leaves_nothing(env, "wide-grant"),
           f"refusal: a grant that widens the rules ({r.stderr.strip()[-200:]})")
-    status, health = env.api("GET", "/v1/health")
-    lsm = (health or {}).get("host", {}).get("layers", {}).get("bpf_lsm", {}) if isinstance(health, dict) else {}
-    b = env.bundle("unheld", ["id"], "ocibind")
-    r = env.oci("create", "--bundle", b, "unheld")
-    if isinstance(lsm, dict) and lsm.get("state") == "enforcing":
-        check(r.returncode == 0, "refusal: with the BPF LSM a unix bind rule is held")
-        env.oci("delete", "--force", "unheld")
-    else:
-        check(r.returncode != 0 and "ocibind.yaml:" in r.stderr and "network.unix" in r.stderr and
-              leaves_nothing(env, "unheld"),
-              f"refusal: a rule no layer in force holds refuses create, naming file:line ({r.stderr.strip()[-300:]})")
+    r = env.oci("create", "--bundle", env.bundle("unheld", ["id"], "ocibind"), "unheld")
+    check_lsm_verdict(env, "unheld", r, "refusal: with the BPF LSM a unix bind rule is held",
+                      "ocibind.yaml:" in r.stderr and "network.unix" in r.stderr,
+                      "refusal: a rule no layer in force holds refuses create, naming file:line")
     status, listed = env.api("GET", "/v1/containers")
     check(status == 200 and not any(c["id"] in ("unheld", "wide-grant") for c in listed),
           "refusal: agentd holds no binding of a refused container")
@@ -404,15 +411,9 @@ def case_supervisor(env: Env) -> None:
     check("secret=[s3cret]" in r.stdout, f"supervisor: control: unannotated, the variable reaches the process ({r.stdout.strip()})")
     # mandatory layers
     r = env.oci("create", "--bundle", env.bundle("mand-lsm", ["true"], "ocilsm", host_net=False), "mand-lsm")
-    status, health = env.api("GET", "/v1/health")
-    lsm = (health or {}).get("host", {}).get("layers", {}).get("bpf_lsm", {}) if isinstance(health, dict) else {}
-    if isinstance(lsm, dict) and lsm.get("state") == "enforcing":
-        check(r.returncode == 0, "supervisor: mandatory bpf-lsm is met where the BPF LSM is in force")
-        env.oci("delete", "--force", "mand-lsm")
-    else:
-        check(r.returncode != 0 and "ocilsm.yaml:" in r.stderr and "mandatory layer bpf-lsm" in r.stderr and
-              leaves_nothing(env, "mand-lsm"),
-              f"supervisor: a mandatory layer not in force refuses create, naming the rule ({r.stderr.strip()[-200:]})")
+    check_lsm_verdict(env, "mand-lsm", r, "supervisor: mandatory bpf-lsm is met where the BPF LSM is in force",
+                      "ocilsm.yaml:" in r.stderr and "mandatory layer bpf-lsm" in r.stderr,
+                      "supervisor: a mandatory layer not in force refuses create, naming the rule")
     r = env.oci("run", "--bundle", env.bundle("mand-ok", ["sh", "-c", "true"], "ociseccomp", host_net=False), "mand-ok")
     check(r.returncode == 0, f"supervisor: control: mandatory seccomp and landlock are met ({r.stderr.strip()[-200:]})")
 

@@ -15,6 +15,7 @@
 #include "oci/container_policy.h"
 #include "oci/launch_policy.h"
 #include "oci/runc_args.h"
+#include "oci_box_rule.h"
 
 using namespace bulwark::oci;
 using nlohmann::json;
@@ -39,25 +40,7 @@ void write(const std::string& p, const std::string& text) {
     std::ofstream(p) << text;
 }
 
-const char* kRule = R"(tool: box
-binaries: [/bin/busybox]
-files:
-  read: ["${workdir}", /bin]
-  write: ["${workdir}"]
-  create: ["${workdir}"]
-  deny:
-    - { path: "${workdir}/.git", rights: [write, create, remove] }
-exec:
-  allow: [/bin/busybox]
-syscalls:
-  deny: [ptrace]
-limits:
-  memory: 64MiB
-  pids: 8
-  open_files: 128
-  file_size: 1MiB
-  cpu: 50%
-)";
+const char* kRule = bulwark::test::kOciBoxRule;
 
 json spec_with(const std::string& rootfs, json annotations) {
     return json{{"ociVersion", "1.0.2"},
