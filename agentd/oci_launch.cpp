@@ -20,7 +20,9 @@
 //      termination signals, reaps every orphan (it is PID 1 of the
 //      container's PID namespace), and exits with the tool's status.
 // Any failure before the tool's exec exits 126 with the reason on stderr:
-// nothing runs unconfined.
+// nothing runs unconfined. With --report FILE (the container's first
+// process), how it ended is also written there for the container's exit
+// record: {"code": N} and "refused" or "killed" with the reason.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -50,8 +52,28 @@ namespace {
 
 using namespace bulwark;
 
+// --report FILE: how the process ended, for the container's exit record
+// (oci/launch_policy.h kReportInContainer). Opened before Landlock restricts
+// this process (which may grant no write there), written once at the end;
+// -1 when not asked (exec) or not openable: the report is the audit's,
+// never a reason to fail the tool.
+int g_report_fd = -1;
+
+void open_report(const char* file) {
+    g_report_fd = ::open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+void write_report(const nlohmann::json& r) {
+    if (g_report_fd < 0) return;
+    const std::string text = r.dump();
+    (void)!::write(g_report_fd, text.data(), text.size());
+    ::close(g_report_fd);
+    g_report_fd = -1;
+}
+
 [[noreturn]] void die(const std::string& what) {
     std::fprintf(stderr, "bulwark-oci-launch: %s; the tool was not started\n", what.c_str());
+    write_report({{"code", 126}, {"refused", what}});
     std::exit(126);
 }
 
@@ -166,11 +188,12 @@ int supervise(pid_t tool, std::vector<Relay> relays, const policy::Limits& p, in
     }
     if (!why_killed.empty()) {
         std::fprintf(stderr, "bulwark-oci-launch: the tool was killed: %s\n", why_killed.c_str());
+        write_report({{"code", 137}, {"killed", why_killed}});
         return 137;
     }
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    return 1;
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    write_report({{"code", code}});
+    return code;
 }
 
 }  // namespace
@@ -178,12 +201,13 @@ int supervise(pid_t tool, std::vector<Relay> relays, const policy::Limits& p, in
 int main(int argc, char** argv) {
     int first = 1;
     const char* policy_file = oci::kPolicyInContainer;
-    if (first + 1 < argc && std::strcmp(argv[first], "--policy") == 0) {
-        policy_file = argv[first + 1];
-        first += 2;
+    for (; first + 1 < argc; first += 2) {
+        if (std::strcmp(argv[first], "--policy") == 0) policy_file = argv[first + 1];
+        else if (std::strcmp(argv[first], "--report") == 0) open_report(argv[first + 1]);
+        else break;
     }
     if (first < argc && std::strcmp(argv[first], "--") == 0) ++first;
-    if (first >= argc) die("usage: bulwark-oci-launch [--policy FILE] -- COMMAND [ARG...]");
+    if (first >= argc) die("usage: bulwark-oci-launch [--policy FILE] [--report FILE] -- COMMAND [ARG...]");
     const auto policy = read_policy(policy_file);
     const auto& limits = policy.bundle.limits;
 

@@ -45,8 +45,9 @@ uint64_t lower(json& obj, const char* key, uint64_t limit) {
 
 class Confine {
 public:
-    Confine(const json& spec, const ContainerPolicy& p, std::string bundle_dir, std::string launch_dir)
-        : p_(p), bundle_dir_(std::move(bundle_dir)), launch_dir_(std::move(launch_dir)) {
+    Confine(const json& spec, const ContainerPolicy& p, std::string bundle_dir, std::string launch_dir,
+            std::string report_dir)
+        : p_(p), bundle_dir_(std::move(bundle_dir)), launch_dir_(std::move(launch_dir)), report_dir_(std::move(report_dir)) {
         out_.spec = spec;
     }
     ConfinedSpec take() { return std::move(out_); }
@@ -190,7 +191,16 @@ public:
                                {"type", "bind"},
                                {"source", launch_dir_},
                                {"options", json::array({"rbind", "ro", "nosuid", "nodev"})}});
-        json args = json::array({kLauncherInContainer, "--"});
+        json args = json::array({kLauncherInContainer});
+        if (!report_dir_.empty()) {
+            s["mounts"].push_back({{"destination", kReportDirInContainer},
+                                   {"type", "bind"},
+                                   {"source", report_dir_},
+                                   {"options", json::array({"rbind", "rw", "nosuid", "nodev", "noexec"})}});
+            args.push_back("--report");
+            args.push_back(kReportInContainer);
+        }
+        args.push_back("--");
         for (const auto& a : s["process"]["args"]) args.push_back(a);
         s["process"]["args"] = std::move(args);
         out_.report["launcher"] = std::string(kLauncherInContainer) + " (Landlock, the seccomp program, the supervisor)";
@@ -219,15 +229,16 @@ private:
     }
 
     const ContainerPolicy& p_;
-    std::string bundle_dir_, launch_dir_, rootfs_;
+    std::string bundle_dir_, launch_dir_, report_dir_, rootfs_;
     ConfinedSpec out_;
 };
 
 }  // namespace
 
 std::expected<ConfinedSpec, std::string> confine_spec(const json& spec, const ContainerPolicy& policy,
-                                                      const std::string& bundle_dir, const std::string& launch_dir) {
-    Confine c(spec, policy, bundle_dir, launch_dir);
+                                                      const std::string& bundle_dir, const std::string& launch_dir,
+                                                      const std::string& report_dir) {
+    Confine c(spec, policy, bundle_dir, launch_dir, report_dir);
     static constexpr Step (Confine::*kSteps[])() = {
         &Confine::check_spec,         // process, args and root present; root made absolute
         &Confine::no_new_privs,       //

@@ -17,7 +17,8 @@
 //                       (linux.maskedPaths); an absent path gets an empty
 //                       placeholder directory first, so the mask has something to cover
 //   launcher            /.bulwark bind-mounted read-only (launcher + policy),
-//                       process.args = [/.bulwark/launch, --, args...]
+//                       its report directory writable below it (when given),
+//                       process.args = [/.bulwark/launch, --report FILE, --, args...]
 #include <expected>
 #include <string>
 #include <vector>
@@ -44,9 +45,12 @@ struct ConfinedSpec {
 };
 
 // bundle_dir: the directory the spec came from (a relative root.path is
-// resolved against it); launch_dir: the host directory bind-mounted at /.bulwark.
+// resolved against it); launch_dir: the host directory bind-mounted at
+// /.bulwark; report_dir: the host directory mounted writable at
+// /.bulwark/report where the launcher reports how the process ended ("" none).
 std::expected<ConfinedSpec, std::string> confine_spec(const nlohmann::json& spec, const ContainerPolicy& policy,
-                                                      const std::string& bundle_dir, const std::string& launch_dir);
+                                                      const std::string& bundle_dir, const std::string& launch_dir,
+                                                      const std::string& report_dir = "");
 
 // An exec's process (runc exec --process, or the one built from its words)
 // under the same policy: no_new_privs, no capabilities (engines copy the

@@ -19,6 +19,12 @@ namespace bulwark::oci {
 inline constexpr const char* kLaunchDir = "/.bulwark";
 inline constexpr const char* kLauncherInContainer = "/.bulwark/launch";
 inline constexpr const char* kPolicyInContainer = "/.bulwark/policy.json";
+// The launcher of a container's first process reports there how it ended
+// (a writable bind of <state>/<id>/report): refused before the tool's exec,
+// killed at a limit, or the tool's exit status. The runtime's delete hands it
+// to agentd with the container's exit record.
+inline constexpr const char* kReportDirInContainer = "/.bulwark/report";
+inline constexpr const char* kReportInContainer = "/.bulwark/report/launch.json";
 
 struct LaunchPolicy {
     std::string workdir;

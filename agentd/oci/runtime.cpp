@@ -241,6 +241,38 @@ LayersInForce container_layers(const ConfinedSpec& c, const ContainerPolicy& p, 
     return in;
 }
 
+// The host uid and gid of the container's process (process.user mapped
+// through linux.uidMappings / gidMappings; unmapped: the same ids).
+std::pair<uid_t, gid_t> host_ids_of_process(const json& spec) {
+    auto map = [&](const char* key, uint32_t id) -> uint32_t {
+        if (!spec.contains("linux") || !spec["linux"].contains(key) || !spec["linux"][key].is_array()) return id;
+        for (const auto& m : spec["linux"][key]) {
+            const uint32_t in = m.value("containerID", 0u), out = m.value("hostID", 0u), size = m.value("size", 0u);
+            if (id >= in && id - in < size) return out + (id - in);
+        }
+        return 65534;  // unmapped: the overflow id, which owns nothing here
+    };
+    const json user = spec.contains("process") ? spec["process"].value("user", json::object()) : json::object();
+    return {map("uidMappings", user.value("uid", 0u)), map("gidMappings", user.value("gid", 0u))};
+}
+
+// The container's exit record as its launcher reported it: the tool's status,
+// or why it never started or was killed. Written inside the container, so
+// read as untrusted: size-capped, only the known fields, strings cut.
+json exit_of(const std::string& report_file) {
+    json exit{{"outcome", "deleted"}};
+    std::ifstream in(report_file, std::ios::binary);
+    std::string text(4096, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    const json r = json::parse(text, nullptr, false);
+    if (!r.is_object()) return exit;
+    if (r.contains("code") && r["code"].is_number_integer()) exit["code"] = r["code"].get<int>();
+    for (const char* k : {"refused", "killed"})
+        if (r.contains(k) && r[k].is_string()) exit[std::string("launcher_") + k] = r[k].get<std::string>().substr(0, 1024);
+    return exit;
+}
+
 // `mandatory:` layers, each in force in this container or no container
 // ("" when met, else why, naming the rule).
 std::string mandatory_unmet(const policy::Bundle& b, const LayersInForce& in) {
@@ -303,17 +335,23 @@ int Runtime::create() {
     if (!policy) return fail("container " + id + ": " + policy.error());
 
     // 3. The container's state: the launcher, its policy, the confined bundle.
-    const std::string dir = state_dir(id), launch = dir + "/launch", shadow = dir + "/bundle";
+    const std::string dir = state_dir(id), launch = dir + "/launch", shadow = dir + "/bundle", report_dir = dir + "/report";
     std::error_code ec;
-    fs::create_directories(launch, ec);
+    fs::create_directories(launch + "/report", ec);  // the report's mount point below /.bulwark
     fs::create_directories(shadow, ec);
+    fs::create_directories(report_dir, ec);
     ::chmod(dir.c_str(), 0711);
     ::chmod(launch.c_str(), 0755);
-    if (ec) return fail("state " + dir + ": " + ec.message());
+    // The launcher writes its report as the container's user, whose host
+    // identity the spec's user namespace decides; nobody else can.
+    const auto [report_uid, report_gid] = host_ids_of_process(spec);
+    if (::chown(report_dir.c_str(), report_uid, report_gid) != 0 || ::chmod(report_dir.c_str(), 0700) != 0)
+        ec = std::error_code(errno, std::generic_category());
+    if (ec) return undo_create(id, false), fail("state " + dir + ": " + ec.message());
     fs::copy_file(cfg_.launcher, launch + "/launch", fs::copy_options::overwrite_existing, ec);
     if (ec) return undo_create(id, false), fail("launcher " + cfg_.launcher + ": " + ec.message());
     ::chmod((launch + "/launch").c_str(), 0755);
-    auto confined = confine_spec(spec, *policy, bundle_dir, launch);
+    auto confined = confine_spec(spec, *policy, bundle_dir, launch, report_dir);
     if (!confined) return undo_create(id, false), fail("container " + id + ": " + confined.error());
     const std::string original_cgroup = spec.contains("linux") ? spec["linux"].value("cgroupsPath", "") : "";
     if (!original_cgroup.empty()) confined->report["cgroup"]["engine_path"] = original_cgroup;
@@ -458,7 +496,7 @@ int Runtime::remove() {
     }
     auto state = json::parse(read_file(dir + "/container.json"), nullptr, false);
     const std::string socket = state.is_object() ? state.value("agentd_socket", "") : "";
-    auto r = agentd("DELETE", "/v1/containers/" + id, json{{"outcome", "deleted"}}, socket);
+    auto r = agentd("DELETE", "/v1/containers/" + id, exit_of(dir + "/report/launch.json"), socket);
     if (!r) std::cerr << "bulwark-oci: " << r.error() << " (its binding goes when agentd next starts)\n";
     if (state.is_object()) ::rmdir(state.value("cgroup", "").c_str());
     std::error_code ec;

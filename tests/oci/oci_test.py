@@ -26,7 +26,8 @@ control (the same container without the annotation) that shows it works:
             command that is none of the policy's binaries, a binary without
             a property `hardening:` requires (busybox-static is not PIE), the
             engine's environment filtered by `environment:`; a `mandatory:`
-            layer not in force here refuses create
+            layer not in force here refuses create; the launcher's refusal
+            and the tool's status reach the container's exit record
 
     oci_test.py AGENTD BULWARK_OCI LAUNCHER RULES_DIR
 """
@@ -324,6 +325,15 @@ def leaves_nothing(env: Env, cid: str) -> bool:
         not os.path.exists(os.path.join(env.dir, "oci-state", cid))
 
 
+def exit_record(env: Env, cid: str) -> dict:
+    """The detail of the exit record agentd keeps for container `cid`."""
+    for row in reversed(env.records("kind = 3")):
+        detail = json.loads(row["detail"] or "{}")
+        if detail.get("container", {}).get("id") == cid:
+            return detail
+    return {}
+
+
 def check_lsm_verdict(env: Env, cid: str, r: subprocess.CompletedProcess, held: str, refusal_named: bool,
                       refused: str) -> None:
     """A create that only the BPF LSM can let through: it succeeds where the
@@ -384,6 +394,12 @@ def case_supervisor(env: Env) -> None:
                 "bin-listed")
     check(r.returncode == 0 and "hello from work" in r.stdout,
           f"supervisor: control: its listed binary (sh -> dash) starts and runs cat (rc {r.returncode}: {r.stderr.strip()[-200:]})")
+    ends = {cid: exit_record(env, cid) for cid in ("bin-other", "bin-listed")}
+    check(ends["bin-other"].get("code") == 126 and
+          "not one of the policy's binaries" in ends["bin-other"].get("launcher_refused", ""),
+          f"supervisor: the refusal is in the container's exit record ({ends['bin-other']})")
+    check(ends["bin-listed"].get("code") == 0 and "launcher_refused" not in ends["bin-listed"],
+          f"supervisor: control: a tool that ran has its exit status there ({ends['bin-listed']})")
     r = env.oci("run", "--bundle", env.bundle("bin-control", ["cat", "/work/hello"], None, host_net=False), "bin-control")
     check(r.returncode == 0 and "hello from work" in r.stdout, "supervisor: control: unannotated, cat runs")
     # hardening: busybox-static is not PIE

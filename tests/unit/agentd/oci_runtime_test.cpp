@@ -252,6 +252,17 @@ TEST_CASE("the spec confined, step by step", "[oci][spec]") {
         REQUIRE_FALSE(bad);
         CHECK_THAT(bad.error(), Catch::Contains("/.bulwark"));
     }
+    SECTION("with a report directory: mounted writable, no exec, and the launcher told to report there") {
+        auto r = confine_spec(spec, *p, t.path + "/bundle", t.path + "/launch", t.path + "/report");
+        REQUIRE(r);
+        CHECK(r->spec["process"]["args"] ==
+              json({"/.bulwark/launch", "--report", "/.bulwark/report/launch.json", "--", "sh", "-c", "true"}));
+        const json& m = r->spec["mounts"].back();
+        CHECK(m["destination"] == "/.bulwark/report");
+        CHECK(m["source"] == t.path + "/report");
+        for (const char* o : {"rw", "noexec", "nosuid", "nodev"})
+            CHECK(std::find(m["options"].begin(), m["options"].end(), o) != m["options"].end());
+    }
     SECTION("a spec without a process or root is refused") {
         auto no_proc = spec;
         no_proc.erase("process");
