@@ -211,19 +211,11 @@ Step Launch::resolve_binary() {
 //      ELF properties of the tool and its libraries).
 Step Launch::prepare_env_and_hardening() {
     env_ = build_env(bundle_.env, req_);
-    std::string existing_tunables;
-    for (const auto& kv : env_)
-        if (kv.starts_with("GLIBC_TUNABLES=")) existing_tunables = kv.substr(15);
-    auto hard = prepare_hardening(bundle_.hardening, bin_fd_.get(), req_.argv[0], existing_tunables,
-                                  CpuFeatures::probe());
+    auto hard = harden_env(env_, bundle_.hardening, bin_fd_.get(), req_.argv[0], CpuFeatures::probe());
     if (!hard) return refused(hard.error());
     hard_ = std::move(*hard);
     rep_.hardening = hard_->in_force;
     for (const auto& w : hard_->warnings) rep_.warnings.push_back(w);
-    if (!hard_->glibc_tunables.empty()) {
-        std::erase_if(env_, [](const std::string& kv) { return kv.starts_with("GLIBC_TUNABLES="); });
-        env_.push_back("GLIBC_TUNABLES=" + hard_->glibc_tunables);
-    }
     return {};
 }
 
