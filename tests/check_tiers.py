@@ -4,7 +4,9 @@
 What tiers share lives in tests/support/. This fails (exit 1, one line per
 breach, file:line) when a tier's source includes a header of another tier's
 folder (not its own, not in tests/support/), or when a tier's CMakeLists.txt
-names a file under another tier's folder.
+names a file under another tier's folder, or when any CMakeLists.txt of the
+repository registers a test with a bare add_test() instead of
+bulwark_add_test() (which gates skips in CI, cmake/BulwarkTest.cmake).
 
     check_tiers.py TESTS_DIR
 """
@@ -52,6 +54,17 @@ def main() -> int:
                             for other in re.findall(r"\$\{CMAKE_SOURCE_DIR\}/tests/([A-Za-z0-9_.-]+)/", line):
                                 if other not in (tier, "support"):
                                     breaches.append(f"{rel}:{n}: names a file of the {other} tier; share it through tests/support/")
+    repo = os.path.dirname(tests)
+    for dirpath, dirs, files in os.walk(repo):
+        dirs[:] = [d for d in dirs if d not in ("node_modules", ".git") and not d.startswith("build")]
+        if "CMakeLists.txt" not in files:
+            continue
+        path = os.path.join(dirpath, "CMakeLists.txt")
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                if re.search(r"(?<![A-Za-z0-9_])add_test\s*\(", line.split("#", 1)[0]):
+                    breaches.append(f"{os.path.relpath(path, repo)}:{n}: a bare add_test(); use bulwark_add_test() "
+                                    "so that a skip fails in CI unless tests/not-runnable.txt lists it")
     for b in breaches:
         print(b)
     if breaches:

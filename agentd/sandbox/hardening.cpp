@@ -147,4 +147,19 @@ int hardening_child_apply(const HardeningPrep& prep) {
     return 0;
 }
 
+std::expected<HardeningPrep, std::string> harden_env(std::vector<std::string>& env,
+                                                     const policy::HardeningPlan& plan, int exe_fd,
+                                                     const std::string& exe_path, const CpuFeatures& cpu,
+                                                     const std::string& sysroot) {
+    std::string existing;
+    for (const auto& kv : env)
+        if (kv.starts_with("GLIBC_TUNABLES=")) existing = kv.substr(15);
+    auto hard = prepare_hardening(plan, exe_fd, exe_path, existing, cpu, sysroot);
+    if (hard && !hard->glibc_tunables.empty()) {
+        std::erase_if(env, [](const std::string& kv) { return kv.starts_with("GLIBC_TUNABLES="); });
+        env.push_back("GLIBC_TUNABLES=" + hard->glibc_tunables);
+    }
+    return hard;
+}
+
 }  // namespace bulwark

@@ -40,6 +40,15 @@ std::expected<HardeningPrep, std::string> prepare_hardening(const policy::Harden
                                                             const CpuFeatures& cpu,
                                                             const std::string& sysroot = "");
 
+// The spawner's hardening step over the tool's environment (run_tool's p2):
+// the existing GLIBC_TUNABLES of `env` (after the environment policy) is
+// what prepare_hardening merges into; when the plan sets tunables, `env`'s
+// GLIBC_TUNABLES entry is replaced by the merged value.
+std::expected<HardeningPrep, std::string> harden_env(std::vector<std::string>& env,
+                                                     const policy::HardeningPlan& plan, int exe_fd,
+                                                     const std::string& exe_path, const CpuFeatures& cpu,
+                                                     const std::string& sysroot = "");
+
 // Child: 0 or -errno.
 int hardening_child_apply(const HardeningPrep& prep);
 

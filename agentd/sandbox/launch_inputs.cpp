@@ -101,16 +101,9 @@ std::expected<ToolEnvironment, std::string> prepare_tool_environment(const polic
                                                                      const RunRequest& req) {
     ToolEnvironment out;
     out.env = build_env(b.env, req);
-    std::string existing_tunables;
-    for (const auto& kv : out.env)
-        if (kv.starts_with("GLIBC_TUNABLES=")) existing_tunables = kv.substr(15);
-    auto hard = prepare_hardening(b.hardening, exe_fd, exe_name, existing_tunables, CpuFeatures::probe());
+    auto hard = harden_env(out.env, b.hardening, exe_fd, exe_name, CpuFeatures::probe());
     if (!hard) return std::unexpected(hard.error());
     out.hardening = std::move(*hard);
-    if (!out.hardening.glibc_tunables.empty()) {
-        std::erase_if(out.env, [](const std::string& kv) { return kv.starts_with("GLIBC_TUNABLES="); });
-        out.env.push_back("GLIBC_TUNABLES=" + out.hardening.glibc_tunables);
-    }
     return out;
 }
 

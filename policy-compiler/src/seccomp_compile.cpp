@@ -6,10 +6,11 @@
 // allow is dropped), and it cannot compare one argument twice in a rule. So
 // precedence is settled here, before libseccomp sees a rule: every entry is
 // narrowed by the negation of each higher-precedence entry with a different
-// action (deny > clone3 ENOSYS > allow > baseline), and the resulting rules of
+// action (deny > clone3 ENOSYS, setuid/setgid modes > allow > baseline), and the resulting rules of
 // different actions never overlap. What cannot be expressed that way is a
 // compile error naming both rules, never a silently wider filter.
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -419,6 +420,10 @@ std::expected<void, SeccompError> check_rule(const SyscallRule& r, bool deny) {
     if (r.name == "clone3" && !deny && r.action == SeccompAction::Allow)
         return error(r.rule_id, "clone3 cannot be allowed: seccomp cannot read the flags in its "
                                 "struct, so it is answered ENOSYS and libc falls back to clone");
+    if (r.name == "openat2" && !deny && r.action == SeccompAction::Allow)
+        return error(r.rule_id, "openat2 cannot be allowed: seccomp cannot read the mode in its struct "
+                                "(a set-id file could be created), so it is answered ENOSYS and callers "
+                                "fall back to openat");
     return {};
 }
 
@@ -535,6 +540,7 @@ struct SeccompBuild {
     Built add_baseline();
     Built add_allows();
     Built add_clone3_enosys();
+    Built add_setid_mode_refusal();
     Built add_denies();
     Built check_compat_arches();
     Built build_arches();
@@ -608,6 +614,7 @@ Built SeccompBuild::add_baseline() {
             break;
     }
     for (const auto& r : baseline) {
+        if (r.name == "openat2" && r.action == SeccompAction::Allow) continue;  // ENOSYS below (tier 3)
         if (auto ok = check_rule(r, r.action != SeccompAction::Allow); !ok) return std::unexpected(ok.error());
         if (r.name == "clone3" && r.action == SeccompAction::Allow) continue;  // ENOSYS below
         if (auto ok = add(r, 1, detail::format("baseline rule for {}", r.name)); !ok)
@@ -635,6 +642,33 @@ Built SeccompBuild::add_allows() {
 Built SeccompBuild::add_clone3_enosys() {
     SyscallRule clone3{"clone3", {}, SeccompAction::Errno, ENOSYS, 0};
     return add(clone3, 3, "clone3 ENOSYS");
+}
+
+// Tier 3: no call sets the setuid or setgid bit on a file (SECURITY.md,
+// "chmod u+s on outputs"): the workdir is a host directory, and a set-id file
+// left there runs as the tool's ids for whoever executes it later, outside
+// the sandbox (nosuid holds only inside). The baseline allows the chmod
+// family and the creating calls with any mode; each answers the violation
+// action when its mode argument has S_ISUID or S_ISGID, above every allow (no
+// rule file can grant it). openat2 carries its mode in a struct seccomp
+// cannot read: it answers ENOSYS like clone3 (libc does not use it; callers
+// that do fall back to openat, whose mode the filter sees).
+Built SeccompBuild::add_setid_mode_refusal() {
+    struct Call {
+        const char* name;
+        uint8_t mode_arg;
+    };
+    for (Call c : {Call{"chmod", 1}, Call{"fchmod", 1}, Call{"fchmodat", 2}, Call{"fchmodat2", 2},
+                   Call{"open", 2}, Call{"openat", 3}, Call{"creat", 1}, Call{"mknod", 1}, Call{"mknodat", 2}}) {
+        if (!is_known_syscall(c.name)) continue;  // a libseccomp older than the call: no number to judge
+        for (uint64_t bit : {uint64_t{S_ISUID}, uint64_t{S_ISGID}}) {
+            SyscallRule r{c.name, {Cond{c.mode_arg, Op::MaskedEq, bit, bit}}, spec.violation, spec.violation_errno, 0};
+            if (auto ok = add(r, 3, detail::format("{} with a set-id mode bit", c.name)); !ok)
+                return std::unexpected(ok.error());
+        }
+    }
+    SyscallRule openat2{"openat2", {}, SeccompAction::Errno, ENOSYS, 0};
+    return add(openat2, 3, "openat2 ENOSYS");
 }
 
 // Tier 4: the rule file's denies, over everything else.
@@ -805,8 +839,8 @@ std::expected<std::vector<ResolvedSyscallRule>, SeccompError> resolve_seccomp_ru
     if (auto ok = check_violation(spec); !ok) return std::unexpected(ok.error());
     SeccompBuild b(spec);
     static constexpr Built (SeccompBuild::*kSteps[])() = {
-        &SeccompBuild::add_baseline, &SeccompBuild::add_allows, &SeccompBuild::add_clone3_enosys,
-        &SeccompBuild::add_denies,   &SeccompBuild::check_compat_arches,
+        &SeccompBuild::add_baseline,           &SeccompBuild::add_allows, &SeccompBuild::add_clone3_enosys,
+        &SeccompBuild::add_setid_mode_refusal, &SeccompBuild::add_denies, &SeccompBuild::check_compat_arches,
     };
     for (auto step : kSteps)
         if (auto ok = (b.*step)(); !ok) return std::unexpected(ok.error());
@@ -829,6 +863,7 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
         &SeccompBuild::add_baseline,         // tier 1
         &SeccompBuild::add_allows,           // tier 2
         &SeccompBuild::add_clone3_enosys,    // tier 3
+        &SeccompBuild::add_setid_mode_refusal,  // tier 3: chmod family without S_ISUID/S_ISGID
         &SeccompBuild::add_denies,           // tier 4
         &SeccompBuild::check_compat_arches,  // the compat ABIs the rules accept exist here
         &SeccompBuild::build_arches,         // one context per arch, merged

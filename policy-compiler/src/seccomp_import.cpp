@@ -406,6 +406,12 @@ Imported ProfileImport::syscall_rule(const json& call, const std::string& where)
                                              where));
             continue;
         }
+        if (n == "openat2" && act->action == SeccompAction::Allow) {
+            spec.notes.push_back(detail::format("{}: openat2 is answered ENOSYS (seccomp cannot "
+                                             "read the mode in its struct); callers fall back to openat",
+                                             where));
+            continue;
+        }
         SyscallRule r;
         r.name = n;
         r.args = *args;

@@ -24,11 +24,21 @@
 #include <set>
 #include <thread>
 
+#include <filesystem>
+#include <mutex>
+
+#include "bpf/bpf_runtime.h"
+#include "bulwark/policy/compiler.h"
+#include "bulwark/policy/instantiate.h"
+#include "cli/cmd_run.h"
+#include "tasks/tool_catalog.h"
+#include "private_runtime.h"
 #include "sandbox/cgroup.h"
-#include "spawn_fixture.h"
 #include "sandbox/spawner.h"
+#include "spawn_fixture.h"
 
 using namespace bulwark;
+using bulwark::test::PrivateRuntime;
 
 namespace {
 
@@ -109,131 +119,153 @@ struct Host {
     }
 };
 
+// One layer's answer to an attempt. `layer` is "seccomp" or "landlock" (the
+// two a test can switch off, test::without_layers) or a layer in force in
+// every run (namespaces, caps, rlimits, cgroups, the supervisor).
+struct Stop {
+    const char* layer;
+    const char* outcome;  // "ENOSYS", "SIGKILL+OOM", "TIMEOUT", "REAPED", ...
+};
+
+bool switchable(std::string_view layer) { return layer == "seccomp" || layer == "landlock"; }
+
 struct Attempt {
     const char* cls;
     const char* name;
     std::function<std::string(const Host&)> arg;
-    // Accepted sandboxed outcomes ("ENOSYS", "SIGKILL+OOM", "TIMEOUT", ...)
-    // and the layer each one means.
-    std::map<std::string, std::string> expect;
+    // Every layer that answers this attempt on its own, in the order the
+    // kernel consults them, each with its own outcome under the test
+    // fixture's hand-built policy (seccomp answers ENOSYS there, an errno of
+    // its own). The per-layer proof runs the attempt with seccomp and/or
+    // Landlock switched off and requires the first layer still on to answer
+    // exactly; with every listed layer off the attempt succeeds ("OK").
+    std::vector<Stop> stack;
     const char* layers;  // every layer designed to stand in the way
+    // The layer that stops it under a compiled shipped policy (a typical
+    // tool: files in its workdir, network none); tool_expectation() says
+    // where a tool's rules differ, each with the rule.
+    const char* compiled;
 };
 
 std::string none(const Host&) { return ""; }
 
+// The outcome under a hand-built policy with seccomp and Landlock on or off.
+std::string expected_outcome(const Attempt& a, bool seccomp_on, bool landlock_on) {
+    for (const auto& s : a.stack) {
+        std::string_view l = s.layer;
+        if ((l == "seccomp" && !seccomp_on) || (l == "landlock" && !landlock_on)) continue;
+        return s.outcome;
+    }
+    return "OK";
+}
+
 const std::vector<Attempt>& battery() {
-    const std::map<std::string, std::string> seccomp = {{"ENOSYS", "seccomp"}};
+    using S = std::vector<Stop>;
     static const std::vector<Attempt> a = {
         // syscall surface
-        {"syscall", "io_uring_setup", none, seccomp, "seccomp"},
-        {"syscall", "clone3_newuser", none, seccomp, "seccomp (clone3 answered ENOSYS), user ns nesting"},
-        {"syscall", "clone_newns", none, seccomp, "seccomp (clone flag filter), user ns"},
-        {"syscall", "unshare_user", none, seccomp, "seccomp, user ns"},
-        {"syscall", "unshare_net", none, seccomp, "seccomp, no CAP_SYS_ADMIN"},
+        {"syscall", "io_uring_setup", none, S{{"seccomp", "ENOSYS"}}, "seccomp", "seccomp"},
+        {"syscall", "clone3_newuser", none, S{{"seccomp", "ENOSYS"}}, "seccomp (clone3 answered ENOSYS), user ns nesting", "seccomp"},
+        {"syscall", "clone_newns", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp (clone flag filter), user ns", "seccomp"},
+        {"syscall", "unshare_user", none, S{{"seccomp", "ENOSYS"}}, "seccomp, user ns", "seccomp"},
+        {"syscall", "unshare_net", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp, no CAP_SYS_ADMIN", "seccomp"},
         {"syscall", "setns_mnt", [](const Host& h) { return "/proc/" + h.pid + "/ns/mnt"; },
-         {{"ENOENT", "pid ns + mount ns (launcher not visible)"}}, "pid ns, mount ns, seccomp (setns)"},
-        {"syscall", "mount_tmpfs", none, seccomp, "seccomp, no CAP_SYS_ADMIN"},
-        {"syscall", "umount_proc", none, seccomp, "seccomp, locked mounts"},
-        {"syscall", "remount_root_rw", none, seccomp, "seccomp, locked read-only flags"},
-        {"syscall", "pivot_root", none, seccomp, "seccomp, Landlock (no mount changes)"},
-        {"syscall", "chroot", none, seccomp, "seccomp, no CAP_SYS_CHROOT"},
-        {"syscall", "add_key", none, seccomp, "seccomp"},
-        {"syscall", "keyctl", none, seccomp, "seccomp"},
-        {"syscall", "bpf_map_create", none, seccomp, "seccomp, no CAP_BPF"},
-        {"syscall", "perf_event_open", none, seccomp, "seccomp"},
-        {"syscall", "userfaultfd", none, seccomp, "seccomp"},
-        {"syscall", "open_by_handle_at", none, seccomp, "seccomp, no CAP_DAC_READ_SEARCH"},
-        {"syscall", "clock_settime", none, seccomp, "seccomp, no CAP_SYS_TIME"},
-        {"syscall", "adjtimex", none, seccomp, "seccomp, no CAP_SYS_TIME"},
-        {"syscall", "ptrace_child", none, seccomp, "seccomp, pid ns"},
-        {"syscall", "process_vm_readv", none, seccomp, "seccomp, pid ns"},
-        {"syscall", "kcmp", none, seccomp, "seccomp, pid ns"},
-        {"syscall", "memfd_exec", none, {{"EACCES", "pid ns vm.memfd_noexec=2 (memfd not executable)"}},
-         "pid ns memfd_noexec, BPF LSM bprm_check (VM tier); Landlock skips internal mounts"},
+         S{{"pid ns", "ENOENT"}}, "pid ns, mount ns, seccomp (setns)", "pid ns"},
+        {"syscall", "mount_tmpfs", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp, no CAP_SYS_ADMIN", "seccomp"},
+        {"syscall", "umount_proc", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp, locked mounts", "seccomp"},
+        {"syscall", "remount_root_rw", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp, locked read-only flags", "seccomp"},
+        {"syscall", "pivot_root", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp, Landlock (no mount changes)", "seccomp"},
+        {"syscall", "chroot", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp, no CAP_SYS_CHROOT", "seccomp"},
+        {"syscall", "add_key", none, S{{"seccomp", "ENOSYS"}}, "seccomp", "seccomp"},
+        {"syscall", "keyctl", none, S{{"seccomp", "ENOSYS"}}, "seccomp", "seccomp"},
+        {"syscall", "bpf_map_create", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp, no CAP_BPF", "seccomp"},
+        {"syscall", "perf_event_open", none, S{{"seccomp", "ENOSYS"}}, "seccomp", "seccomp"},
+        {"syscall", "userfaultfd", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp, no CAP_SYS_PTRACE (vm.unprivileged_userfaultfd 0)", "seccomp"},
+        {"syscall", "open_by_handle_at", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp, no CAP_DAC_READ_SEARCH", "seccomp"},
+        {"syscall", "clock_settime", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp, no CAP_SYS_TIME", "seccomp"},
+        {"syscall", "adjtimex", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp, no CAP_SYS_TIME", "seccomp"},
+        {"syscall", "ptrace_child", none, S{{"seccomp", "ENOSYS"}}, "seccomp, pid ns", "seccomp"},
+        {"syscall", "process_vm_readv", none, S{{"seccomp", "ENOSYS"}}, "seccomp, pid ns", "seccomp"},
+        {"syscall", "kcmp", none, S{{"seccomp", "ENOSYS"}}, "seccomp, pid ns", "seccomp"},
+        {"syscall", "memfd_exec", none, S{{"memfd_noexec", "EACCES"}},
+         "pid ns memfd_noexec, BPF LSM bprm_check (VM tier); Landlock skips internal mounts", "memfd_noexec"},
         {"syscall", "exec_written_file", [](const Host& h) { return h.workdir; },
-         {{"EACCES", "landlock (no execute in the workdir)"}}, "Landlock execute, BPF LSM (VM tier)"},
+         S{{"landlock", "EACCES"}}, "Landlock execute, BPF LSM (VM tier)", "landlock"},
         // posture
-        {"posture", "posture", none, {{"EPERM", "supervisor (posture checked before exec)"}},
-         "supervisor posture check, caps, seccomp"},
-        {"posture", "setuid_root", none, {{"EINVAL", "user ns (uid 0 unmapped)"}, {"EPERM", "caps"}},
-         "user ns, caps, securebits"},
-        {"posture", "capset_sys_admin", none, {{"EPERM", "caps (bounding set empty)"}}, "caps"},
-        {"posture", "securebits_unlock", none, {{"EPERM", "caps (securebits locked, no CAP_SETPCAP)"}}, "caps"},
+        {"posture", "posture", none, S{{"supervisor", "EPERM"}}, "supervisor posture check, caps, seccomp", "supervisor"},
+        {"posture", "setuid_root", none, S{{"user ns", "EINVAL"}}, "user ns, caps, securebits", "user ns"},
+        {"posture", "capset_sys_admin", none, S{{"caps", "EPERM"}}, "caps", "caps"},
+        {"posture", "securebits_unlock", none, S{{"caps", "EPERM"}}, "caps", "caps"},
         // filesystem
-        {"filesystem", "procpid_root_shadow", [](const Host& h) { return h.pid; },
-         {{"ENOENT", "pid ns + mount ns"}}, "pid ns, mount ns, Landlock"},
-        {"filesystem", "read_shadow", none, {{"ENOENT", "mount ns (not in the view)"}}, "mount ns, Landlock, DAC"},
-        {"filesystem", "launcher_environ", [](const Host& h) { return h.pid; }, {{"ENOENT", "pid ns"}},
-         "pid ns, Landlock"},
-        {"filesystem", "launcher_exe", [](const Host& h) { return h.pid; }, {{"ENOENT", "pid ns"}},
-         "pid ns, verified binary fd"},
-        {"filesystem", "leaked_fds", none, {{"EBADF", "supervisor (close_range CLOEXEC)"}},
-         "supervisor close_range"},
-        {"filesystem", "core_pattern", none, {{"EACCES", "landlock (/proc read-only) + DAC"}},
-         "Landlock, user ns (sysctl owned by host root)"},
-        {"filesystem", "release_agent", none, {{"ENOENT", "mount ns (no /sys)"}}, "mount ns, seccomp (mount)"},
-        {"filesystem", "host_file", [](const Host&) { return std::string(ESCAPE_PROBE); },
-         {{"ENOENT", "mount ns"}}, "mount ns, Landlock"},
-        {"filesystem", "kmsg", none, {{"ENOENT", "mount ns (minimal /dev)"}}, "mount ns, Landlock"},
-        {"filesystem", "write_usr", none, {{"EROFS", "mount ns (read-only bind)"}}, "mount ns, Landlock"},
+        {"filesystem", "procpid_root_shadow", [](const Host& h) { return h.pid; }, S{{"pid ns", "ENOENT"}},
+         "pid ns, mount ns, Landlock", "pid ns"},
+        {"filesystem", "read_shadow", none, S{{"mount ns", "ENOENT"}}, "mount ns, Landlock, DAC", "mount ns"},
+        {"filesystem", "launcher_environ", [](const Host& h) { return h.pid; }, S{{"pid ns", "ENOENT"}},
+         "pid ns, Landlock", "pid ns"},
+        {"filesystem", "launcher_exe", [](const Host& h) { return h.pid; }, S{{"pid ns", "ENOENT"}},
+         "pid ns, verified binary fd", "pid ns"},
+        {"filesystem", "leaked_fds", none, S{{"supervisor", "EBADF"}}, "supervisor close_range", "supervisor"},
+        // Landlock refuses it too, with the same EACCES as DAC: no outcome of
+        // its own here, so only the layer that answers alone is claimed.
+        {"filesystem", "core_pattern", none, S{{"user ns", "EACCES"}},
+         "Landlock, user ns (sysctl owned by host root)", "user ns"},
+        {"filesystem", "release_agent", none, S{{"mount ns", "ENOENT"}}, "mount ns, seccomp (mount)", "mount ns"},
+        {"filesystem", "host_file", [](const Host&) { return std::string(ESCAPE_PROBE); }, S{{"mount ns", "ENOENT"}},
+         "mount ns, Landlock", "mount ns"},
+        {"filesystem", "kmsg", none, S{{"mount ns", "ENOENT"}}, "mount ns, Landlock", "mount ns"},
+        // The read-only bind answers at open, before Landlock's hook is asked.
+        {"filesystem", "write_usr", none, S{{"mount ns", "EROFS"}}, "mount ns, Landlock", "mount ns"},
         {"filesystem", "mknod_char", [](const Host& h) { return h.workdir; },
-         {{"EACCES", "landlock (make_char not granted)"}, {"EPERM", "caps"}}, "Landlock, caps, nodev"},
-        {"filesystem", "chmod_setuid", [](const Host& h) { return h.workdir; }, seccomp,
-         "seccomp (mode filter), nosuid mounts"},
-        {"filesystem", "hardlink_etc", [](const Host& h) { return h.workdir; },
-         {{"EXDEV", "mount ns (bind boundary) + landlock refer"}}, "mount ns, Landlock refer"},
-        {"filesystem", "dotdot_escape", none, {{"ENOENT", "mount ns (pivot_root, old root detached)"}},
-         "mount ns, Landlock"},
+         S{{"landlock", "EACCES"}, {"caps", "EPERM"}}, "Landlock, caps, nodev", "landlock"},
+        {"filesystem", "chmod_setuid", [](const Host& h) { return h.workdir; }, S{{"seccomp", "ENOSYS"}},
+         "seccomp (mode filter), nosuid mounts", "seccomp"},
+        {"filesystem", "hardlink_etc", [](const Host& h) { return h.workdir; }, S{{"mount ns", "EXDEV"}},
+         "mount ns, Landlock refer", "mount ns"},
+        {"filesystem", "dotdot_escape", none, S{{"mount ns", "ENOENT"}}, "mount ns, Landlock", "mount ns"},
         // network
         {"network", "tcp_loopback_host", [](const Host& h) { return std::to_string(h.port4); },
-         {{"EACCES", "landlock TCP connect (no port rule)"}, {"ECONNREFUSED", "net ns"}},
-         "Landlock TCP connect, net ns, cgroup sock_addr (rules mode)"},
+         S{{"landlock", "EACCES"}, {"net ns", "ECONNREFUSED"}},
+         "Landlock TCP connect, net ns, cgroup sock_addr (rules mode), BPF sock_create", "sock_create"},
         {"network", "tcp6_loopback_host", [](const Host& h) { return std::to_string(h.port6); },
-         {{"EACCES", "landlock TCP connect (no port rule)"}, {"ECONNREFUSED", "net ns"}},
-         "Landlock TCP connect, net ns"},
-        {"network", "udp_metadata", none, {{"ENETUNREACH", "net ns (no route)"}}, "net ns, cgroup sock_addr"},
-        {"network", "tcp_external", none, {{"ENETUNREACH", "net ns (no route)"}}, "net ns, cgroup sock_addr"},
-        {"network", "packet_socket", none, {{"ENOSYS", "seccomp (socket family filter)"}, {"EPERM", "caps (no CAP_NET_RAW)"}},
-         "seccomp family filter, caps, net ns"},
-        {"network", "socket_vsock", none, seccomp, "seccomp family filter, BPF sock_create (rules mode)"},
-        {"network", "socket_xdp", none, seccomp, "seccomp family filter, caps"},
-        {"network", "netlink_audit", none, seccomp, "seccomp netlink-protocol filter, caps"},
-        {"network", "raw_socket", none, {{"EPERM", "caps (no CAP_NET_RAW)"}}, "caps, net ns"},
-        {"network", "bind_port_80", none, {{"EACCES", "landlock net bind / unprivileged port"}},
-         "Landlock TCP bind, caps"},
+         S{{"landlock", "EACCES"}, {"net ns", "ECONNREFUSED"}}, "Landlock TCP connect, net ns, BPF sock_create", "sock_create"},
+        {"network", "udp_metadata", none, S{{"net ns", "ENETUNREACH"}}, "net ns, cgroup sock_addr, BPF sock_create", "sock_create"},
+        {"network", "tcp_external", none, S{{"net ns", "ENETUNREACH"}}, "net ns, cgroup sock_addr, BPF sock_create", "sock_create"},
+        {"network", "packet_socket", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}},
+         "seccomp family filter, caps, net ns", "seccomp"},
+        {"network", "socket_vsock", none, S{{"seccomp", "ENOSYS"}}, "seccomp family filter, BPF sock_create (rules mode)", "seccomp"},
+        {"network", "socket_xdp", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp family filter, caps", "seccomp"},
+        // Creating the socket needs no capability (sending to it does): seccomp alone.
+        {"network", "netlink_audit", none, S{{"seccomp", "ENOSYS"}}, "seccomp netlink-protocol filter, caps (to send)", "seccomp"},
+        {"network", "raw_socket", none, S{{"caps", "EPERM"}}, "caps, net ns", "caps"},
+        // Landlock's TCP bind refusal and the privileged port's both say EACCES.
+        {"network", "bind_port_80", none, S{{"caps", "EACCES"}}, "Landlock TCP bind, caps, BPF sock_create", "sock_create"},
         {"network", "abstract_unix_host", [](const Host& h) { return h.abstract_name; },
-         {{"ECONNREFUSED", "net ns"}, {"EPERM", "landlock scope"}}, "net ns, Landlock abstract-unix scope"},
-        {"network", "pathname_unix_host", [](const Host& h) { return h.unix_path; },
-         {{"ENOENT", "mount ns (private /tmp)"}}, "mount ns, Landlock"},
+         S{{"net ns", "ECONNREFUSED"}}, "net ns, Landlock abstract-unix scope, cgroup unix programs", "sock_unix"},
+        {"network", "pathname_unix_host", [](const Host& h) { return h.unix_path; }, S{{"mount ns", "ENOENT"}},
+         "mount ns, Landlock, cgroup unix programs", "sock_unix"},
         // terminal and IPC
-        {"terminal-ipc", "tiocsti", none, {{"ENOENT", "mount ns (no tty, no ptmx) + setsid"}},
-         "setsid, mount ns"},
-        {"terminal-ipc", "kill_all", none, {{"ESRCH", "pid ns"}}, "pid ns, Landlock signal scope"},
-        {"terminal-ipc", "signal_launcher", [](const Host& h) { return h.pid; }, {{"ESRCH", "pid ns"}},
-         "pid ns, Landlock signal scope"},
-        {"terminal-ipc", "pidfd_launcher", [](const Host& h) { return h.pid; }, {{"ESRCH", "pid ns"}}, "pid ns"},
-        {"terminal-ipc", "f_setown_launcher", [](const Host& h) { return h.pid; }, {{"ESRCH", "pid ns"}},
-         "pid ns"},
+        {"terminal-ipc", "tiocsti", none, S{{"mount ns", "ENOENT"}}, "setsid, mount ns", "mount ns"},
+        {"terminal-ipc", "kill_all", none, S{{"pid ns", "ESRCH"}}, "pid ns, Landlock signal scope", "pid ns"},
+        {"terminal-ipc", "signal_launcher", [](const Host& h) { return h.pid; }, S{{"pid ns", "ESRCH"}},
+         "pid ns, Landlock signal scope", "pid ns"},
+        {"terminal-ipc", "pidfd_launcher", [](const Host& h) { return h.pid; }, S{{"pid ns", "ESRCH"}}, "pid ns", "pid ns"},
+        {"terminal-ipc", "f_setown_launcher", [](const Host& h) { return h.pid; }, S{{"pid ns", "ESRCH"}}, "pid ns", "pid ns"},
         {"terminal-ipc", "sysv_shm_host", [](const Host& h) { return std::to_string(h.shm_key); },
-         {{"ENOENT", "ipc ns"}}, "ipc ns"},
-        {"terminal-ipc", "mqueue_host", [](const Host& h) { return h.mq_name; }, {{"ENOENT", "ipc ns"}},
-         "ipc ns"},
-        {"terminal-ipc", "dev_shm_host", [](const Host& h) { return h.dev_shm; },
-         {{"ENOENT", "mount ns (no /dev/shm)"}}, "mount ns"},
-        {"terminal-ipc", "sethostname", none, seccomp, "seccomp, uts ns"},
+         S{{"ipc ns", "ENOENT"}}, "ipc ns", "ipc ns"},
+        {"terminal-ipc", "mqueue_host", [](const Host& h) { return h.mq_name; }, S{{"ipc ns", "ENOENT"}}, "ipc ns", "ipc ns"},
+        {"terminal-ipc", "dev_shm_host", [](const Host& h) { return h.dev_shm; }, S{{"mount ns", "ENOENT"}}, "mount ns", "mount ns"},
+        {"terminal-ipc", "sethostname", none, S{{"seccomp", "ENOSYS"}, {"caps", "EPERM"}}, "seccomp, uts ns", "seccomp"},
         // resources
-        {"resources", "fork_bomb", none, {{"EAGAIN", "cgroup pids / RLIMIT_NPROC"}}, "pids cgroup, NPROC"},
-        {"resources", "fd_bomb", none, {{"EMFILE", "rlimit NOFILE"}}, "RLIMIT_NOFILE"},
-        {"resources", "memory_hog", none, {{"SIGKILL+OOM", "memory cgroup (tool OOM-killed)"}}, "memory cgroup"},
-        {"resources", "disk_fill", [](const Host& h) { return h.workdir; }, {{"EFBIG", "rlimit FSIZE"}},
-         "RLIMIT_FSIZE, tmpfs size"},
-        {"resources", "cpu_spin", none, {{"TIMEOUT", "supervisor timeout + cgroup.kill"}},
-         "timeout, cpu cgroup"},
-        {"resources", "raise_core_limit", none, {{"EPERM", "rlimit CORE hard 0"}}, "RLIMIT_CORE"},
+        {"resources", "fork_bomb", none, S{{"cgroup pids", "EAGAIN"}}, "pids cgroup, NPROC", "cgroup pids"},
+        {"resources", "fd_bomb", none, S{{"rlimit", "EMFILE"}}, "RLIMIT_NOFILE", "rlimit"},
+        {"resources", "memory_hog", none, S{{"cgroup memory", "SIGKILL+OOM"}}, "memory cgroup", "cgroup memory"},
+        {"resources", "disk_fill", [](const Host& h) { return h.workdir; }, S{{"rlimit", "EFBIG"}},
+         "RLIMIT_FSIZE, tmpfs size", "rlimit"},
+        {"resources", "cpu_spin", none, S{{"supervisor", "TIMEOUT"}}, "timeout, cpu cgroup", "supervisor"},
+        {"resources", "raise_core_limit", none, S{{"rlimit", "EPERM"}}, "RLIMIT_CORE", "rlimit"},
         {"resources", "own_cgroup_limits", [](const Host& h) { return h.own_memory_limit; },
-         {{"ENOENT", "mount ns (no cgroupfs)"}}, "mount ns, cgroup ns"},
-        {"resources", "orphan", [](const Host& h) { return h.workdir + "/beat"; },
-         {{"REAPED", "pid ns teardown + cgroup.kill"}}, "pid ns, cgroup.kill"},
+         S{{"mount ns", "ENOENT"}}, "mount ns, cgroup ns", "mount ns"},
+        {"resources", "orphan", [](const Host& h) { return h.workdir + "/beat"; }, S{{"pid ns", "REAPED"}},
+         "pid ns, cgroup.kill", "pid ns"},
     };
     return a;
 }
@@ -286,11 +318,64 @@ struct Row {
     bool control_ok = false, contained = false, layer_as_expected = false;
 };
 
-}  // namespace
+using Runner = std::function<RunReport(const policy::Bundle&, const std::vector<std::string>& argv)>;
 
-TEST_CASE("escape battery: every attempt succeeds unconfined and is contained in the sandbox") {
-    Host host;
-    REQUIRE(host.tcp4 >= 0);
+// One attempt's outcome in a sandbox: the probe's verdict, or how the run
+// ended (TIMEOUT, SIG<name>[+OOM], LAUNCH ...); the orphan attempt is judged
+// by its heartbeat file after the run.
+std::string sandboxed_outcome(const Runner& run, const policy::Bundle& b, const Attempt& a, const Host& host) {
+    const std::string beat = host.workdir + "/beat";
+    ::unlink(beat.c_str());
+    RunReport r = run(b, {ESCAPE_PROBE, a.name, a.arg(host)});
+    std::string out;
+    if (r.outcome == RunOutcome::Refused || r.outcome == RunOutcome::SetupFailed ||
+        r.outcome == RunOutcome::ExecFailed) {
+        out = std::string("LAUNCH ") + to_string(r.outcome) + ": " + r.error.substr(0, r.error.find('\n'));
+    } else if (r.timed_out) {
+        out = "TIMEOUT";
+    } else if (r.outcome == RunOutcome::Signaled) {
+        const char* n = sigabbrev_np(r.signal);
+        out = std::string("SIG") + (n ? n : "?") + (r.oom_killed ? "+OOM" : "");
+    } else {
+        out = verdict(r.stdout_data);
+    }
+    if (std::string_view(a.name) == "orphan" && out == "OK") {
+        off_t s1 = file_size(beat);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        off_t s2 = file_size(beat);
+        // No heartbeat at all: the orphan never wrote, so its reaping proves nothing.
+        out = s1 < 0 ? "NO-HEARTBEAT" : s2 == s1 ? "REAPED" : "ORPHAN-ALIVE";
+    }
+    ::unlink(beat.c_str());
+    return out;
+}
+
+bool is_contained(const std::string& s) {
+    return s != "OK" && s != "ORPHAN-ALIVE" && s != "NO-VERDICT" && s != "NO-HEARTBEAT" && !s.starts_with("LAUNCH");
+}
+
+// The unconfined control of every attempt (the orphan's judged by its heartbeat).
+std::map<std::string, std::string> run_controls(const Host& host) {
+    std::map<std::string, std::string> out;
+    for (const auto& a : battery()) {
+        std::string beat = host.workdir + "/beat";
+        ::unlink(beat.c_str());
+        std::string cout_ = run_control(a.name, a.arg(host), host.workdir);
+        std::string v = verdict(cout_);
+        if (std::string(a.name) == "orphan") {
+            off_t s1 = file_size(beat);
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            off_t s2 = file_size(beat);
+            v = v == "OK" && s2 > s1 && s1 >= 0 ? "OK" : "orphan died";
+            if (int pid = orphan_pid(cout_); pid > 0) ::kill(pid, SIGKILL);
+            ::unlink(beat.c_str());
+        }
+        out[a.name] = v;
+    }
+    return out;
+}
+
+policy::Bundle hand_built_bundle(const Host& host) {
     test::BundleOptions bo;
     bo.binaries = {ESCAPE_PROBE};
     bo.workdir = host.workdir;
@@ -301,60 +386,41 @@ TEST_CASE("escape battery: every attempt succeeds unconfined and is contained in
     bundle.limits.file_size_bytes = 16ull << 20;
     bundle.limits.timeout_ms = 4000;
     bundle.limits.output_bytes = 64 << 10;
+    return bundle;
+}
+
+}  // namespace
+
+TEST_CASE("escape battery: every attempt succeeds unconfined and is contained in the sandbox") {
+    Host host;
+    REQUIRE(host.tcp4 >= 0);
+    const auto bundle = hand_built_bundle(host);
+    const auto controls = run_controls(host);
+    Runner run = [&](const policy::Bundle& b, const std::vector<std::string>& argv) {
+        RunRequest req;
+        req.argv = argv;
+        req.workdir = host.workdir;
+        return run_tool(b, req);
+    };
 
     std::vector<Row> rows;
     for (const auto& a : battery()) {
         Row row{&a};
-        std::string arg = a.arg(host);
-        // Control.
-        std::string beat = host.workdir + "/beat";
-        ::unlink(beat.c_str());
-        std::string cout_ = run_control(a.name, arg, host.workdir);
-        row.control = verdict(cout_);
+        row.control = controls.at(a.name);
         row.control_ok = row.control == "OK";
-        if (std::string(a.name) == "orphan") {
-            off_t s1 = file_size(beat);
-            std::this_thread::sleep_for(std::chrono::milliseconds(200));
-            off_t s2 = file_size(beat);
-            row.control_ok = row.control_ok && s2 > s1 && s1 >= 0;
-            row.control = row.control_ok ? "OK (orphan outlived its parent)" : "orphan died";
-            if (int pid = orphan_pid(cout_); pid > 0) ::kill(pid, SIGKILL);
-            ::unlink(beat.c_str());
-        }
-        // Sandboxed.
-        RunRequest req;
-        req.argv = {ESCAPE_PROBE, a.name, arg};
-        req.workdir = host.workdir;
-        RunReport r = run_tool(bundle, req);
-        if (r.outcome == RunOutcome::Refused || r.outcome == RunOutcome::SetupFailed ||
-            r.outcome == RunOutcome::ExecFailed) {
-            row.sandboxed = std::string("LAUNCH ") + to_string(r.outcome) + ": " + r.error;
-        } else if (r.timed_out) {
-            row.sandboxed = "TIMEOUT";
-        } else if (r.outcome == RunOutcome::Signaled) {
-            const char* n = sigabbrev_np(r.signal);
-            row.sandboxed = std::string("SIG") + (n ? n : "?") + (r.oom_killed ? "+OOM" : "");
-        } else {
-            row.sandboxed = verdict(r.stdout_data);
-        }
-        if (std::string(a.name) == "orphan" && row.sandboxed == "OK") {
-            off_t s1 = file_size(beat);
-            std::this_thread::sleep_for(std::chrono::milliseconds(200));
-            off_t s2 = file_size(beat);
-            row.sandboxed = s1 >= 0 && s2 == s1 ? "REAPED" : "ORPHAN-ALIVE";
-        }
-        row.contained = row.sandboxed != "OK" && row.sandboxed != "ORPHAN-ALIVE" &&
-                        row.sandboxed != "NO-VERDICT" && !row.sandboxed.starts_with("LAUNCH");
-        auto it = a.expect.find(row.sandboxed);
-        row.layer_as_expected = it != a.expect.end();
-        row.stopped_by = row.layer_as_expected ? it->second : "unexpected: " + row.sandboxed;
+        if (std::string(a.name) == "orphan" && row.control_ok) row.control = "OK (orphan outlived its parent)";
+        row.sandboxed = sandboxed_outcome(run, bundle, a, host);
+        row.contained = is_contained(row.sandboxed);
+        row.layer_as_expected = !a.stack.empty() && row.sandboxed == a.stack.front().outcome;
+        row.stopped_by = row.layer_as_expected ? a.stack.front().layer : "unexpected: " + row.sandboxed;
         rows.push_back(row);
     }
 
     // The table artifact.
     std::ofstream md(ESCAPE_REPORT);
     md << "# Escape battery report\n\nEach attempt ran unconfined (control) and as a sandboxed tool "
-          "(`agentd run` library, typical policy: default-deny seccomp answering ENOSYS, Landlock ABI "
+          "(`agentd run` library, the test fixture's hand-built policy: default-deny seccomp answering ENOSYS, "
+          "Landlock ABI "
        << 7 << " over every fs right, network none, limits). Generated by tests/escape.\n\n";
     md << "| class | attempt | control | sandboxed | contained | stopped by | layers in the way |\n"
           "|---|---|---|---|---|---|---|\n";
@@ -363,20 +429,17 @@ TEST_CASE("escape battery: every attempt succeeds unconfined and is contained in
         std::set<std::string> stopped_by;
     };
     std::map<std::string, ClassSum> per_class;
-    auto count_layers = [](const std::string& l) {
-        return 1 + static_cast<int>(std::count(l.begin(), l.end(), ','));
-    };
     for (const auto& r : rows) {
         md << "| " << r.a->cls << " | " << r.a->name << " | " << r.control << " | " << r.sandboxed << " | "
            << (r.contained ? "yes" : "**NO**") << " | " << r.stopped_by << " | " << r.a->layers << " |\n";
         auto& pc = per_class[r.a->cls];
         pc.attempts++;
         pc.contained += r.contained;
-        pc.min_layers = std::min(pc.min_layers, count_layers(r.a->layers));
+        pc.min_layers = std::min(pc.min_layers, static_cast<int>(r.a->stack.size()));
         pc.stopped_by.insert(r.stopped_by);
     }
-    md << "\n| class | attempts | contained | fewest layers in the way of one attempt | layers that answered |\n"
-          "|---|---|---|---|---|\n";
+    md << "\n| class | attempts | contained | fewest layers proven to answer one attempt on their own | layers that "
+          "answered |\n|---|---|---|---|---|\n";
     for (const auto& [c, n] : per_class) {
         std::string by;
         for (const auto& s : n.stopped_by) by += (by.empty() ? "" : "; ") + s;
@@ -389,12 +452,327 @@ TEST_CASE("escape battery: every attempt succeeds unconfined and is contained in
           "controlled here (seccomp still denies them by default).\n";
     md.close();
 
-    CHECK(rows.size() >= 45);
+    // The battery's attempts per class, none dropped unnoticed (71 in all).
+    std::map<std::string, int> per_class_count;
+    for (const auto& a : battery()) ++per_class_count[a.cls];
+    CHECK(per_class_count == std::map<std::string, int>{{"syscall", 24}, {"posture", 4}, {"filesystem", 14},
+                                                        {"network", 12}, {"terminal-ipc", 9}, {"resources", 8}});
     for (const auto& r : rows) {
         INFO(r.a->cls << "/" << r.a->name << ": control " << r.control << ", sandboxed " << r.sandboxed);
         CHECK(r.control_ok);
         CHECK(r.contained);
         CHECK(r.layer_as_expected);
+    }
+}
+
+// Per-layer proofs: an attempt several layers answer could lose one of them
+// unnoticed while another still stops it (drop Landlock's TCP rules and the
+// connect still fails, with ECONNREFUSED from the network namespace). Each
+// attempt runs under the hand-built policy with seccomp off, Landlock off,
+// and both off; each run must end with exactly the outcome of the first layer
+// of its stack still on, so every layer listed answers on its own, and with
+// all switchable layers off the remaining layers (namespaces, caps, limits,
+// supervisor) answer alone.
+TEST_CASE("escape battery, per layer: each layer of an attempt answers on its own with the others off") {
+    Host host;
+    REQUIRE(host.tcp4 >= 0);
+    const auto bundle = hand_built_bundle(host);
+    Runner run = [&](const policy::Bundle& b, const std::vector<std::string>& argv) {
+        RunRequest req;
+        req.argv = argv;
+        req.workdir = host.workdir;
+        return run_tool(b, req);
+    };
+    struct Config {
+        const char* name;
+        bool seccomp, landlock;
+    };
+    const Config configs[] = {{"seccomp only", true, false}, {"landlock only", false, true}, {"neither", false, false}};
+    std::map<const Config*, policy::Bundle> bundles;
+    for (const auto& c : configs) bundles[&c] = test::without_layers(bundle, !c.seccomp, !c.landlock);
+
+    std::ofstream md(ESCAPE_REPORT, std::ios::app);
+    md << "\n## Per-layer proofs (hand-built policy; seccomp and Landlock switched off in turn)\n\n"
+          "Each cell is the outcome with only the named switchable layers on; the layers in force in every run "
+          "(namespaces, caps, rlimits, cgroups, supervisor) stay. Expected: the first layer of the attempt's stack "
+          "that is still on answers, exactly.\n\n"
+          "| attempt | stack | seccomp only | Landlock only | neither |\n|---|---|---|---|---|\n";
+    // A layer is told apart only by an outcome of its own in the attempt's stack.
+    for (const auto& a : battery()) {
+        std::set<std::string> outcomes;
+        for (const auto& s : a.stack) {
+            INFO(a.name << ": two layers of its stack answer " << s.outcome);
+            CHECK(outcomes.insert(s.outcome).second);
+        }
+    }
+    std::map<std::string, std::set<std::string>> proven;  // attempt -> layers proven on their own
+    std::map<std::string, std::set<std::string>> proven_class;
+    for (const auto& a : battery()) {
+        std::string stack;
+        for (const auto& s : a.stack) stack += (stack.empty() ? "" : " > ") + std::string(s.layer) + " " + s.outcome;
+        md << "| " << a.name << " | " << stack;
+        for (const auto& c : configs) {
+            const std::string got = sandboxed_outcome(run, bundles.at(&c), a, host);
+            const std::string want = expected_outcome(a, c.seccomp, c.landlock);
+            md << " | " << got << (got == want ? "" : " (**expected " + want + "**)");
+            INFO(a.cls << "/" << a.name << " with " << c.name << ": " << got << ", expected " << want);
+            CHECK(got == want);
+            for (const auto& s : a.stack)
+                if (s.outcome == want && got == want &&
+                    ((std::string_view(s.layer) == "seccomp" && c.seccomp && !c.landlock) ||
+                     (std::string_view(s.layer) == "landlock" && c.landlock && !c.seccomp) ||
+                     (!switchable(s.layer) && !c.seccomp && !c.landlock))) {
+                    proven[a.name].insert(s.layer);
+                    proven_class[a.cls].insert(s.layer);
+                }
+        }
+        md << " |\n";
+    }
+    md << "\n| class | layers proven on their own |\n|---|---|\n";
+    for (const auto& [c, ls] : proven_class) {
+        std::string s;
+        for (const auto& l : ls) s += (s.empty() ? "" : ", ") + l;
+        md << "| " << c << " | " << s << " |\n";
+    }
+    // Every layer of every stack was seen answering alone (the loop above
+    // checked each cell; this checks the stacks name no layer the configs
+    // cannot reach, e.g. a switchable layer behind one always in force).
+    for (const auto& a : battery())
+        for (const auto& s : a.stack) {
+            INFO(a.name << ": layer " << s.layer << " (" << s.outcome << ") never answered on its own");
+            CHECK(proven[a.name].count(s.layer) == 1);
+        }
+}
+
+
+// ---------------------------------------------------------------------------
+// The battery under compiled rule files: base/minimal and every shipped tool
+// in rules/, compiled by policyc's library and instantiated the way `agentd
+// run` does (load_tool_bundle: ${workdir} the run's directory, ${home} the
+// caller's), host names resolved to a documentation address (no network
+// here). The probe stands in for the tool's binary (its rules, limits and
+// layers unchanged); each run is bound to a BPF runtime as agentd binds
+// every run. For each attempt x policy the layer that stopped it is
+// measured, not assumed: the layer whose switching off changes the outcome
+// (seccomp, then Landlock), else the layer in force in every run that gives
+// this outcome, else the BPF layer whose deny record names the run.
+namespace {
+
+struct Expectation {
+    std::string layer;  // the layer that must stop it, or "allowed"
+    std::string why;    // the rule that decides, for rows a tool's rules change
+};
+
+bool grants_create(const policy::Bundle& b, const std::string& dir) {
+    return std::any_of(b.files.begin(), b.files.end(), [&](const policy::FileRule& f) {
+        return f.path == dir && (f.allow & BW_FS_CREATE) && !(f.deny & BW_FS_CREATE);
+    });
+}
+
+std::string mib(uint64_t b) { return std::to_string(b >> 20) + " MiB"; }
+
+// What a compiled policy must do with an attempt: Attempt::compiled for a
+// typical tool, or what this tool's rules decide instead (each with the rule).
+Expectation tool_expectation(const policy::Bundle& b, const Attempt& a, const std::string& workdir) {
+    const std::string n = a.name;
+    const auto& lim = b.limits;
+    const bool creates = grants_create(b, workdir);
+    const bool host_net = b.network.mode == policy::NetMode::Rules;
+    if (!creates && (n == "disk_fill" || n == "chmod_setuid" || n == "mknod_char"))
+        return {"landlock", "no create right in the workdir: the file is refused before the attempt"};
+    if ((n == "orphan") && lim.pids.value_or(1000) <= 2)
+        return {"cgroup pids", "limits.pids " + std::to_string(*lim.pids) + ": no double fork at all"};
+    if (!creates && n == "orphan")
+        return {"no heartbeat", "no create right in the workdir: the orphan cannot leave a heartbeat to prove it ran"};
+    if (n == "memfd_exec" && lim.pids.value_or(1000) <= 1)
+        return {"landlock", "limits.pids 1: the attempt runs in the probe itself, and there switching Landlock off "
+                            "changes its outcome (its read of the binary it copies is refused)"};
+    // the Docker baseline allows these calls; the capability check is what refuses them
+    if (n == "adjtimex") return {"caps", "baseline: adjtimex allowed (read-only use); setting needs CAP_SYS_TIME"};
+    if (n == "packet_socket" || n == "socket_xdp")
+        return {"caps", "baseline: socket() allowed for every family but AF_VSOCK; the socket needs CAP_NET_RAW"};
+    if (n == "disk_fill" && lim.file_size_bytes.value_or(0) > (64ull << 20))
+        return {"allowed", "limits.file_size " + mib(*lim.file_size_bytes) + " > the probe's 64 MiB"};
+    if (n == "memory_hog" && lim.memory_bytes.value_or(0) >= (512ull << 20) + (64ull << 20))
+        return {"allowed", "limits.memory " + mib(*lim.memory_bytes) + " > the probe's 512 MiB"};
+    if (n == "fork_bomb" && lim.pids.value_or(0) > 200)
+        return {"allowed", "limits.pids " + std::to_string(*lim.pids) + " > the probe's 200 processes"};
+    if (n == "fd_bomb" && lim.open_files.value_or(0) > 5000)
+        return {"allowed", "limits.open_files " + std::to_string(*lim.open_files) + " > the probe's 5000"};
+    if (n == "cpu_spin" && lim.timeout_ms.value_or(0) > 8000)
+        return {"allowed", "limits.timeout " + std::to_string(*lim.timeout_ms / 1000) +
+                               " s > the probe's 8 s spin (the timeout itself: the hand-built policy's row)"};
+    if (n == "netlink_audit")
+        return {"allowed", "its families include netlink (route, for the resolver) and no layer judges netlink "
+                           "protocols; the socket is harmless without CAP_AUDIT_WRITE/READ (init namespace), "
+                           "which the tool lacks"};
+    if (host_net) {
+        // network rules: the tool stays in the host's network namespace
+        if (n == "tcp_loopback_host" || n == "tcp6_loopback_host")
+            return {"landlock", "network rules: Landlock TCP connect allows only the rules' ports"};
+        if (n == "udp_metadata" || n == "tcp_external")
+            return {"sock_addr", "network rules: the cgroup sock_addr programs refuse every address no rule names"};
+        if (n == "bind_port_80") return {"seccomp", "syscalls.deny: [bind]"};
+    }
+    return {a.compiled, ""};
+}
+
+std::string bpf_deny_layer(test::PrivateRuntime& rt, uint64_t run_id) {
+    std::lock_guard lk(rt.mu);
+    for (const auto& d : rt.decisions)
+        if (d.run_id == run_id && d.decision == BW_DECISION_DENY) return std::string(audit::layer_name(d.layer));
+    return "";
+}
+
+// The errnos (and signals) seccomp and Landlock answer with: only for these
+// is switching a layer off worth a run.
+bool seccomp_may_answer(const std::string& s, const policy::Bundle& b) {
+    return s == "ENOSYS" || s == "SIGSYS" || s == "EIO" ||
+           (b.seccomp.default_errno && s == strerrorname_np(b.seccomp.default_errno));
+}
+bool landlock_may_answer(const std::string& s) { return s == "EACCES" || s == "EPERM" || s == "EXDEV"; }
+
+// The violation errno of the compiled policies is EPERM, which caps answer
+// too. The same rule file compiled with the violation answered by a marker
+// errno (the same compiler, the same decisions; only the errno differs) tells
+// seccomp's refusals apart: seccomp is asked first, at syscall entry.
+constexpr uint16_t kSeccompMarker = 133;  // EHWPOISON: nothing else here answers it
+
+std::expected<policy::Bundle, std::string> compile_with_marker(const std::string& tool, const std::string& workdir,
+                                                               const policy::Resolver& resolve) {
+    policy::CompileOptions opts;
+    opts.rules_dirs = {BULWARK_RULES_DIR};
+    opts.seccomp_compiler = [](const policy::SeccompSpec& spec) {
+        policy::SeccompSpec marked = spec;
+        if (marked.violation == policy::SeccompAction::Errno) marked.violation_errno = kSeccompMarker;
+        // deny rules that answer the violation errno (the default) answer the marker
+        for (auto& d : marked.deny)
+            if (d.action == policy::SeccompAction::Errno && (d.errno_value == 0 || d.errno_value == spec.violation_errno))
+                d.errno_value = kSeccompMarker;
+        return policy::compile_seccomp(marked);
+    };
+    auto compiled = policy::compile_file(std::string(BULWARK_RULES_DIR) + "/" + tool + ".yaml", opts);
+    if (!compiled.ok()) return std::unexpected(policy::render_diagnostics(compiled));
+    const char* home = std::getenv("HOME");
+    return instantiate_tool(*compiled.bundle, policy::task_vars(workdir, "run-" + std::to_string(getpid()),
+                                                                home ? std::optional<std::string>(home) : std::nullopt),
+                            resolve);
+}
+
+}  // namespace
+
+TEST_CASE("escape battery under compiled rule files: base/minimal and every shipped tool") {
+    namespace fs = std::filesystem;
+    Host host;
+    REQUIRE(host.tcp4 >= 0);
+    const auto controls = run_controls(host);
+    for (const auto& [name, c] : controls) {
+        INFO(name << ": control " << c);
+        CHECK(c == "OK");
+    }
+    std::vector<std::string> policies = {"base/minimal"};
+    for (const auto& e : fs::directory_iterator(BULWARK_RULES_DIR))
+        if (e.path().extension() == ".yaml") policies.push_back(e.path().stem().string());
+    std::sort(policies.begin() + 1, policies.end());
+    REQUIRE(policies.size() >= 21);  // base/minimal and the 20 shipped tools at the time of writing
+
+    PrivateRuntime runtime("bulwark-escc-" + std::to_string(getpid()));
+    if (!runtime.rt) FAIL("BPF runtime: " << runtime.error);
+    uint64_t run_id = 1000;
+    uint64_t last_run = 0;
+    Runner run = [&](const policy::Bundle& b, const std::vector<std::string>& argv) {
+        last_run = ++run_id;
+        return runtime.run(b, last_run, argv, host.workdir);
+    };
+    const policy::Resolver doc_address = [](std::string_view) -> std::expected<std::vector<std::string>, std::string> {
+        return std::vector<std::string>{"192.0.2.10"};  // TEST-NET-1: no network in tests
+    };
+
+    struct Cell {
+        std::string outcome, layer;
+        Expectation want;
+        bool ok = false;
+    };
+    std::map<std::string, std::map<std::string, Cell>> cells;  // policy -> attempt -> cell
+    for (const auto& p : policies) {
+        auto compiled = load_tool_bundle(BULWARK_RULES_DIR, p, host.workdir, doc_address);
+        INFO(p << ": " << (compiled ? std::string() : compiled.error()));
+        REQUIRE(compiled);
+        policy::Bundle b = *compiled;
+        b.binaries = {{ESCAPE_PROBE, std::nullopt, 0}};  // the probe stands in for the tool's binary
+        auto marked = compile_with_marker(p, host.workdir, doc_address);
+        INFO(p << " (seccomp marker): " << (marked ? std::string() : marked.error()));
+        REQUIRE(marked);
+        policy::Bundle with_marker = b;
+        with_marker.seccomp = marked->seccomp;
+        const policy::Bundle no_landlock = test::without_layers(b, false, true);
+        for (const auto& a : battery()) {
+            Cell c;
+            c.outcome = sandboxed_outcome(run, b, a, host);
+            const uint64_t full_run = last_run;
+            if (!is_contained(c.outcome)) {
+                c.layer = c.outcome == "OK" ? "allowed" : c.outcome == "NO-HEARTBEAT" ? "no heartbeat" : c.outcome;
+            } else if (seccomp_may_answer(c.outcome, b) &&
+                       sandboxed_outcome(run, with_marker, a, host) == strerrorname_np(kSeccompMarker)) {
+                c.layer = "seccomp";
+            } else if (c.outcome == "SIGSYS" || c.outcome == "ENOSYS") {
+                c.layer = "seccomp";  // a kill rule, or clone3/openat2: only seccomp answers so
+            } else if (landlock_may_answer(c.outcome) && sandboxed_outcome(run, no_landlock, a, host) != c.outcome) {
+                c.layer = "landlock";
+            } else if (std::string bpf = bpf_deny_layer(runtime, full_run); !bpf.empty()) {
+                c.layer = bpf;
+            } else {
+                for (const auto& s : a.stack)
+                    if (!switchable(s.layer) && s.outcome == c.outcome) c.layer = s.layer;
+                if (c.layer.empty() && c.outcome == "EAGAIN") c.layer = "cgroup pids";
+                if (c.layer.empty()) c.layer = "? (" + c.outcome + ")";
+            }
+            c.want = tool_expectation(b, a, host.workdir);
+            c.ok = c.layer == c.want.layer;
+            INFO(p << " / " << a.name << ": " << c.outcome << ", stopped by " << c.layer << "; expected "
+                   << c.want.layer << (c.want.why.empty() ? "" : " (" + c.want.why + ")"));
+            CHECK(c.ok);
+            cells[p][a.name] = c;
+        }
+    }
+
+    std::ofstream md(ESCAPE_REPORT, std::ios::app);
+    md << "\n## Compiled shipped policies\n\nThe battery under rule files compiled by policyc's library and "
+          "instantiated as `agentd run` does (the probe stands in for each tool's binary; rules, limits and "
+          "layers as compiled; every run bound to a BPF runtime). Each cell: the layer that stopped the attempt, "
+          "measured by switching seccomp, then Landlock off (the layer whose absence changes the outcome), else the "
+          "layer in force in every run that answers so, else the BPF layer whose deny record names the run. "
+          "`allowed` rows are what a tool's own rules allow, listed with the rule below.\n\n| attempt |";
+    for (const auto& p : policies) md << " " << p << " |";
+    md << "\n|---|";
+    for (size_t i = 0; i < policies.size(); ++i) md << "---|";
+    md << "\n";
+    for (const auto& a : battery()) {
+        md << "| " << a.name << " |";
+        for (const auto& p : policies) {
+            const Cell& c = cells[p][a.name];
+            md << " " << c.layer << (c.layer == "allowed" || c.layer == "no heartbeat" ? "" : " " + c.outcome)
+               << (c.ok ? "" : " (**expected " + c.want.layer + "**)") << " |";
+        }
+        md << "\n";
+    }
+    md << "\n| policy | contained | by layer | allowed by its rules |\n|---|---|---|---|\n";
+    for (const auto& p : policies) {
+        std::map<std::string, int> by;
+        int contained = 0;
+        std::string allowed;
+        for (const auto& [name, c] : cells[p]) {
+            if (c.layer == "allowed" || c.layer == "no heartbeat") {
+                allowed += (allowed.empty() ? "" : "; ") + name + ": " + c.want.why;
+                continue;
+            }
+            ++contained;
+            ++by[c.layer];
+        }
+        std::string layers;
+        for (const auto& [l, k] : by) layers += (layers.empty() ? "" : ", ") + l + " " + std::to_string(k);
+        md << "| " << p << " | " << contained << "/" << cells[p].size() << " | " << layers << " | " << allowed
+           << " |\n";
     }
 }
 
@@ -404,14 +782,6 @@ TEST_CASE("escape battery: every attempt succeeds unconfined and is contained in
 // every address its rules do not name. Each attempt: the unconfined control
 // succeeds, the sandboxed run fails with EPERM, and the deny decision read
 // from the ring buffer names the sock_addr layer.
-#include <filesystem>
-#include <mutex>
-
-#include "bpf/bpf_runtime.h"
-#include "private_runtime.h"
-
-using bulwark::test::PrivateRuntime;
-#include "cli/cmd_run.h"
 
 namespace {
 

@@ -55,7 +55,13 @@ static int in_child(int (*fn)(void*), void* arg) {
     int p[2];
     if (pipe(p) != 0) return denied(errno, "pipe");
     pid_t c = fork();
-    if (c < 0) return denied(errno, "fork");
+    if (c < 0) {
+        /* No child allowed (a pids limit of 1): the attempt itself, here. */
+        close(p[0]);
+        close(p[1]);
+        int rc = fn(arg);
+        return rc == 0 ? ok("in the probe itself") : denied(-rc, "in the probe itself");
+    }
     if (c == 0) {
         close(p[0]);
         int rc = fn(arg);
@@ -85,7 +91,8 @@ static void private_mount_ns(void) {
     if (unshare(CLONE_NEWNS) == 0) mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
 }
 
-static int c_mount(void* a) { (void)a; private_mount_ns(); return R(mount("tmpfs", "/mnt", "tmpfs", 0, NULL)); }
+/* Over /tmp: a directory every sandbox has, so the refusal is the mount's. */
+static int c_mount(void* a) { (void)a; private_mount_ns(); return R(mount("tmpfs", "/tmp", "tmpfs", 0, NULL)); }
 static int c_umount(void* a) { (void)a; private_mount_ns(); return R(umount2("/proc", MNT_DETACH)); }
 static int c_remount(void* a) { (void)a; private_mount_ns(); return R(mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND, NULL)); }
 static int c_pivot(void* a) {
@@ -300,8 +307,9 @@ int main(int argc, char** argv) {
         struct { struct file_handle h; unsigned char b[128]; } fh;
         fh.h.handle_bytes = 128;
         int mnt_id;
-        syscall(SYS_name_to_handle_at, AT_FDCWD, "/etc/hostname", &fh.h, &mnt_id, 0);
-        int mfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        /* A file every sandbox may read, so that only the capability check stands. */
+        syscall(SYS_name_to_handle_at, AT_FDCWD, "/usr/bin/true", &fh.h, &mnt_id, 0);
+        int mfd = open("/usr", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         TRY(syscall(SYS_open_by_handle_at, mfd, &fh.h, O_RDONLY), "open_by_handle_at");
         return ok("opened by handle");
     }
@@ -509,8 +517,10 @@ int main(int argc, char** argv) {
     if (!strcmp(a, "orphan")) {
         /* Double fork, setsid, ignore SIGTERM, heartbeat into arg. */
         pid_t c = fork();
+        if (c < 0) return denied(errno, "fork (child)");
         if (c == 0) {
             pid_t g = fork();
+            if (g < 0) _exit(3);
             if (g == 0) {
                 int null = open("/dev/null", O_RDWR | O_CLOEXEC);
                 dup2(null, 1);
@@ -526,7 +536,9 @@ int main(int argc, char** argv) {
             printf("PID %d\n", g);
             _exit(0);
         }
-        waitpid(c, NULL, 0);
+        int st = 0;
+        waitpid(c, &st, 0);
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 3) return denied(EAGAIN, "fork (grandchild)");
         usleep(100000);
         return ok("orphan started");
     }

@@ -80,7 +80,14 @@ TEST_CASE("MTE sync from the policy: the tunable agentd sets kills a use-after-f
     REQUIRE(plan.status == 0);
     // Merged into the tool's existing tunables, not replacing them.
     REQUIRE(plan.out.starts_with("TUNABLES glibc.malloc.check=0:glibc.mem.tagging=3\n"));
-    std::string tunables = "glibc.malloc.check=0:glibc.mem.tagging=3";
+    // The value the tool runs with is the spawner's: the environment (with a
+    // tunable of the tool's own) through harden_env, the step run_tool takes.
+    auto env = qemu({kDir + "/hardening_probe", "env", "sync", kDir + "/uaf_probe"}, "glibc.malloc.check=0");
+    INFO(env.out);
+    REQUIRE(env.status == 0);
+    REQUIRE(env.out.starts_with("GLIBC_TUNABLES="));
+    const std::string tunables = env.out.substr(15, env.out.find('\n') - 15);
+    CHECK(tunables == "glibc.malloc.check=0:glibc.mem.tagging=3");
 
     auto with = qemu({kDir + "/uaf_probe"}, tunables);
     INFO(with.out);
@@ -95,6 +102,12 @@ TEST_CASE("MTE sync from the policy: the tunable agentd sets kills a use-after-f
 
     auto async = qemu({kDir + "/hardening_probe", "plan", "async", kDir + "/uaf_probe"});
     CHECK(async.out.starts_with("TUNABLES glibc.malloc.check=0:glibc.mem.tagging=1\n"));
+    // Off: the spawner's step leaves the tool's tunables alone, and the
+    // use-after-free survives under them.
+    auto off = qemu({kDir + "/hardening_probe", "env", "off", kDir + "/uaf_probe"}, "glibc.malloc.check=0");
+    CHECK(off.out == "GLIBC_TUNABLES=glibc.malloc.check=0\n");
+    auto off_run = qemu({kDir + "/uaf_probe"}, off.out.substr(15, off.out.find('\n') - 15));
+    CHECK(off_run.status == 0);
 }
 
 TEST_CASE("BTI and PAC properties are read correctly from aarch64 objects") {

@@ -3,10 +3,15 @@
 //   hardening_probe cpu                      -> "arch=aarch64 mte=1"
 //   hardening_probe props FILE               -> "pie=.. relro=.. ... bti=.. pac=.."
 //   hardening_probe plan MTE FILE [PROP...]  -> "TUNABLES <value>" | "REFUSED <why>"
+//   hardening_probe env MTE FILE             -> "GLIBC_TUNABLES=<value>": this process's
+//       environment through the spawner's hardening step (harden_env), the
+//       variable as run_tool hands it to the tool
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <string>
+#include <unistd.h>
+#include <vector>
 
 #include "sandbox/elf_props.h"
 #include "sandbox/hardening.h"
@@ -45,6 +50,22 @@ int main(int argc, char** argv) {
         }
         std::printf("TUNABLES %s\n", r->glibc_tunables.c_str());
         for (const auto& l : r->in_force) std::printf("IN_FORCE %s\n", l.c_str());
+        return 0;
+    }
+    if (mode == "env" && argc > 3) {
+        policy::HardeningPlan plan;
+        std::string m = argv[2];
+        plan.mte = m == "sync" ? policy::MteMode::Sync : m == "async" ? policy::MteMode::Async : policy::MteMode::Off;
+        std::vector<std::string> env;
+        for (char** e = environ; *e; ++e) env.emplace_back(*e);
+        int fd = ::open(argv[3], O_RDONLY | O_CLOEXEC);
+        auto r = harden_env(env, plan, fd, argv[3], CpuFeatures::probe(), "/usr/aarch64-linux-gnu");
+        if (!r) {
+            std::printf("REFUSED %s\n", r.error().c_str());
+            return 1;
+        }
+        for (const auto& kv : env)
+            if (kv.starts_with("GLIBC_TUNABLES=")) std::printf("%s\n", kv.c_str());
         return 0;
     }
     return 2;

@@ -240,7 +240,9 @@ TEST_CASE("a burst of denials is recorded or counted as lost, never both missing
     std::sort(waits.begin(), waits.end());
     std::printf("barrier (idle): p50 %.0f us, p99 %.0f us over %zu\n", waits[waits.size() / 2],
                 waits[waits.size() * 99 / 100], waits.size());
-    CHECK((n == size_t(kN) || r.lost > 0));
+    // Every denial is either a record or counted as lost: one lost record
+    // no longer excuses any number of missing ones.
+    CHECK(n + r.lost >= size_t(kN));
     for (const auto& rec : r.decisions) CHECK(rec.object == "getppid");
 }
 

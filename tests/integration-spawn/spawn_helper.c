@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,6 +67,19 @@ static int fds(void) {
     return 0;
 }
 
+/* The flags of interface `name` (SIOCGIFFLAGS on a unix socket: the
+   request goes to the device layer whatever the socket's family). */
+static int ifflags(const char* name) {
+    int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
+    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) != 0) { perror("SIOCGIFFLAGS"); return 1; }
+    printf("%s up=%d running=%d loopback=%d\n", name, !!(ifr.ifr_flags & IFF_UP), !!(ifr.ifr_flags & IFF_RUNNING),
+           !!(ifr.ifr_flags & IFF_LOOPBACK));
+    return 0;
+}
+
 int main(int argc, char** argv) {
     if (argc < 2) return 2;
     const char* m = argv[1];
@@ -71,6 +87,7 @@ int main(int argc, char** argv) {
     if (!strcmp(m, "forkcount") && argc > 2) return forkcount(atoi(argv[2]));
     if (!strcmp(m, "orphan") && argc > 2) return orphan(argv[2]);
     if (!strcmp(m, "fds")) return fds();
+    if (!strcmp(m, "ifflags") && argc > 2) return ifflags(argv[2]);
     if (!strcmp(m, "spin")) for (;;) {}
     if (!strcmp(m, "exit") && argc > 2) return atoi(argv[2]);
     if (!strcmp(m, "bigfile") && argc > 2) {

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -55,7 +56,25 @@ const std::vector<std::string> kAllowed = {
     "setfsgid", "capset",
 };
 
+std::vector<sock_filter> export_filter(scmp_filter_ctx ctx) {
+    int fd = memfd_create("seccomp", MFD_CLOEXEC);
+    if (seccomp_export_bpf(ctx, fd) != 0) throw std::runtime_error("seccomp_export_bpf");
+    seccomp_release(ctx);
+    off_t size = lseek(fd, 0, SEEK_END);
+    std::vector<sock_filter> prog(size / sizeof(sock_filter));
+    if (pread(fd, prog.data(), size, 0) != size) throw std::runtime_error("read filter");
+    close(fd);
+    return prog;
+}
+
+std::vector<sock_filter> allow_all_filter() {
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    if (!ctx) throw std::runtime_error("seccomp_init");
+    return export_filter(ctx);
+}
+
 std::vector<sock_filter> build_filter(const BundleOptions& o) {
+    if (o.seccomp_allow_all) return allow_all_filter();
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
     if (!ctx) throw std::runtime_error("seccomp_init");
     for (const auto& n : kAllowed) {
@@ -81,19 +100,38 @@ std::vector<sock_filter> build_filter(const BundleOptions& o) {
     seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(chmod), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 06000, 0));
     seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fchmod), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 06000, 0));
     seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fchmodat), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, 06000, 0));
-    int fd = memfd_create("seccomp", MFD_CLOEXEC);
-    if (seccomp_export_bpf(ctx, fd) != 0) throw std::runtime_error("seccomp_export_bpf");
-    seccomp_release(ctx);
-    off_t size = lseek(fd, 0, SEEK_END);
-    std::vector<sock_filter> prog(size / sizeof(sock_filter));
-    if (pread(fd, prog.data(), size, 0) != size) throw std::runtime_error("read filter");
-    close(fd);
-    return prog;
+    return export_filter(ctx);
 }
 
 }  // namespace
 
 const std::vector<std::string>& fixture_allowed_syscalls() { return kAllowed; }
+
+policy::Bundle without_layers(policy::Bundle b, bool seccomp_off, bool landlock_off) {
+    if (seccomp_off) {
+        b.seccomp.program = allow_all_filter();
+        b.seccomp.baseline = "allow-all (layer switched off for a per-layer proof)";
+    }
+    if (landlock_off) b.landlock = {};
+    // Every rule id the bundle names gets an entry (the fixture's bundles
+    // carry ids without source rules), all marked `unenforceable: run`.
+    uint32_t max_id = 0;
+    for (const auto& f : b.files) max_id = std::max(max_id, f.rule_id);
+    for (const auto& p : b.landlock.paths) max_id = std::max(max_id, p.rule_id);
+    for (const auto& p : b.landlock.ports) max_id = std::max(max_id, p.rule_id);
+    for (const auto& r : b.network.rules) max_id = std::max(max_id, r.rule_id);
+    for (const auto& [name, id] : b.seccomp.syscall_rules) max_id = std::max(max_id, id);
+    for (uint32_t id = static_cast<uint32_t>(b.rules.size()); id <= max_id; ++id) {
+        policy::RuleRef r;
+        r.id = id;
+        r.loc = {"test-fixture", id, 1};
+        r.section = "files";
+        r.text = "files.all: (test fixture rule " + std::to_string(id) + ")";
+        b.rules.push_back(r);
+    }
+    for (auto& r : b.rules) r.unenforceable_run = true;
+    return b;
+}
 
 policy::Bundle make_bundle(const BundleOptions& o) {
     policy::Bundle b;

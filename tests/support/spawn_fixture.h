@@ -15,10 +15,21 @@ struct BundleOptions {
     std::string workdir;              // "" = none
     bool seccomp = true;
     bool landlock = true;
+    // With seccomp: an allow-all program instead of the allow-list. The
+    // posture still holds (Seccomp 2, NoNewPrivs) but the layer refuses
+    // nothing: the attempts' per-layer proofs run with it off.
+    bool seccomp_allow_all = false;
     std::vector<std::string> extra_denied_syscalls;  // removed from the allow-list
 };
 
 policy::Bundle make_bundle(const BundleOptions& o);
+
+// `b` with layers switched off for a per-layer proof: seccomp becomes an
+// allow-all program (the tool still starts: the posture check wants a
+// filter), Landlock handles nothing; every rule is marked `unenforceable:
+// run`, so that the launch is not refused for the rules the switched-off
+// layer held. Everything else (namespaces, mounts, caps, limits, BPF) stays.
+policy::Bundle without_layers(policy::Bundle b, bool seccomp_off, bool landlock_off);
 
 // The allow-list the fixture uses (names), for reports.
 const std::vector<std::string>& fixture_allowed_syscalls();

@@ -233,9 +233,17 @@ TEST_CASE("Docker-default filter allows exactly the profile's unconditional set 
         const bool b = run(*plan, AUDIT_ARCH_X86_64, nr, ones) == SECCOMP_RET_ALLOW &&
                        run(*plan, AUDIT_ARCH_X86_64, nr, vsock) == SECCOMP_RET_ALLOW;
         if (a && b) allowed_unconditionally.insert(*name);
-        if (uncond.contains(*name)) {
+        // The set-id refusal (a mode with S_ISUID/S_ISGID, ~0 has both) and
+        // openat2's ENOSYS stand above the baseline: see the cases below.
+        static const std::set<std::string> setid_or_enosys = {"chmod", "fchmod", "fchmodat", "fchmodat2", "open",
+                                                              "openat", "creat", "mknod", "mknodat", "openat2"};
+        if (uncond.contains(*name) && !setid_or_enosys.contains(*name)) {
             INFO(*name);
             CHECK((a && b));
+        }
+        if (uncond.contains(*name) && setid_or_enosys.contains(*name) && *name != "openat2") {
+            INFO(*name << " without a set-id bit");
+            CHECK(a);
         }
     }
     for (const auto& n : allowed_unconditionally) {
@@ -275,6 +283,50 @@ TEST_CASE("Docker-default conditional rules decide by argument", "[seccomp]") {
                    __NR_keyctl, __NR_add_key, __NR_userfaultfd, __NR_pivot_root, __NR_chroot,
                    __NR_clock_settime, __NR_kcmp})
         CHECK(x(nr) == eperm);
+}
+
+TEST_CASE("no call puts a set-id bit on a file, whatever the rules allow", "[seccomp]") {
+    // chmod u+s on an output: the workdir is a host directory, so a set-id
+    // file left there runs as the tool's ids for whoever executes it later.
+    SeccompSpec spec;
+    spec.violation_errno = EPERM;
+    spec.allow = {rule("chmod", 3), rule("openat", 4)};  // an explicit allow grants no set-id mode either
+    auto plan = compile_seccomp(spec);
+    REQUIRE(plan);
+    const uint32_t eperm = SECCOMP_RET_ERRNO | EPERM;
+    struct Call {
+        int nr;
+        int mode_arg;
+    };
+    for (Call c : {Call{__NR_chmod, 1}, Call{__NR_fchmod, 1}, Call{__NR_fchmodat, 2}, Call{__NR_open, 2},
+                   Call{__NR_openat, 3}, Call{__NR_creat, 1}, Call{__NR_mknod, 1}, Call{__NR_mknodat, 2}}) {
+        for (uint64_t mode : {0755ull, 0644ull, 01777ull, 0100755ull}) {
+            uint64_t a[6] = {};
+            a[c.mode_arg] = mode;
+            INFO("nr " << c.nr << " mode 0" << std::oct << mode);
+            CHECK(run(*plan, AUDIT_ARCH_X86_64, c.nr, a) == SECCOMP_RET_ALLOW);
+        }
+        for (uint64_t mode : {04755ull, 02755ull, 06755ull, 04000ull, 0104755ull, 0xffffffff00004755ull}) {
+            uint64_t a[6] = {};
+            a[c.mode_arg] = mode;
+            INFO("nr " << c.nr << " mode 0" << std::oct << mode);
+            CHECK(run(*plan, AUDIT_ARCH_X86_64, c.nr, a) == eperm);
+        }
+    }
+    // openat2's mode is behind a pointer: ENOSYS, and no rule may allow it.
+    CHECK(run(*plan, AUDIT_ARCH_X86_64, __NR_openat2) == (SECCOMP_RET_ERRNO | ENOSYS));
+    spec.allow = {rule("openat2", 21)};
+    auto r = compile_seccomp(spec);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().rule_id == 21);
+    CHECK_THAT(r.error().message, Catch::Contains("openat2 cannot be allowed"));
+    // With a kill violation action the set-id chmod kills.
+    spec = {};
+    spec.violation = SeccompAction::Kill;
+    plan = compile_seccomp(spec);
+    REQUIRE(plan);
+    const uint64_t a[6] = {0, 04755, 0, 0, 0, 0};
+    CHECK(run(*plan, AUDIT_ARCH_X86_64, __NR_chmod, a) == SECCOMP_RET_KILL_PROCESS);
 }
 
 TEST_CASE("the arch check comes first and the program fits the kernel", "[seccomp]") {
@@ -479,7 +531,11 @@ TEST_CASE("a program over the kernel's 4096 instructions is refused", "[seccomp]
     spec.compat_arches = {"i386"};  // native alone fits (about 3400 instructions)
     uint32_t id = 1;
     for (const auto& name : known_syscalls()) {
-        if (name == "clone3") continue;
+        // clone3, openat2: never allowed; the set-id calls: a Ne on their mode
+        // argument against the set-id refusal splits past the per-call bound.
+        static const std::set<std::string> skip = {"clone3", "openat2", "chmod", "fchmod", "fchmodat", "fchmodat2",
+                                                   "open", "openat", "creat", "mknod", "mknodat"};
+        if (skip.contains(name)) continue;
         spec.allow.push_back(rule(name, id, {cond(0, Op::Ne, id), cond(1, Op::Ne, id + 1)}));
         ++id;
     }

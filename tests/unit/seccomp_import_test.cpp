@@ -135,6 +135,9 @@ void check_same_as_libseccomp(const std::string& json) {
                 std::copy(s.begin(), s.end(), d.args);
                 uint32_t want = run_seccomp_filter(ref, d);
                 if (want == SECCOMP_RET_KILL_THREAD) want = SECCOMP_RET_KILL_PROCESS;  // documented
+                // documented: openat2 answers ENOSYS whatever a profile says (its mode is unreadable)
+                if (auto name = bulwark::test::name_of(scmp, nr); name && *name == "openat2" && want == SECCOMP_RET_ALLOW)
+                    want = SECCOMP_RET_ERRNO | ENOSYS;
                 const uint32_t got = run_seccomp_filter(plan->program, d);
                 ++compared;
                 if (got != want && ++differ <= 10)

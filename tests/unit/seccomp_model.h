@@ -1,6 +1,7 @@
 #pragma once
 // An independent model of what a compiled seccomp filter must decide, written
-// from the rule language's semantics (deny > clone3 ENOSYS > allow >
+// from the rule language's semantics (deny > clone3 and openat2 ENOSYS, a
+// set-id mode bit in a chmod or creating call > allow >
 // baseline > violation; x32 and unknown numbers get the violation action;
 // i386 only when the spec accepts it, otherwise deny rules and then the
 // violation action; an arch value of no host ABI kills the process), used to
@@ -167,7 +168,11 @@ struct Model {
             if (auto d = deny(*name, args, wide, nr)) return *d;
         }
         if (refused) return violation();  // deny rules hold on every ABI, nothing else
-        if (*name == "clone3") return SECCOMP_RET_ERRNO | ENOSYS;
+        if (*name == "clone3" || *name == "openat2") return SECCOMP_RET_ERRNO | ENOSYS;
+        for (auto [call, mode_arg] : {std::pair<const char*, int>{"chmod", 1}, {"fchmod", 1}, {"fchmodat", 2},
+                                      {"fchmodat2", 2}, {"open", 2}, {"openat", 3}, {"creat", 1},
+                                      {"mknod", 1}, {"mknodat", 2}})
+            if (*name == call && (args[mode_arg] & 06000) != 0) return violation();
         for (const auto& r : spec.allow)
             if (r.name == *name && rule_holds(r, args, wide)) return SECCOMP_RET_ALLOW;
         for (const auto& r : baseline)

@@ -2,7 +2,8 @@
 # Boots Debian's stock kernel under qemu TCG with an initramfs holding busybox
 # and vm_runner, and maps vm_runner's "VMTEST <case> PASS|FAIL" lines to an
 # exit code: 0 all passed, 1 a case failed or the guest gave no summary,
-# 77 (skip) only when qemu or the kernel package cannot be obtained.
+# 77 (skip) only when the build step (fetch_kernel.sh) could not obtain qemu
+# or the kernel package (its reason in <cache_dir>/unavailable.txt).
 #   usage: run_vm.sh <vm_runner> <cache_dir> [<diff_vm_corpus> [<policyc>]]
 # With diff_vm_corpus, the differential corpus (BULWARK_DIFF_SEED,
 # BULWARK_DIFF_VM_POLICIES, BULWARK_DIFF_VM_OPS) is written on the host and
@@ -22,29 +23,14 @@ mkdir -p "$cache"
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 
-have_tools() { command -v qemu-system-x86_64 >/dev/null && command -v cpio >/dev/null && [ -x /bin/busybox ] &&
-               ! ldd /bin/busybox >/dev/null 2>&1; }
-if ! have_tools; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 busybox-static cpio \
-    >"$cache/apt-install.log" 2>&1
-fi
-command -v qemu-system-x86_64 >/dev/null || skip "no qemu-system-x86_64 (apt-get install qemu-system-x86 failed)"
+# qemu, cpio, busybox and the kernel come from the build step (fetch_kernel.sh,
+# target vm_kernel): nothing is downloaded here.
+if [ -s "$cache/unavailable.txt" ]; then skip "$(cat "$cache/unavailable.txt")"; fi
+command -v qemu-system-x86_64 >/dev/null || skip "no qemu-system-x86_64 (the vm_kernel build step installs it)"
 command -v cpio >/dev/null || skip "no cpio"
 { [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || skip "no static /bin/busybox (busybox-static)"
 [ -x "$runner" ] || fail "no vm_runner at $runner"
-
-# The stock kernel: linux-image-amd64 depends on linux-image-6.1.0-<N>-amd64.
-if [ ! -s "$cache/vmlinuz" ]; then
-  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
-  [ -n "$pkg" ] || skip "cannot resolve the kernel package behind linux-image-amd64 (apt-cache depends)"
-  (cd "$cache" && apt-get download "$pkg" >"$cache/apt-download.log" 2>&1) ||
-    skip "apt-get download $pkg failed (see $cache/apt-download.log)"
-  deb=$(ls "$cache"/"${pkg}"_*.deb 2>/dev/null | head -1)
-  [ -n "$deb" ] || skip "apt-get download $pkg produced no .deb"
-  rm -rf "$cache/x" && dpkg -x "$deb" "$cache/x" || fail "dpkg -x $deb"
-  cp "$cache"/x/boot/vmlinuz-* "$cache/vmlinuz" && rm -rf "$cache/x" || fail "no boot/vmlinuz-* in $deb"
-  echo "$pkg" >"$cache/kernel-package"
-fi
+[ -s "$cache/vmlinuz" ] || fail "no $cache/vmlinuz: build the vm_kernel target (fetch_kernel.sh) first"
 
 # initramfs: busybox, vm_runner, /init
 root="$cache/initramfs"

@@ -394,6 +394,7 @@ void run_diff_group(BpfLoader& L, Events& ev, const char* corpus_path) {
     setup_diff_tree(*corpus);
     auto& M = L.maps();
     static const char* verdicts[] = {"allow", "deny", "audit"};
+    size_t ops_total = 0, denied_total = 0, allowed_total = 0, policies_denying = 0;
     for (auto& p : corpus->policies) {
         p.tables.header.flags |= BW_POL_REPORT_ALLOW;  // a record for every decision
         auto h = M.load(p.tables);
@@ -470,10 +471,24 @@ void run_diff_group(BpfLoader& L, Events& ev, const char* corpus_path) {
         result(name, bad == 0,
                "ops=" + std::to_string(p.ops.size()) + " denied=" + std::to_string(denied) +
                    " disagreements=" + std::to_string(bad));
+        ops_total += p.ops.size();
+        denied_total += denied;
+        for (const auto& o : p.ops) allowed_total += o.verdict == 0;
+        policies_denying += denied > 0;
         (void)M.unbind(leaf.id);
         rmdir(leaf.path.c_str());
         (void)M.free(h->handle.slot);
     }
+    // Agreement proves something only where the corpus asks both answers:
+    // policies that deny nothing would agree with an LSM that never denies.
+    // At least a tenth of the operations are denials and a tenth allows, and
+    // most policies deny something.
+    const bool mixed = ops_total > 0 && denied_total * 10 >= ops_total && allowed_total * 10 >= ops_total &&
+                       policies_denying * 2 >= corpus->policies.size();
+    result("diff_corpus_denies", mixed,
+           "ops=" + std::to_string(ops_total) + " denied=" + std::to_string(denied_total) + " allowed=" +
+               std::to_string(allowed_total) + " policies denying something=" + std::to_string(policies_denying) +
+               "/" + std::to_string(corpus->policies.size()));
 }
 
 

@@ -49,6 +49,11 @@ def start_egress():
     return srv
 
 
+# API errors that are the policy's answer (the launch refused for a rule no
+# layer in force holds); any other API error is a failure of the session.
+POLICY_REFUSALS = {"rule_unenforced"}
+
+
 class Session:
     def __init__(self, api: Client, egress):
         self.api = api
@@ -59,8 +64,14 @@ class Session:
         try:
             r = task.exec(tool, argv, **kw)
         except ApiError as e:
-            # A refusal by the API is a denial too (the tool never started).
-            denied, detail = True, f"refused by the API: {e}"
+            if e.code not in POLICY_REFUSALS:
+                # A failing API (a bad request, a busy store, an internal
+                # error) says nothing about the policy: never a denial.
+                self.unexpected += 1
+                print(f"  {what:<66} API ERROR  <-- UNEXPECTED ({e})")
+                return
+            # The policy refused the launch at the API (the tool never started).
+            denied, detail = True, f"refused by the policy: {e.code}: {e.message}"
             r = None
         else:
             # Denied means a layer of the sandbox said so (a denial record),
