@@ -2,7 +2,7 @@
 # build-sanitizers.sh <main build dir> [jobs]
 # The sanitizer builds `./bulwark test` runs tiers from (tests/sanitizers):
 #   <main>/asan  ASan + UBSan, with the libFuzzer targets (tests/fuzz)
-#   <main>/tsan  TSan
+#   <main>/tsan  TSan (with BULWARK_TSAN=1)
 # Each builds only bulwark_sanitizer_tiers: the executables of its tiers
 # and what they link, not the BPF programs, the dashboard or other tiers.
 # -O1 -g1 instead of RelWithDebInfo's -O2 -g: the sanitizers' own advice
@@ -17,7 +17,9 @@ if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=cc
 # The ASan build is also the proof that the tree configures and builds with
 # CMake's default generator (Unix Makefiles) and the Debug build type (the
 # main build is Ninja and RelWithDebInfo; the arm64 build is Release).
-for kind in asan tsan; do
+kinds=(asan)
+if [[ ${BULWARK_TSAN:-0} == 1 ]]; then kinds+=(tsan); fi
+for kind in "${kinds[@]}"; do
   case $kind in
     asan) san=(-G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1"
                "-DCMAKE_C_FLAGS_DEBUG=-O1 -g1" -DBULWARK_SANITIZE=ON -DBULWARK_FUZZ=ON) ;;
