@@ -100,16 +100,18 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|aarch64|arm64")
   find_program(BULWARK_READELF readelf)
   set(_probe_dir ${CMAKE_BINARY_DIR}/hardening-probe)
   file(WRITE ${_probe_dir}/probe.cpp "#include <string>\nint main(int c, char**) { return std::string(c, 'x').size() == 3; }\n")
-  try_compile(_probe_ok ${_probe_dir}/build ${_probe_dir}/probe.cpp
-              CMAKE_FLAGS "-DCMAKE_CXX_FLAGS=-fcf-protection=full" "-DCMAKE_POSITION_INDEPENDENT_CODE=ON"
-              COPY_FILE ${_probe_dir}/probe)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
     set(_marks "BTI" "PAC")
     set(_names bti pac)
+    set(_mark_flag -mbranch-protection=standard)
   else()
     set(_marks "IBT" "SHSTK")
     set(_names cet-ibt cet-shstk)
+    set(_mark_flag -fcf-protection=full)
   endif()
+  try_compile(_probe_ok ${_probe_dir}/build ${_probe_dir}/probe.cpp
+              CMAKE_FLAGS "-DCMAKE_CXX_FLAGS=${_mark_flag}" "-DCMAKE_POSITION_INDEPENDENT_CODE=ON"
+              COPY_FILE ${_probe_dir}/probe)
   set(_notes "")
   if(_probe_ok AND BULWARK_READELF)
     execute_process(COMMAND ${BULWARK_READELF} -n ${_probe_dir}/probe OUTPUT_VARIABLE _notes ERROR_QUIET)

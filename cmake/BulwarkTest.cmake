@@ -31,11 +31,35 @@ if(NOT TARGET bulwark_catch_main)
   target_include_directories(bulwark_catch_main PUBLIC ${CMAKE_SOURCE_DIR}/tests/support)
 endif()
 
+# In the arm64 cross build the tier's code (its tests, Catch2's runner and the
+# product code it links) is one shared library, lib<name>_body.so, marked BTI
+# and PAC, and <name> is a stub main that calls into it. Debian 12's aarch64
+# start files (crt1.o, crti.o, crtbeginS.o) carry no BTI property, so an
+# executable linking them is never marked and its pages never guarded; the
+# library links none of them (-nostartfiles; __dso_handle from
+# tests/support/arm64_dso_handle.c), so the loader maps every page of our
+# code with BTI guarding (PROT_BTI). catch_main.cpp checks it in the process.
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64" AND CMAKE_CROSSCOMPILING)
+  set(BULWARK_TEST_BODY_LIBRARY ON)
+  target_compile_definitions(bulwark_catch_main PRIVATE BULWARK_ARM64_POSTURE)
+endif()
+
 function(bulwark_test_tier)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;ARGS" ${ARGN})
-  add_executable(${T_NAME} ${T_SOURCES} $<TARGET_OBJECTS:bulwark_catch_main>)
-  target_include_directories(${T_NAME} PRIVATE ${CMAKE_SOURCE_DIR}/tests/support)
-  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS})
+  if(BULWARK_TEST_BODY_LIBRARY)
+    add_library(${T_NAME}_body SHARED ${T_SOURCES} $<TARGET_OBJECTS:bulwark_catch_main>
+                ${CMAKE_SOURCE_DIR}/tests/support/arm64_dso_handle.c)
+    target_include_directories(${T_NAME}_body PRIVATE ${CMAKE_SOURCE_DIR}/tests/support)
+    target_link_libraries(${T_NAME}_body PRIVATE ${T_LIBS})
+    target_link_options(${T_NAME}_body PRIVATE -nostartfiles LINKER:-z,defs)
+    add_executable(${T_NAME} ${CMAKE_SOURCE_DIR}/tests/support/arm64_test_stub.c)
+    target_link_libraries(${T_NAME} PRIVATE ${T_NAME}_body)
+    set_target_properties(${T_NAME} PROPERTIES BUILD_RPATH "$ORIGIN")
+  else()
+    add_executable(${T_NAME} ${T_SOURCES} $<TARGET_OBJECTS:bulwark_catch_main>)
+    target_include_directories(${T_NAME} PRIVATE ${CMAKE_SOURCE_DIR}/tests/support)
+    target_link_libraries(${T_NAME} PRIVATE ${T_LIBS})
+  endif()
   bulwark_add_test(NAME ${T_NAME} COMMAND $<TARGET_FILE:${T_NAME}> ${T_ARGS})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)

@@ -30,6 +30,18 @@ PACKAGES=(
   # the dashboard page (built with npm) and its real-browser tier (tests/dashboard)
   nodejs chromium
 )
+# The arm64 core tiers (tests/hardening-arm64): the arm64 builds of the
+# libraries the policy library and agentd's core link, installed beside the
+# amd64 ones through Debian's multiarch (dpkg --add-architecture arm64, below).
+# Each is Multi-Arch: same, so apt keeps both architectures at one version
+# (it may upgrade the amd64 package to the arm64 one's version; it never
+# removes one). libyaml-cpp-dev is not (its arm64 and amd64 packages exclude
+# each other): the arm64 runtime library with the amd64 package's
+# arch-independent headers (the top-level CMakeLists.txt).
+PACKAGES+=(
+  libseccomp-dev:arm64 libssl-dev:arm64 libsqlite3-dev:arm64 libspdlog-dev:arm64 libfmt-dev:arm64
+  libyaml-cpp0.7:arm64
+)
 # Debian's npm package, unless npm is already there (a nodejs build that bundles
 # npm conflicts with it)
 command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
@@ -51,6 +63,9 @@ fi
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    dpkg --add-architecture arm64
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else

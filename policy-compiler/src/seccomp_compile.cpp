@@ -358,7 +358,20 @@ scmp_compare to_scmp(Op op) {
     return SCMP_CMP_EQ;
 }
 
+// libseccomp checks each action against the API level it probes from the
+// running kernel (seccomp(SECCOMP_GET_ACTION_AVAIL), ...). The programs this
+// compiler emits need level 3 (KILL_PROCESS, LOG) and are installed and
+// canary-checked by agentd on the target host, so the compile itself must
+// not depend on the machine it runs on: where the probe sees no seccomp()
+// (qemu-user answers ENOSYS, as does a sandbox that refuses it) the level is
+// pinned to 3 rather than every filter failing with EINVAL. A kernel that
+// answers keeps its own level.
+constexpr unsigned kSeccompApiLevel = 3;
+
 std::expected<Ctx, SeccompError> new_ctx(uint32_t default_action, uint32_t arch) {
+    if (seccomp_api_get() < kSeccompApiLevel)
+        if (int rc = seccomp_api_set(kSeccompApiLevel); rc != 0)
+            return error(0, detail::format("seccomp_api_set({}): {}", kSeccompApiLevel, std::strerror(-rc)));
     Ctx ctx{seccomp_init(default_action)};
     if (!ctx) return error(0, "seccomp_init failed");
     if (arch != seccomp_arch_native()) {

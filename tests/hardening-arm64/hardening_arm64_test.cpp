@@ -1,5 +1,5 @@
 // Arm64 hardening tier: MTE through glibc's tunable, BTI/PAC detection, all
-// under qemu-aarch64 -cpu max with the aarch64 sysroot.
+// under qemu-aarch64 -cpu max with the arm64 multiarch root.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -23,10 +23,13 @@ struct Result {
     std::string out;
 };
 
-// qemu-aarch64 -cpu max -L /usr/aarch64-linux-gnu <prog> args..., with an
-// optional GLIBC_TUNABLES for the guest program.
+// qemu-aarch64 -cpu max -L / <prog> args..., with an optional GLIBC_TUNABLES
+// for the guest program. The root is the arm64 multiarch one (libc6:arm64,
+// scripts/install-deps.sh): its loader and its glibc, never the cross
+// toolchain's loader (/usr/aarch64-linux-gnu) with the multiarch libc.so.6
+// that the loader's search path finds through the host's /etc/ld.so.cache.
 Result qemu(std::vector<std::string> args, const std::string& tunables = "") {
-    std::vector<std::string> full = {QEMU_AARCH64, "-cpu", "max", "-L", "/usr/aarch64-linux-gnu"};
+    std::vector<std::string> full = {QEMU_AARCH64, "-cpu", "max", "-L", "/"};
     if (!tunables.empty()) {
         full.push_back("-E");
         full.push_back("GLIBC_TUNABLES=" + tunables);
