@@ -167,7 +167,10 @@ struct Model {
             if (auto d = deny(*name, args, wide, nr)) return *d;
         }
         if (refused) return violation();  // deny rules hold on every ABI, nothing else
-        if (*name == "clone3") return SECCOMP_RET_ERRNO | ENOSYS;
+        // clone3 is answered ENOSYS unless allowed (beside an unconditional clone)
+        if (*name == "clone3" && std::none_of(spec.allow.begin(), spec.allow.end(),
+                                              [](const SyscallRule& r) { return r.name == "clone3"; }))
+            return SECCOMP_RET_ERRNO | ENOSYS;
         for (const auto& r : spec.allow)
             if (r.name == *name && rule_holds(r, args, wide)) return SECCOMP_RET_ALLOW;
         for (const auto& r : baseline)
