@@ -34,6 +34,7 @@
 #include "kaudit/run_registry.h"
 #include "tasks/run_binding.h"
 #include "sandbox/run_report.h"
+#include "sandbox/self_privilege.h"
 #include "sandbox/spawner.h"
 #include "tasks/tool_catalog.h"
 #include "vm/microvm_run.h"
@@ -89,6 +90,12 @@ void register_run(CLI::App& app) {
         // stdout carries the tool's output or the JSON document: logs go to stderr.
         if (!spdlog::get("agentd-run")) spdlog::set_default_logger(spdlog::stderr_color_mt("agentd-run"));
         spdlog::set_level(spdlog::level::warn);
+        // The capabilities of sandbox/self_privilege.cpp's table and no
+        // other, before any thread starts (they inherit them).
+        if (auto d = drop_own_capabilities(); !d) {
+            std::cerr << "agentd run: dropping capabilities: " << d.error() << "\n";
+            throw CLI::RuntimeError(126);
+        }
         std::error_code ec;
         std::string workdir = o->workdir.empty() ? std::filesystem::current_path(ec).string()
                                                  : std::filesystem::canonical(o->workdir, ec).string();

@@ -21,6 +21,7 @@
 #include "bpf/bpf_runtime.h"
 #include "cli/bpf_options.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/self_privilege.h"
 #include "cli/config.h"
 #include "api/dashboard.h"
 #include "audit/event_bus.h"
@@ -53,6 +54,7 @@ struct ServeArgs {
     std::string log_level;
     std::string otlp_endpoint;
     std::string otlp_encoding;
+    std::string self_seccomp;
     BpfCliOptions bpf;
 };
 
@@ -112,10 +114,11 @@ Started ensure_dir(const std::filesystem::path& p, mode_t mode) {
 // declared in start-up order, so they are torn down in reverse.
 class Daemon {
 public:
-    explicit Daemon(const ServeArgs& a) : a_(a) {}
+    Daemon(const ServeArgs& a, CapabilityDrop privilege) : a_(a), privilege_(std::move(privilege)) {}
 
     Started take_signals();
     Started read_config();
+    Started confine_self();
     Started open_store();
     Started start_telemetry();
     Started reap_previous();
@@ -139,6 +142,8 @@ private:
     nlohmann::json host_now() const;
 
     const ServeArgs& a_;
+    CapabilityDrop privilege_;
+    std::optional<SelfFilter> self_filter_;
     sigset_t signals_{};
     DaemonConfig cfg_;
     Metrics metrics_;
@@ -167,6 +172,30 @@ private:
     std::shared_ptr<const nlohmann::json> host_layers_, tools_coverage_;
     std::unique_ptr<http::HttpServer> server_;
 };
+
+// agentd's own seccomp filter (--self-seccomp: the bundle `policyc compile`
+// made of deploy/systemd/agentd-self.yaml), in force from here on, before the
+// first thread starts and before any input but the command line and the
+// configuration file is read: kernel audit records, ring-buffer events and
+// API requests all reach a process under it, and so does every sandbox it
+// creates (a tool's own filter stacks on top).
+//
+// Installed by agentd rather than written as a systemd SystemCallFilter=
+// drop-in: the filter is the compiler's own program, checked like every
+// tool's (the classic-BPF interpreter runs it for every syscall number and
+// architecture), not a second compilation by systemd from syscall names with
+// its own group semantics; it holds wherever agentd runs (systemd, the
+// Kubernetes DaemonSet, a shell), and it can be tested on a host whose PID 1
+// is not systemd.
+Started Daemon::confine_self() {
+    if (a_.self_seccomp.empty()) return {};
+    auto f = load_self_filter(a_.self_seccomp);
+    if (!f) return usage_error("--self-seccomp: " + f.error());
+    if (auto r = install_self_filter(*f); !r) return host_error("own seccomp filter: " + r.error());
+    spdlog::info("own seccomp filter: {} ({}, {} instructions)", f->path, f->hash, f->program.size());
+    self_filter_ = std::move(*f);
+    return {};
+}
 
 // Signals are taken by sigwait: blocked before any thread starts.
 Started Daemon::take_signals() {
@@ -399,6 +428,7 @@ nlohmann::json Daemon::host_now() const {
     for (auto& [name, l] : bpf_layers.items()) j["layers"][name] = l;
     j["bpf"] = std::move(bpf);
     j["kernel_audit"] = kaudit_status();
+    j["hardening"]["privilege"] = own_privilege_json(&privilege_, self_filter_ ? &*self_filter_ : nullptr);
     return j;
 }
 
@@ -429,7 +459,8 @@ Started Daemon::record_start() {
     if (auto seq = store_->enqueue(audit::host_status_record({{"event", "daemon_start"},
                                                                {"pid", getpid()},
                                                                {"audit_state", store_->status().to_json()},
-                                                               {"kernel_audit", kaudit_status()}})))
+                                                               {"kernel_audit", kaudit_status()},
+                                                               {"privilege", own_privilege_json(&privilege_, self_filter_ ? &*self_filter_ : nullptr)}})))
         store_->wait_committed(*seq, std::chrono::seconds(5));
     ::malloc_trim(0);
     return {};
@@ -485,6 +516,7 @@ int run_serve(const ServeArgs& a) {
     static constexpr Started (Daemon::*kStartUp[])() = {
         &Daemon::take_signals,        // before any thread starts
         &Daemon::read_config,         //
+        &Daemon::confine_self,        // agentd's own seccomp filter (--self-seccomp)
         &Daemon::open_store,          // the audit store
         &Daemon::start_telemetry,     // the OTLP exporter (when configured)
         &Daemon::reap_previous,       // a dead agentd's sandboxes
@@ -499,7 +531,16 @@ int run_serve(const ServeArgs& a) {
         &Daemon::record_start,        // committed before the first request
         &Daemon::start_server,        //
     };
-    Daemon daemon(a);
+    // agentd keeps the capabilities of sandbox/self_privilege.cpp's table and
+    // no other, from here on: first, while this is the only thread
+    // (capability sets are per thread; every thread started later inherits
+    // these), before the Daemon exists (its members start threads).
+    auto privilege = drop_own_capabilities();
+    if (!privilege) {
+        spdlog::critical("dropping capabilities: {}", privilege.error());
+        return 1;
+    }
+    Daemon daemon(a, std::move(*privilege));
     for (auto step : kStartUp)
         if (auto r = (daemon.*step)(); !r) {
             if (r.error().status == 2)
@@ -529,6 +570,10 @@ void register_serve(CLI::App& app) {
                       "export every audit record as an OTLP log record to this OTLP/HTTP endpoint "
                       "(http://host:4318/v1/logs); off: none");
     serve->add_option("--otlp-encoding", args->otlp_encoding, "protobuf (default) or json");
+    serve->add_option("--self-seccomp", args->self_seccomp,
+                      "agentd's own seccomp filter: a bundle compiled by `policyc compile` "
+                      "(deploy/systemd/agentd-self.yaml), installed before the daemon reads any input")
+        ->check(CLI::ExistingFile);
     args->bpf.add_to(*serve, "serve without the BPF layer (tools with network rules are refused)");
     serve->callback([args] { throw CLI::RuntimeError(run_serve(*args)); });
 

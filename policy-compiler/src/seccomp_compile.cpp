@@ -430,14 +430,36 @@ std::expected<void, SeccompError> check_rule(const SyscallRule& r, bool deny) {
     if (r.action == SeccompAction::Errno && r.errno_value > 4095)
         return error(r.rule_id, detail::format("{}: errno {} out of range (1..4095)", r.name,
                                             r.errno_value));
-    if (r.name == "clone3" && !deny && r.action == SeccompAction::Allow)
-        return error(r.rule_id, "clone3 cannot be allowed: seccomp cannot read the flags in its "
-                                "struct, so it is answered ENOSYS and libc falls back to clone");
     if (r.name == "openat2" && !deny && r.action == SeccompAction::Allow)
         return error(r.rule_id, "openat2 cannot be allowed: seccomp cannot read the mode in its struct "
                                 "(a set-id file could be created), so it is answered ENOSYS and callers "
                                 "fall back to openat");
     return {};
+}
+
+// clone3's flags sit behind a pointer the filter cannot read, so it is
+// answered ENOSYS (libc falls back to clone, whose flags it can see) unless
+// clone is allowed with no condition and denied under none: then no check
+// on clone's flags exists for clone3 to get around (a daemon that makes
+// sandboxes with clone3(CLONE_INTO_CGROUP) needs that).
+std::expected<void, SeccompError> check_clone3_allow(const SyscallRule& r, const SeccompSpec& spec) {
+    const bool clone_free = std::any_of(spec.allow.begin(), spec.allow.end(),
+                                        [](const SyscallRule& a) { return a.name == "clone" && a.args.empty(); });
+    const auto cond_deny = std::find_if(spec.deny.begin(), spec.deny.end(),
+                                        [](const SyscallRule& d) { return d.name == "clone" && !d.args.empty(); });
+    if (!clone_free)
+        return error(r.rule_id, "clone3 cannot be allowed: seccomp cannot read the flags in its "
+                                "struct, so it is answered ENOSYS and libc falls back to clone "
+                                "(allowed only beside an allow of clone with no argument condition)");
+    if (cond_deny != spec.deny.end())
+        return error(r.rule_id, detail::format("clone3 cannot be allowed: rule {} denies clone under an "
+                                               "argument condition, which clone3 would get around",
+                                               cond_deny->rule_id));
+    return {};
+}
+
+bool clone3_allowed(const SeccompSpec& spec) {
+    return std::any_of(spec.allow.begin(), spec.allow.end(), [](const SyscallRule& a) { return a.name == "clone3"; });
 }
 
 // What libseccomp was asked for one syscall on one arch, kept so the
@@ -641,6 +663,8 @@ Built SeccompBuild::add_baseline() {
 Built SeccompBuild::add_allows() {
     for (const auto& r : spec.allow) {
         if (auto ok = check_rule(r, false); !ok) return std::unexpected(ok.error());
+        if (r.name == "clone3")
+            if (auto ok = check_clone3_allow(r, spec); !ok) return std::unexpected(ok.error());
         SyscallRule a = r;
         a.action = SeccompAction::Allow;
         if (auto ok = add(a, 2, detail::format("allow rule {}", r.rule_id)); !ok)
@@ -651,8 +675,10 @@ Built SeccompBuild::add_allows() {
 }
 
 // Tier 3: clone3 answers ENOSYS (its flags sit behind a pointer; callers
-// fall back to clone, whose flags the filter can see).
+// fall back to clone, whose flags the filter can see), unless the rules
+// allow it beside an unconditional clone (check_clone3_allow).
 Built SeccompBuild::add_clone3_enosys() {
+    if (clone3_allowed(spec)) return {};  // check_clone3_allow: nothing for it to get around
     SyscallRule clone3{"clone3", {}, SeccompAction::Errno, ENOSYS, 0};
     return add(clone3, 3, "clone3 ENOSYS");
 }

@@ -212,6 +212,11 @@ try {
   const selfExpected = Object.entries(health.host.hardening?.self?.properties ?? {}).map(([k, v]) => [k, v ? "yes" : "no"]);
   check(selfExpected.length >= 6 && JSON.stringify(selfRows.sort()) === JSON.stringify(selfExpected.sort()),
     "the host view shows agentd's own hardening, property by property, from /v1/health", JSON.stringify(selfRows));
+  const privRows = await page.$$eval("#host-privilege tr", (rs) => rs.map((r) => [r.dataset.cap, r.querySelector(".state")?.textContent]));
+  const held = new Set(health.host.hardening?.privilege?.now?.effective ?? []);
+  const privExpected = (health.host.hardening?.privilege?.kept ?? []).map((k) => [k.name, held.has(k.name) ? "held" : "not held"]);
+  check(privExpected.length >= 5 && JSON.stringify(privRows) === JSON.stringify(privExpected),
+    "the host view shows the capabilities agentd keeps, each held or not, from /v1/health", JSON.stringify(privRows));
   await screenshot("host");
 
   // --- counters and charts ---------------------------------------------------

@@ -115,6 +115,25 @@ std::set<std::string> profile_unconditional_allows() {
 
 }  // namespace
 
+TEST_CASE("clone3 is allowed beside an unconditional clone, and matches the model", "[seccomp]") {
+    SeccompSpec spec;  // baseline default
+    spec.allow = {rule("clone", 1), rule("clone3", 2)};
+    auto plan = compile_seccomp(spec);
+    INFO((plan ? "" : plan.error().message));
+    REQUIRE(plan);
+    const uint64_t none[6] = {};
+    const uint64_t userns[6] = {CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0, 0};
+    CHECK(run(*plan, AUDIT_ARCH_X86_64, __NR_clone3, none) == SECCOMP_RET_ALLOW);
+    CHECK(run(*plan, AUDIT_ARCH_X86_64, __NR_clone, userns) == SECCOMP_RET_ALLOW);
+    check_against_model(spec, docker_default_rules());
+    // Control: without the allow, clone3 answers ENOSYS.
+    spec.allow = {rule("clone", 1)};
+    auto plain = compile_seccomp(spec);
+    REQUIRE(plain);
+    CHECK(run(*plain, AUDIT_ARCH_X86_64, __NR_clone3, none) == (SECCOMP_RET_ERRNO | ENOSYS));
+    check_against_model(spec, docker_default_rules());
+}
+
 TEST_CASE("Docker-default filter matches the model for every number and arch", "[seccomp]") {
     SeccompSpec spec;  // baseline default, violation ENOSYS, native only
     check_against_model(spec, docker_default_rules());
@@ -470,6 +489,17 @@ TEST_CASE("spec errors name the rule and never yield a filter", "[seccomp]") {
 
     spec = {};
     spec.allow = {rule("clone3", 11)};
+    r = compile_seccomp(spec);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().rule_id == 11);
+    // ... nor beside a clone allowed only under a condition, or denied under one
+    spec.allow = {rule("clone", 10, {cond(0, SyscallArgCond::Op::MaskedEq, 0, 0x7E020000)}), rule("clone3", 11)};
+    r = compile_seccomp(spec);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().rule_id == 11);
+    spec.allow = {rule("clone", 10), rule("clone3", 11)};
+    spec.deny = {rule("clone", 14, {cond(0, SyscallArgCond::Op::MaskedEq, 0x10000000, 0x10000000)},
+                      SeccompAction::Errno, EPERM)};
     r = compile_seccomp(spec);
     REQUIRE_FALSE(r);
     CHECK(r.error().rule_id == 11);

@@ -168,7 +168,12 @@ struct Model {
             if (auto d = deny(*name, args, wide, nr)) return *d;
         }
         if (refused) return violation();  // deny rules hold on every ABI, nothing else
-        if (*name == "clone3" || *name == "openat2") return SECCOMP_RET_ERRNO | ENOSYS;
+        // clone3 is answered ENOSYS unless allowed (beside an unconditional
+        // clone); openat2 always (its mode is out of seccomp's reach)
+        if (*name == "openat2") return SECCOMP_RET_ERRNO | ENOSYS;
+        if (*name == "clone3" && std::none_of(spec.allow.begin(), spec.allow.end(),
+                                              [](const SyscallRule& r) { return r.name == "clone3"; }))
+            return SECCOMP_RET_ERRNO | ENOSYS;
         for (auto [call, mode_arg] : {std::pair<const char*, int>{"chmod", 1}, {"fchmod", 1}, {"fchmodat", 2},
                                       {"fchmodat2", 2}, {"open", 2}, {"openat", 3}, {"creat", 1},
                                       {"mknod", 1}, {"mknodat", 2}})

@@ -53,6 +53,7 @@ export class HostView {
         el("h3", {}, "Hardening"),
         el("p", { class: "small" }, host.hardening?.detail ?? ""),
         ownHardening(host.hardening?.self),
+        ownPrivilege(host.hardening?.privilege),
       ),
     );
     const runs = el("tbody", { id: "host-runs" });
@@ -137,5 +138,27 @@ function ownHardening(self: any): HTMLElement {
     el("h4", {}, `agentd itself (${self.binary ?? "?"})`),
     table(["property", "present"], props, "self"),
     lacks.length ? el("p", { class: "small" }, `the build's toolchain cannot give: ${lacks.join("; ")}`) : null,
+  );
+}
+
+// agentd's own privilege: the capabilities it keeps (each with why), whether
+// it holds each now, and its own seccomp filter.
+function ownPrivilege(p: any): HTMLElement {
+  if (!p || !Array.isArray(p.kept)) return el("p", { class: "small", id: "host-privilege" }, "agentd's own privilege: not reported");
+  const held = new Set<string>(Array.isArray(p.now?.effective) ? p.now.effective : []);
+  const rows = el("tbody", { id: "host-privilege" });
+  for (const k of p.kept)
+    rows.appendChild(
+      el("tr", { class: held.has(k.name) ? "state-enforcing" : "state-unavailable", "data-cap": k.name }, el("td", {}, k.name), el("td", { class: "state" }, held.has(k.name) ? "held" : "not held"), el("td", { class: "small" }, k.why)),
+    );
+  const f = p.seccomp_filter;
+  const dropped: string[] = Array.isArray(p.dropped) ? p.dropped : [];
+  return el(
+    "div",
+    {},
+    el("h4", {}, "agentd's own privilege"),
+    table(["capability kept", "now", "why"], rows, "privilege"),
+    el("p", { class: "small", id: "host-privilege-seccomp" }, f ? `own seccomp filter: ${f.bundle} (${f.hash}, ${f.instructions} instructions)` : "own seccomp filter: none (agentd serve --self-seccomp)"),
+    dropped.length ? el("p", { class: "small" }, `dropped at start: ${dropped.join(" ")}`) : null,
   );
 }
