@@ -430,10 +430,6 @@ std::expected<void, SeccompError> check_rule(const SyscallRule& r, bool deny) {
     if (r.action == SeccompAction::Errno && r.errno_value > 4095)
         return error(r.rule_id, detail::format("{}: errno {} out of range (1..4095)", r.name,
                                             r.errno_value));
-    if (r.name == "openat2" && !deny && r.action == SeccompAction::Allow)
-        return error(r.rule_id, "openat2 cannot be allowed: seccomp cannot read the mode in its struct "
-                                "(a set-id file could be created), so it is answered ENOSYS and callers "
-                                "fall back to openat");
     return {};
 }
 
@@ -691,7 +687,10 @@ Built SeccompBuild::add_clone3_enosys() {
 // action when its mode argument has S_ISUID or S_ISGID, above every allow (no
 // rule file can grant it). openat2 carries its mode in a struct seccomp
 // cannot read: it answers ENOSYS like clone3 (libc does not use it; callers
-// that do fall back to openat, whose mode the filter sees).
+// that do fall back to openat, whose mode the filter sees), unless the rule
+// file itself allows openat2 by name: then it gives up the mode check for
+// that call, knowingly (agentd's own filter, whose path walks need
+// RESOLVE_NO_SYMLINKS; a baseline's allow never does).
 Built SeccompBuild::add_setid_mode_refusal() {
     struct Call {
         const char* name;
@@ -706,6 +705,8 @@ Built SeccompBuild::add_setid_mode_refusal() {
                 return std::unexpected(ok.error());
         }
     }
+    if (std::any_of(spec.allow.begin(), spec.allow.end(), [](const SyscallRule& a) { return a.name == "openat2"; }))
+        return {};
     SyscallRule openat2{"openat2", {}, SeccompAction::Errno, ENOSYS, 0};
     return add(openat2, 3, "openat2 ENOSYS");
 }

@@ -169,8 +169,11 @@ struct Model {
         }
         if (refused) return violation();  // deny rules hold on every ABI, nothing else
         // clone3 is answered ENOSYS unless allowed (beside an unconditional
-        // clone); openat2 always (its mode is out of seccomp's reach)
-        if (*name == "openat2") return SECCOMP_RET_ERRNO | ENOSYS;
+        // clone); openat2 unless the rule file allows it by name (its mode is
+        // out of seccomp's reach)
+        if (*name == "openat2" && std::none_of(spec.allow.begin(), spec.allow.end(),
+                                               [](const SyscallRule& r) { return r.name == "openat2"; }))
+            return SECCOMP_RET_ERRNO | ENOSYS;
         if (*name == "clone3" && std::none_of(spec.allow.begin(), spec.allow.end(),
                                               [](const SyscallRule& r) { return r.name == "clone3"; }))
             return SECCOMP_RET_ERRNO | ENOSYS;
