@@ -146,7 +146,7 @@ AuditRecord decision_from_event(const bw_event& ev, const RunContext& ctx, int64
     r.op = ev.op;
     r.object = render_object(ev);
     r.decision = ev.decision;
-    r.err = ev.ret < 0 ? -ev.ret : 0;
+    r.err = ev.ret < 0 && ev.ret >= -4095 ? -ev.ret : 0;  // an errno (MAX_ERRNO), never INT_MIN negated
     r.pid = ev.tgid ? ev.tgid : ev.pid;
     r.comm = bounded_cstr(ev.comm, sizeof ev.comm);
     const bool file = ev.obj_kind == BW_OBJ_FILE && ev.obj.file.rights;

@@ -54,7 +54,7 @@ std::expected<nlohmann::json, std::string> load_grant(const std::string& arg) {
     }
     try {
         return nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, out_of_range (a number no double holds)
         return std::unexpected(name + ": not JSON: " + e.what());
     }
 }

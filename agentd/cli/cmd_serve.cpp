@@ -288,7 +288,10 @@ Started Daemon::start_bpf() {
     bpf_rt_ = std::move(started.runtime);
     bpf_unavailable_ = std::move(started.unavailable);
     if (bpf_rt_) {
-        for (const auto& [sec, state] : bpf_rt_->status()["programs"].items())
+        // The status held by name: a range-for over a member of a temporary
+        // would outlive it (C++23's lifetime extension is not in GCC 12).
+        const auto status = bpf_rt_->status();
+        for (const auto& [sec, state] : status["programs"].items())
             spdlog::info("bpf: {}: {}", sec, state.get<std::string>());
     } else if (!a_.bpf.no_bpf) {
         spdlog::error("bpf: {}; tools with network rules are refused", bpf_unavailable_);

@@ -280,7 +280,11 @@ struct Parser {
                         continue;
                     }
                     std::vector<std::string> addrs;
-                    for (const auto& a : it->second) {
+                    // A node of its own: `it->second` is a member of the
+                    // iterator's temporary proxy, gone before a range-for
+                    // over it starts (ASan: stack-use-after-scope).
+                    const YAML::Node list = it->second;
+                    for (const auto& a : list) {
                         auto s = scalar(a, "an address");
                         if (!s) continue;
                         if (!parse_ip(*s)) error(a, "'" + *s + "' is not an IPv4 or IPv6 address");

@@ -451,7 +451,7 @@ std::expected<SeccompSpec, SeccompError> import_seccomp_profile(std::string_view
     json doc;
     try {
         doc = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for a number no double holds
         return error(detail::format("{}: not valid JSON: {}", name, e.what()));
     }
     ProfileImport in(doc, std::move(name));

@@ -152,6 +152,13 @@ void check_same_as_libseccomp(const std::string& json) {
 
 }  // namespace
 
+TEST_CASE("a profile with a number no double holds is an error, not an exception", "[seccomp][import]") {
+    // found by fuzz_seccomp_profile: nlohmann throws out_of_range, not parse_error
+    auto spec = import_seccomp_profile(R"({"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 55e555})", "big.json");
+    REQUIRE_FALSE(spec);
+    CHECK_THAT(spec.error().message, Catch::Contains("big.json: not valid JSON"));
+}
+
 TEST_CASE("the embedded Docker profile is the data file", "[seccomp][import]") {
     CHECK(std::string(kDockerDefaultSeccompProfile) ==
           read_file(BULWARK_SOURCE_DIR "/policy-compiler/data/docker-default-seccomp.json"));
