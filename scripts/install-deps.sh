@@ -37,11 +37,14 @@ PACKAGES=(
 # (it may upgrade the amd64 package to the arm64 one's version; it never
 # removes one). libyaml-cpp-dev is not (its arm64 and amd64 packages exclude
 # each other): the arm64 runtime library with the amd64 package's
-# arch-independent headers (the top-level CMakeLists.txt).
-PACKAGES+=(
-  libseccomp-dev:arm64 libssl-dev:arm64 libsqlite3-dev:arm64 libspdlog-dev:arm64 libfmt-dev:arm64
-  libyaml-cpp0.7:arm64
-)
+# arch-independent headers (the top-level CMakeLists.txt). Only when the
+# arm64 core build is asked for (BULWARK_ARM64=1, off by default).
+if [[ ${BULWARK_ARM64:-0} == 1 ]]; then
+  PACKAGES+=(
+    libseccomp-dev:arm64 libssl-dev:arm64 libsqlite3-dev:arm64 libspdlog-dev:arm64 libfmt-dev:arm64
+    libyaml-cpp0.7:arm64
+  )
+fi
 # Debian's npm package, unless npm is already there (a nodejs build that bundles
 # npm conflicts with it)
 command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
@@ -63,7 +66,7 @@ fi
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  if [[ ${BULWARK_ARM64:-0} == 1 ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
     dpkg --add-architecture arm64
   fi
   apt-get update -qq
