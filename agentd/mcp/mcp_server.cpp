@@ -128,12 +128,31 @@ std::expected<json, std::string> exec_body(const std::string& tool, const std::s
 }  // namespace
 
 bool exec_failed(const json& exec) {
-    if (exec.value("outcome", std::string()) != "exited") return true;
-    if (exec.value("exit_status", -1) != 0) return true;
-    return exec.contains("denials") && exec["denials"].is_array() && !exec["denials"].empty();
+    try {
+        if (exec.value("outcome", std::string()) != "exited") return true;
+        if (exec.value("exit_status", -1) != 0) return true;
+        return exec.contains("denials") && exec["denials"].is_array() && !exec["denials"].empty();
+    } catch (const json::exception&) {  // a reply not shaped as an exec reply: not a success
+        return true;
+    }
 }
 
+namespace {
+std::string describe_exec_reply(const std::string& tool, const json& exec);
+}  // namespace
+
+// A field of the wrong type in agentd's reply (nlohmann's value() throws
+// type_error) is said in the text, never an exception out of the session.
 std::string describe_exec(const std::string& tool, const json& exec) {
+    try {
+        return describe_exec_reply(tool, exec);
+    } catch (const json::exception& e) {
+        return tool + ": agentd's reply could not be read (" + e.what() + ")\n";
+    }
+}
+
+namespace {
+std::string describe_exec_reply(const std::string& tool, const json& exec) {
     std::string s = tool + ": ";
     std::string outcome = exec.value("outcome", std::string("?"));
     int status = exec.value("exit_status", -1);
@@ -189,6 +208,7 @@ std::string describe_exec(const std::string& tool, const json& exec) {
     }
     return s;
 }
+}  // namespace
 
 Server::Server(ApiCall api, Options opts) : api_(std::move(api)), opts_(std::move(opts)) {}
 

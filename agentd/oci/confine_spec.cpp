@@ -250,8 +250,14 @@ std::expected<ConfinedSpec, std::string> confine_spec(const json& spec, const Co
         &Confine::deny_masks,         // denies below allows
         &Confine::launcher,           // last: it wraps the args the steps above saw
     };
-    for (auto step : kSteps)
-        if (auto ok = (c.*step)(); !ok) return std::unexpected(ok.error());
+    // A field of the wrong type (nlohmann throws type_error) is a clear error
+    // naming the spec, never an exception out of the runtime.
+    try {
+        for (auto step : kSteps)
+            if (auto ok = (c.*step)(); !ok) return std::unexpected(ok.error());
+    } catch (const json::exception& e) {
+        return std::unexpected(std::string("config.json: a field of the wrong type: ") + e.what());
+    }
     return c.take();
 }
 

@@ -21,7 +21,9 @@ export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1${UBSAN
 # -timeout: one input taking 10 s is a hang; -rss_limit_mb: a blow-up;
 # -use_value_profile: the comparison feedback the GCC build gives.
 set +e
-"$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -use_value_profile=1 -print_final_stats=1 \
+# -seed: one fixed sequence of mutations (BULWARK_FUZZ_SEED to explore
+# another), so a tier's verdict reproduces on a rerun of the same build.
+"$fuzzer" -seed="${BULWARK_FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -use_value_profile=1 -print_final_stats=1 \
   -artifact_prefix="$work/artifacts/" "$work/corpus" 2>"$work/log"
 rc=$?
 set -e
