@@ -73,21 +73,13 @@ endfunction()
 # package-lock.json are copied to its build directory and `npm ci` installs the
 # pinned packages there (offline-safe from the lock file); the scripts are
 # copied beside them; <name> (built with ALL) depends on both.
+include(BulwarkNpm)
 function(bulwark_npm_tier)
   cmake_parse_arguments(T "" "TARGET;COMMENT" "SCRIPTS" ${ARGN})
   set(_src ${CMAKE_CURRENT_SOURCE_DIR})
   set(_bld ${CMAKE_CURRENT_BINARY_DIR})
-  file(MAKE_DIRECTORY ${_bld}/node_modules)  # where npm ci runs (Unix Makefiles make no working directory)
   list(TRANSFORM T_SCRIPTS PREPEND ${_src}/ OUTPUT_VARIABLE _script_paths)
-  add_custom_command(
-    OUTPUT ${_bld}/node_modules/.bulwark-npm-ci.stamp
-    COMMAND ${CMAKE_COMMAND} -E copy_if_different ${_src}/package.json ${_src}/package-lock.json ${_bld}/
-    COMMAND ${NPM_EXECUTABLE} ci --no-audit --no-fund --loglevel=error
-    COMMAND ${CMAKE_COMMAND} -E touch ${_bld}/node_modules/.bulwark-npm-ci.stamp
-    DEPENDS ${_src}/package.json ${_src}/package-lock.json
-    WORKING_DIRECTORY ${_bld}
-    COMMENT "${T_COMMENT}"
-    VERBATIM)
+  bulwark_npm_ci(SOURCE_DIR ${_src} BINARY_DIR ${_bld} COMMENT "${T_COMMENT}")
   add_custom_command(
     OUTPUT ${_bld}/scripts.stamp
     COMMAND ${CMAKE_COMMAND} -E copy_if_different ${_script_paths} ${_bld}/
