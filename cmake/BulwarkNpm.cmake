@@ -18,3 +18,22 @@ function(bulwark_npm_ci)
     COMMENT "${N_COMMENT}"
     VERBATIM)
 endfunction()
+
+# bulwark_node_or_skip(<result> TESTS <names...> LABELS <labels>): finds node
+# and npm (NODE_EXECUTABLE, NPM_EXECUTABLE); when either is missing, each of
+# the Node.js tier's tests is registered as a skip that says so and <result>
+# is FALSE (the caller returns), else TRUE.
+function(bulwark_node_or_skip result)
+  cmake_parse_arguments(N "" "LABELS" "TESTS" ${ARGN})
+  find_program(NODE_EXECUTABLE node)
+  find_program(NPM_EXECUTABLE npm)
+  if(NODE_EXECUTABLE AND NPM_EXECUTABLE)
+    set(${result} TRUE PARENT_SCOPE)
+    return()
+  endif()
+  foreach(_t ${N_TESTS})
+    bulwark_add_test(NAME ${_t} COMMAND sh -c "echo 'SKIP: node and npm are needed (scripts/install-deps.sh)'; exit 77")
+    set_tests_properties(${_t} PROPERTIES SKIP_RETURN_CODE 77 LABELS "${N_LABELS}")
+  endforeach()
+  set(${result} FALSE PARENT_SCOPE)
+endfunction()
