@@ -21,6 +21,24 @@ include(CheckPIESupported)
 set(BULWARK_HARDENING_LACKS "")
 set(BULWARK_HARDENING_FLAGS "")
 set(BULWARK_STATIC_LINK -static)
+# bulwark_link_static(<target> <library target>... LIBS <archive>...): the
+# static programs (the OCI launcher, the microVM guest agent, the VM tier's
+# runner) linked from this build's own library archives, by path and as one
+# group (a target link would add their shared dependencies), and the system's
+# static archives; the same objects agentd links, compiled once. Stripped;
+# last on the target's link line (after CMake's own -pie, which would make it
+# dynamic).
+function(bulwark_link_static target)
+  cmake_parse_arguments(S "" "" "LIBS" ${ARGN})
+  set(_archives)
+  foreach(_l ${S_UNPARSED_ARGUMENTS})
+    add_dependencies(${target} ${_l})
+    target_include_directories(${target} PRIVATE $<TARGET_PROPERTY:${_l},INTERFACE_INCLUDE_DIRECTORIES>)
+    list(APPEND _archives $<TARGET_FILE:${_l}>)
+  endforeach()
+  target_link_libraries(${target} PRIVATE -Wl,--start-group ${_archives} -Wl,--end-group ${S_LIBS} Threads::Threads
+                        ${BULWARK_STATIC_LINK} -s)
+endfunction()
 if(NOT BULWARK_HARDEN)
   message(STATUS "hardening: off (BULWARK_HARDEN=OFF)")
   return()

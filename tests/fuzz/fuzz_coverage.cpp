@@ -1,9 +1,10 @@
 // Coverage feedback for libFuzzer when the library is built by GCC.
 // libFuzzer dropped -fsanitize-coverage=trace-pc, and GCC has no
-// inline-8bit-counters, so the library is built with -finstrument-functions
+// inline-8bit-counters, so the build is made with -finstrument-functions
 // (call edges, hashed into 8-bit counters registered with libFuzzer here)
 // plus -fsanitize-coverage=trace-cmp (comparison operands, which libFuzzer
-// uses with -use_value_profile=1).
+// uses with -use_value_profile=1): cmake/BulwarkFuzz.cmake. The fuzzer's
+// strong definitions here take the place of glibc's no-op hooks.
 #include <cstddef>
 #include <cstdint>
 
@@ -26,11 +27,4 @@ __attribute__((no_instrument_function, no_sanitize_address, no_sanitize_undefine
     ++counters[(h >> 48) & (kCounters - 1)];
 }
 __attribute__((no_instrument_function)) void __cyg_profile_func_exit(void*, void*) {}
-}
-
-// GCC also traces floating-point comparisons, which libFuzzer does not
-// take; they carry no useful signal for a rule-file parser.
-extern "C" {
-__attribute__((no_instrument_function)) void __sanitizer_cov_trace_cmpf(float, float) {}
-__attribute__((no_instrument_function)) void __sanitizer_cov_trace_cmpd(double, double) {}
 }

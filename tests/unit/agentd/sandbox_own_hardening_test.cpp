@@ -35,6 +35,11 @@ TEST_CASE("every shipped binary has the hardening the build asks for", "[hardeni
         return;
     }
     const std::vector<std::string> binaries = split(BULWARK_SHIPPED_BINARIES, '|');
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // A sanitizer build ships nothing: the main build's run of this tier checks the shipped binaries.
+    REQUIRE(binaries.empty());
+    return;
+#endif
     REQUIRE(binaries.size() >= 4);
 #if defined(__x86_64__)
     const std::vector<std::string> props{"pie", "relro", "bind-now", "nx", "stack-protector", "fortify", "cet-ibt",
