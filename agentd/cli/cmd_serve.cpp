@@ -126,6 +126,7 @@ public:
     Started readopt_containers();
     Started reconcile();
     Started load_rules();
+    Started check_own_filter();
     Started start_kernel_audit();
     Started start_tasks();
     Started prepare_dashboard();
@@ -345,6 +346,24 @@ Started Daemon::load_rules() {
     return {};
 }
 
+// A seccomp filter is inherited: a tool whose rules allow a syscall agentd's
+// own filter refuses gets that filter's errno (131) for it. Said at start,
+// per tool, with the rule that allows each, so the rule's author sees why
+// the call fails (the stricter answer is the safe one: not a refusal to start).
+Started Daemon::check_own_filter() {
+    if (!self_filter_) return {};
+    for (const auto& t : catalog_->tools()) {
+        const auto refused = refused_by_own_filter(*self_filter_, t.bundle);
+        if (refused.empty()) continue;
+        std::string list;
+        for (const auto& r : refused) list += (list.empty() ? "" : "; ") + r.syscall + " (" + r.rule + ")";
+        spdlog::warn("tool {}: its rules allow syscalls agentd's own seccomp filter ({}) refuses, which answer errno "
+                     "131 in its runs: {}",
+                     t.name, self_filter_->tool, list);
+    }
+    return {};
+}
+
 // Kernel audit source: Landlock and seccomp denials of the runs, from the
 // kernel's audit records, into the store (docs/kernel-audit.md).
 Started Daemon::start_kernel_audit() {
@@ -527,6 +546,7 @@ int run_serve(const ServeArgs& a) {
         &Daemon::readopt_containers,  // containers bound by a previous agentd
         &Daemon::reconcile,           // a dead agentd's open runs closed
         &Daemon::load_rules,          // every rule file compiles, or no start
+        &Daemon::check_own_filter,    // tools' syscalls agentd's own filter refuses (said)
         &Daemon::start_kernel_audit,  // Landlock and seccomp denials (or why not)
         &Daemon::start_tasks,         //
         &Daemon::prepare_dashboard,   //

@@ -1,6 +1,7 @@
 #include "sandbox/self_privilege.h"
 
 #include <linux/seccomp.h>
+#include <seccomp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/capability.h>
@@ -9,9 +10,12 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include "bulwark/policy/cbpf.h"
 #include "bulwark/policy/compiler.h"
+#include "bulwark/policy/seccomp.h"
 
 namespace bulwark {
 
@@ -195,6 +199,35 @@ std::expected<SelfFilter, std::string> load_self_filter(const std::string& bundl
     f.program = std::move(b->seccomp.program);
     f.allowed = b->seccomp.syscall_rules.size();
     return f;
+}
+
+std::vector<OwnFilterRefusal> refused_by_own_filter(const SelfFilter& f, const policy::Bundle& tool) {
+    std::vector<OwnFilterRefusal> out;
+    const auto native = policy::audit_arch_of("native");
+    if (!native || tool.seccomp.program.empty()) return out;
+    const std::map<std::string, uint32_t> rule_of(tool.seccomp.syscall_rules.begin(),
+                                                  tool.seccomp.syscall_rules.end());
+    const auto allows = [](uint32_t ret) {
+        const uint32_t a = policy::seccomp_ret_action(ret);
+        return a == SECCOMP_RET_ALLOW || a == SECCOMP_RET_LOG;
+    };
+    for (const auto& name : policy::known_syscalls()) {
+        const int nr = seccomp_syscall_resolve_name(name.c_str());
+        if (nr < 0) continue;  // not a syscall of this ABI
+        seccomp_data d{};
+        d.nr = nr;
+        d.arch = *native;
+        if (!allows(policy::run_seccomp_filter(tool.seccomp.program, d)) ||
+            allows(policy::run_seccomp_filter(f.program, d)))
+            continue;
+        OwnFilterRefusal r{name, "baseline " + tool.seccomp.baseline};
+        if (auto it = rule_of.find(name); it != rule_of.end())
+            if (const auto* ref = tool.rule(it->second))
+                r.rule = ref->loc.file + ":" + std::to_string(ref->loc.line) + ":" + std::to_string(ref->loc.col) +
+                         ": " + ref->text;
+        out.push_back(std::move(r));
+    }
+    return out;
 }
 
 std::expected<void, std::string> install_self_filter(const SelfFilter& f) {

@@ -29,6 +29,9 @@
 #include <nlohmann/json.hpp>
 
 namespace bulwark {
+namespace policy {
+struct Bundle;
+}
 
 struct KeptCapability {
     int cap;                // CAP_* number
@@ -74,6 +77,18 @@ struct SelfFilter {
     size_t allowed = 0;  // syscall names the rules allow or deny by name
 };
 std::expected<SelfFilter, std::string> load_self_filter(const std::string& bundle_path);
+// A tool's syscalls agentd's own filter refuses. The filter is inherited by
+// every sandbox, so such a call answers its errno (131) whatever the tool's
+// rules say: agentd-self.yaml lists what the shipped rules allow, and a
+// site's own rule file may go beyond it. Each of the tool's native syscalls
+// is run through both programs (the compiler's cBPF interpreter) with zero
+// arguments.
+struct OwnFilterRefusal {
+    std::string syscall;
+    std::string rule;  // "file:line:col: <rule as written>", or "baseline <name>"
+};
+std::vector<OwnFilterRefusal> refused_by_own_filter(const SelfFilter& f, const policy::Bundle& tool);
+
 // Every thread of the process (SECCOMP_FILTER_FLAG_TSYNC), denials logged to
 // kernel audit (SECCOMP_FILTER_FLAG_LOG). Needs CAP_SYS_ADMIN (kept) or
 // no_new_privs.

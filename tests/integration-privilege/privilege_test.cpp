@@ -335,7 +335,18 @@ TEST_CASE("agentd serve under its own compiled seccomp filter serves a real run"
     args.push_back(AGENTD_SELF_BUNDLE);
     TempDir rules;
     const auto rules_dir = loopback_rules(rules);
+    // A site's tool whose rules go beyond agentd-self.yaml: said at start.
+    std::ofstream(rules.path / "logger.yaml") << "tool: logger\ndescription: reads the kernel log\n"
+                                                 "extends: base/minimal\nbinaries: [/usr/bin/dmesg]\n"
+                                                 "syscalls:\n  allow: [syslog]\n";
     Daemon d(args, rules_dir);
+    {
+        const std::string log = d.child->output();
+        INFO(log);
+        CHECK(log.find("tool logger: its rules allow syscalls agentd's own seccomp filter (agentd-self) refuses, which "
+                       "answer errno 131 in its runs: syslog (") != std::string::npos);
+        CHECK(log.find("tool cat: its rules allow") == std::string::npos);  // the control: a shipped tool
+    }
     const auto ad = creds_of(d.child->pid);
     CHECK(ad.seccomp == 2);
     CHECK(ad.seccomp_filters >= 1);

@@ -227,6 +227,12 @@ async function main() {
   check(hostPathOf(pod, agentd, "/sys/kernel/security/lsm")?.host === "/sys/kernel/security/lsm",
     "agentd sees the host's securityfs (is the BPF LSM enabled)");
   check(args.get("--http") === "off", "agentd opens no TCP listener in the host's network namespace");
+  // The image holds `cmake --install` under /usr/local; deploy/systemd installs the compiled bundle
+  // as share/bulwark/agentd-self.bundle.json.
+  check(args.get("--self-seccomp") === "/usr/local/share/bulwark/agentd-self.bundle.json" &&
+    /install\(FILES \$\{AGENTD_SELF_BUNDLE\} DESTINATION share\/bulwark\)/.test(
+      readFileSync(join(SOURCE_DIR, "deploy", "systemd", "CMakeLists.txt"), "utf8")),
+    "agentd runs under its own seccomp filter, the bundle the image installs", args.get("--self-seccomp"));
   check(pod.hostPID === true && pod.hostNetwork === true,
     "agentd shares the host's PID and network namespaces (kernel audit: AUDIT_SET and the multicast records)");
   check(agentd?.securityContext?.privileged === true, "agentd is privileged (host cgroup namespace, Bidirectional bpffs mount)");
