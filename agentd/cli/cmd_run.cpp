@@ -1,4 +1,4 @@
-// agentd run --rules DIR --tool NAME [--workdir DIR] [--json] -- CMD ARGS...
+// agentd run --rules DIR --tool NAME [--workdir DIR] [--json] [--self-seccomp BUNDLE] -- CMD ARGS...
 //
 // Exit status: the tool's own; 128+N when it died of signal N; 124 when the
 // wall-clock limit killed it; 125 when the policy refused the launch; 126
@@ -21,6 +21,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -73,7 +74,7 @@ std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& r
 
 void register_run(CLI::App& app) {
     struct Opts {
-        std::string rules, tool, workdir;
+        std::string rules, tool, workdir, self_seccomp;
         bool json = false;
         BpfCliOptions bpf;
         std::vector<std::string> cmd;
@@ -84,6 +85,9 @@ void register_run(CLI::App& app) {
     run->add_option("--tool", o->tool, "tool name (rules/<tool>.yaml)")->required();
     run->add_option("--workdir", o->workdir, "directory bound read-write as the tool's cwd");
     run->add_flag("--json", o->json, "print the run report as JSON on stdout");
+    run->add_option("--self-seccomp", o->self_seccomp,
+                    "agentd's own seccomp filter: the bundle policyc compiled from deploy/systemd/agentd-self.yaml, "
+                    "installed before anything else is read (the tool's filter stacks on it)");
     o->bpf.add_to(*run, "run without the BPF layer (tools with network rules are refused)");
     run->add_option("cmd", o->cmd, "command and arguments (after --)")->required();
     run->callback([o] {
@@ -96,12 +100,33 @@ void register_run(CLI::App& app) {
             std::cerr << "agentd run: dropping capabilities: " << d.error() << "\n";
             throw CLI::RuntimeError(126);
         }
+        // Its own seccomp filter, like `agentd serve --self-seccomp`: before
+        // the rule files, the kernel audit records and the ring buffer are
+        // read, and before any thread starts (TSYNC covers them anyway).
+        std::optional<SelfFilter> self_filter;
+        if (!o->self_seccomp.empty()) {
+            auto f = load_self_filter(o->self_seccomp);
+            if (!f) {
+                std::cerr << "agentd run: --self-seccomp: " << f.error() << "\n";
+                throw CLI::RuntimeError(126);
+            }
+            if (auto r = install_self_filter(*f); !r) {
+                std::cerr << "agentd run: own seccomp filter: " << r.error() << "\n";
+                throw CLI::RuntimeError(126);
+            }
+            self_filter = std::move(*f);
+        }
         std::error_code ec;
         std::string workdir = o->workdir.empty() ? std::filesystem::current_path(ec).string()
                                                  : std::filesystem::canonical(o->workdir, ec).string();
         auto bundle = ec ? std::expected<policy::Bundle, std::string>(std::unexpected(
                                "workdir " + o->workdir + ": " + ec.message()))
                          : load_tool_bundle(o->rules, o->tool, workdir);
+        if (bundle && self_filter)
+            for (const auto& r : refused_by_own_filter(*self_filter, *bundle))
+                spdlog::warn("tool {}: its rules allow {}, which agentd's own seccomp filter ({}) refuses: errno 131 "
+                             "in this run ({})",
+                             o->tool, r.syscall, self_filter->tool, r.rule);
         RunReport rep;
         // This run's decisions: the BPF runtime's ring buffer (cgroup socket
         // programs, the monitor, BPF LSM where the kernel has it) and the

@@ -245,6 +245,40 @@ TEST_CASE("agentd run keeps exactly the kept capabilities while its tool runs", 
     CHECK(c.effective == (kept & mine.bounding));
     CHECK(c.inheritable == 0);
     CHECK(c.ambient == 0);
+    CHECK(c.seccomp_filters == mine.seccomp_filters);  // no filter of its own without --self-seccomp
+    CHECK(run.wait_exit() == 0);
+}
+
+TEST_CASE("agentd run --self-seccomp runs under its own filter, and its tool under both", "[privilege][seccomp]") {
+    const auto mine = creds_of(::getpid());
+    TempDir dir;
+    ::chmod(dir.path.c_str(), 0777);
+    PrivateBpf bpf("bulwark-privilege-run-seccomp");
+    std::vector<std::string> argv{AGENTD_BINARY, "run", "--self-seccomp", AGENTD_SELF_BUNDLE, "--rules",
+                                  BULWARK_RULES_DIR, "--tool", "sh", "--workdir", dir.path.string()};
+    for (auto& a : bpf.args()) argv.push_back(a);
+    for (auto a : {"--", "sh", "-c", "i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done"}) argv.push_back(a);
+    AgentdChild run(argv, (dir.path / "run.log").string());
+    // The tool: the deepest process below agentd run while the loop runs.
+    const auto deepest = [](pid_t p) {
+        for (;;) {
+            std::ifstream ch("/proc/" + std::to_string(p) + "/task/" + std::to_string(p) + "/children");
+            pid_t next = 0;
+            if (!(ch >> next) || next <= 0) return p;
+            p = next;
+        }
+    };
+    ProcCredentials agentd, tool;
+    for (int i = 0; i < 60 && tool.seccomp_filters <= agentd.seccomp_filters; ++i) {
+        ::usleep(50 * 1000);
+        agentd = creds_of(run.pid);
+        // the tool may be gone between the two reads: read again
+        if (auto t = read_proc_credentials("/proc/" + std::to_string(deepest(run.pid)) + "/status")) tool = *t;
+    }
+    INFO(run.output());
+    CHECK(agentd.seccomp == 2);
+    CHECK(agentd.seccomp_filters == mine.seccomp_filters + 1);
+    CHECK(tool.seccomp_filters > agentd.seccomp_filters);  // the tool's own stacked on agentd's
     CHECK(run.wait_exit() == 0);
 }
 
