@@ -123,10 +123,7 @@ void register_run(CLI::App& app) {
                                "workdir " + o->workdir + ": " + ec.message()))
                          : load_tool_bundle(o->rules, o->tool, workdir);
         if (bundle && self_filter)
-            for (const auto& r : refused_by_own_filter(*self_filter, *bundle))
-                spdlog::warn("tool {}: its rules allow {}, which agentd's own seccomp filter ({}) refuses: errno 131 "
-                             "in this run ({})",
-                             o->tool, r.syscall, self_filter->tool, r.rule);
+            if (auto said = own_filter_warning(*self_filter, o->tool, *bundle); !said.empty()) spdlog::warn("{}", said);
         RunReport rep;
         // This run's decisions: the BPF runtime's ring buffer (cgroup socket
         // programs, the monitor, BPF LSM where the kernel has it) and the

@@ -352,15 +352,8 @@ Started Daemon::load_rules() {
 // the call fails (the stricter answer is the safe one: not a refusal to start).
 Started Daemon::check_own_filter() {
     if (!self_filter_) return {};
-    for (const auto& t : catalog_->tools()) {
-        const auto refused = refused_by_own_filter(*self_filter_, t.bundle);
-        if (refused.empty()) continue;
-        std::string list;
-        for (const auto& r : refused) list += (list.empty() ? "" : "; ") + r.syscall + " (" + r.rule + ")";
-        spdlog::warn("tool {}: its rules allow syscalls agentd's own seccomp filter ({}) refuses, which answer errno "
-                     "131 in its runs: {}",
-                     t.name, self_filter_->tool, list);
-    }
+    for (const auto& t : catalog_->tools())
+        if (auto said = own_filter_warning(*self_filter_, t.name, t.bundle); !said.empty()) spdlog::warn("{}", said);
     return {};
 }
 

@@ -125,33 +125,7 @@ std::expected<json, std::string> exec_body(const std::string& tool, const std::s
     return body;
 }
 
-}  // namespace
-
-bool exec_failed(const json& exec) {
-    try {
-        if (exec.value("outcome", std::string()) != "exited") return true;
-        if (exec.value("exit_status", -1) != 0) return true;
-        return exec.contains("denials") && exec["denials"].is_array() && !exec["denials"].empty();
-    } catch (const json::exception&) {  // a reply not shaped as an exec reply: not a success
-        return true;
-    }
-}
-
-namespace {
-std::string describe_exec_reply(const std::string& tool, const json& exec);
-}  // namespace
-
-// A field of the wrong type in agentd's reply (nlohmann's value() throws
-// type_error) is said in the text, never an exception out of the session.
-std::string describe_exec(const std::string& tool, const json& exec) {
-    try {
-        return describe_exec_reply(tool, exec);
-    } catch (const json::exception& e) {
-        return tool + ": agentd's reply could not be read (" + e.what() + ")\n";
-    }
-}
-
-namespace {
+// The exec reply as text (describe_exec catches what a malformed one throws).
 std::string describe_exec_reply(const std::string& tool, const json& exec) {
     std::string s = tool + ": ";
     std::string outcome = exec.value("outcome", std::string("?"));
@@ -208,7 +182,28 @@ std::string describe_exec_reply(const std::string& tool, const json& exec) {
     }
     return s;
 }
+
 }  // namespace
+
+bool exec_failed(const json& exec) {
+    try {
+        if (exec.value("outcome", std::string()) != "exited") return true;
+        if (exec.value("exit_status", -1) != 0) return true;
+        return exec.contains("denials") && exec["denials"].is_array() && !exec["denials"].empty();
+    } catch (const json::exception&) {  // a reply not shaped as an exec reply: not a success
+        return true;
+    }
+}
+
+// A field of the wrong type in agentd's reply (nlohmann's value() throws
+// type_error) is said in the text, never an exception out of the session.
+std::string describe_exec(const std::string& tool, const json& exec) {
+    try {
+        return describe_exec_reply(tool, exec);
+    } catch (const json::exception& e) {
+        return tool + ": agentd's reply could not be read (" + e.what() + ")\n";
+    }
+}
 
 Server::Server(ApiCall api, Options opts) : api_(std::move(api)), opts_(std::move(opts)) {}
 

@@ -230,6 +230,15 @@ std::vector<OwnFilterRefusal> refused_by_own_filter(const SelfFilter& f, const p
     return out;
 }
 
+std::string own_filter_warning(const SelfFilter& f, const std::string& tool_name, const policy::Bundle& tool) {
+    std::string list;
+    for (const auto& r : refused_by_own_filter(f, tool))
+        list += (list.empty() ? "" : "; ") + r.syscall + " (" + r.rule + ")";
+    if (list.empty()) return list;
+    return "tool " + tool_name + ": its rules allow syscalls agentd's own seccomp filter (" + f.tool +
+           ") refuses, which answer errno 131 in its runs: " + list;
+}
+
 std::expected<void, std::string> install_self_filter(const SelfFilter& f) {
     sock_fprog prog{static_cast<unsigned short>(f.program.size()), const_cast<sock_filter*>(f.program.data())};
     long r = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC | SECCOMP_FILTER_FLAG_LOG, &prog);

@@ -88,6 +88,9 @@ struct OwnFilterRefusal {
     std::string rule;  // "file:line:col: <rule as written>", or "baseline <name>"
 };
 std::vector<OwnFilterRefusal> refused_by_own_filter(const SelfFilter& f, const policy::Bundle& tool);
+// What `agentd serve` and `agentd run` say of them, one line for the tool
+// ("" when the filter refuses none of its calls).
+std::string own_filter_warning(const SelfFilter& f, const std::string& tool_name, const policy::Bundle& tool);
 
 // Every thread of the process (SECCOMP_FILTER_FLAG_TSYNC), denials logged to
 // kernel audit (SECCOMP_FILTER_FLAG_LOG). Needs CAP_SYS_ADMIN (kept) or
