@@ -3,6 +3,7 @@
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/capability.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 
 #include "bulwark/policy/cbpf.h"
 #include "bulwark/policy/compiler.h"
+#include "bulwark/policy/explain.h"
 #include "bulwark/policy/seccomp.h"
 
 namespace bulwark {
@@ -227,6 +229,30 @@ std::vector<OwnFilterRefusal> refused_by_own_filter(const SelfFilter& f, const p
                          ": " + ref->text;
         out.push_back(std::move(r));
     }
+    // The socket families: the tool's filter narrows socket(2) to its
+    // network.families, agentd's to its own.
+    for (const char* call : {"socket", "socketpair"}) {
+        seccomp_data d{};
+        d.nr = seccomp_syscall_resolve_name(call);
+        d.arch = *native;
+        for (uint32_t family = 0; family < 64; ++family) {
+            d.args[0] = family;
+            bool tool_allows = false, self_allows = false;
+            for (uint64_t type : {SOCK_STREAM, SOCK_DGRAM, SOCK_RAW, SOCK_SEQPACKET}) {
+                d.args[1] = type;
+                tool_allows |= allows(policy::run_seccomp_filter(tool.seccomp.program, d));
+                self_allows |= allows(policy::run_seccomp_filter(f.program, d));
+            }
+            if (!tool_allows || self_allows) continue;
+            const std::string name = policy::family_names(uint64_t{1} << family);
+            OwnFilterRefusal r{std::string(call) + "(" + name + ")", "network.families"};
+            for (const auto& ref : tool.rules)
+                if (ref.text == "network.families: " + name)
+                    r.rule = ref.loc.file + ":" + std::to_string(ref.loc.line) + ":" + std::to_string(ref.loc.col) +
+                             ": " + ref.text;
+            out.push_back(std::move(r));
+        }
+    }
     return out;
 }
 
@@ -236,7 +262,7 @@ std::string own_filter_warning(const SelfFilter& f, const std::string& tool_name
         list += (list.empty() ? "" : "; ") + r.syscall + " (" + r.rule + ")";
     if (list.empty()) return list;
     return "tool " + tool_name + ": its rules allow syscalls agentd's own seccomp filter (" + f.tool +
-           ") refuses, which answer errno 131 in its runs: " + list;
+           ") refuses, which answer errno 131 (a socket family: EPERM) in its runs: " + list;
 }
 
 std::expected<void, std::string> install_self_filter(const SelfFilter& f) {

@@ -82,9 +82,11 @@ std::expected<SelfFilter, std::string> load_self_filter(const std::string& bundl
 // rules say: agentd-self.yaml lists what the shipped rules allow, and a
 // site's own rule file may go beyond it. Each of the tool's native syscalls
 // is run through both programs (the compiler's cBPF interpreter) with zero
-// arguments.
+// arguments; socket(2) and socketpair(2) also in each socket family the
+// tool's filter lets through (agentd's answers EPERM for a family outside
+// its network.families).
 struct OwnFilterRefusal {
-    std::string syscall;
+    std::string syscall;  // "ptrace", or "socket(packet)" for a family
     std::string rule;  // "file:line:col: <rule as written>", or "baseline <name>"
 };
 std::vector<OwnFilterRefusal> refused_by_own_filter(const SelfFilter& f, const policy::Bundle& tool);

@@ -7,6 +7,7 @@
 
 #include "bulwark/policy/bpf_tables.h"
 #include "bulwark/policy/landlock_abi.h"
+#include "bulwark/policy/seccomp.h"
 
 namespace bulwark::vm {
 
@@ -64,6 +65,15 @@ policy::Bundle compose_vmm_bundle(const policy::Bundle& vmm, const policy::Bundl
             n.network.rules.push_back(r);
         }
         n.network.af_allow = tool.network.af_allow & ((uint64_t(1) << AF_INET) | (uint64_t(1) << AF_INET6));
+        // ... in the seccomp filter too (compiled from the VMM's rules with
+        // loopback's unix, inet and inet6).
+        // A filter that cannot be narrowed (past the kernel's size) is
+        // dropped: a VMM never starts without one.
+        if (n.network.af_allow != vmm.network.af_allow && !n.seccomp.program.empty()) {
+            auto narrowed = policy::narrow_socket_families(n.seccomp.program, n.network.af_allow,
+                                                           n.mode == policy::Mode::Audit);
+            n.seccomp.program = narrowed ? std::move(*narrowed) : std::vector<sock_filter>{};
+        }
         n.network.sock_type_allow = tool.network.sock_type_allow;
         n.landlock.handled_net = tool.landlock.handled_net;
         n.landlock.ports.clear();

@@ -8,6 +8,9 @@
 #include <unordered_map>
 #include <string_view>
 
+#include <seccomp.h>
+
+#include "bulwark/policy/cbpf.h"
 #include "bulwark/policy/evaluator.h"
 #include "bulwark/policy/landlock_abi.h"
 #include "passes.h"
@@ -78,6 +81,45 @@ std::vector<LayerClaim> unix_bind_claims(const Bundle& b, const std::string& add
     }
     if ((address.empty() || address == "@") && seccomp_bind)
         c.push_back({"seccomp", "bind(2) is refused to the tool altogether"});
+    return c;
+}
+
+// The socket families outside network.families that the bundle's seccomp
+// filter lets socket(2) or socketpair(2) create, run through the classic-BPF
+// interpreter as the kernel would (each family, the usual types): none once
+// the compiler narrowed both calls to the list (and a task's grant that takes
+// families away narrowed the filter in turn: narrow_socket_families).
+uint64_t families_past_filter(const Bundle& b) {
+    if (b.seccomp.program.empty()) return ~b.network.af_allow;
+    uint64_t past = 0;
+    for (const char* call : {"socket", "socketpair"}) {
+        seccomp_data d{};
+        d.nr = seccomp_syscall_resolve_name(call);
+        d.arch = seccomp_arch_native();
+        for (uint32_t f = 0; f < 64; ++f) {
+            if ((b.network.af_allow >> f) & 1) continue;
+            d.args[0] = f;
+            for (uint64_t type : {SOCK_STREAM, SOCK_DGRAM, SOCK_RAW, SOCK_SEQPACKET}) {
+                d.args[1] = type;
+                const uint32_t act = seccomp_ret_action(run_seccomp_filter(b.seccomp.program, d));
+                if (act == SECCOMP_RET_ALLOW || act == SECCOMP_RET_LOG) past |= uint64_t{1} << f;
+            }
+        }
+    }
+    return past;
+}
+
+// network.families: the LSM's socket_create hook sees every family; the
+// cgroup sock_create program only inet and inet6 ones; the seccomp filter
+// the families the compiler narrowed socket(2) to.
+std::vector<LayerClaim> family_claims(const Bundle& b) {
+    std::vector<LayerClaim> c = {{"bpf_lsm", "socket_create hook, every family"}};
+    const uint64_t past = families_past_filter(b);
+    constexpr uint64_t kInet = (uint64_t{1} << AF_INET) | (uint64_t{1} << AF_INET6);
+    if (past == 0)
+        c.push_back({"seccomp", "socket(2) and socketpair(2) only in the listed families"});
+    else if ((past & ~kInet) == 0)
+        c.push_back({"sock_addr", "cgroup sock_create refuses the inet families the filter lets through"});
     return c;
 }
 
@@ -164,7 +206,7 @@ std::vector<RuleCoverage> rule_coverage(const Bundle& b) {
         // `network: none|loopback` of a base that a later `network:` mapping
         // replaced no longer applies (the mapping's rules have rows of their own).
         if (c.kind == "network" && b.network.mode == NetMode::Rules) continue;
-        c.layers = claims_for(c.kind);
+        c.layers = c.kind == "network.families" ? family_claims(b) : claims_for(c.kind);
         // A microvm rule of a tool that may run on the host (off, preferred)
         // is also held by the host sandbox falling back, which its report says.
         if (c.kind.starts_with("microvm.") && c.kind != "microvm.confidential" &&

@@ -8,6 +8,7 @@
 
 #include "bulwark/policy/bpf_tables.h"
 #include "bulwark/policy/evaluator.h"
+#include "bulwark/policy/seccomp.h"
 #include "bulwark/policy/values.h"
 
 namespace bulwark::policy {
@@ -164,6 +165,7 @@ struct Narrowing {
     void narrow_files();
     void narrow_network(const Resolver& resolve);
     void narrow_families();
+    void narrow_socket_filter();
     void narrow_limits();
     void narrow_microvm();
     void cut_at_expiry(Clock::time_point now);
@@ -335,6 +337,19 @@ void Narrowing::narrow_families() {
     }
 }
 
+// The seccomp filter holds network.families on every host: families the
+// grant took away (network.families, network: none) are refused in front
+// of the tool's filter too.
+void Narrowing::narrow_socket_filter() {
+    if (n.network.af_allow == parent.network.af_allow || n.seccomp.program.empty()) return;
+    auto narrowed = narrow_socket_families(n.seccomp.program, n.network.af_allow, n.mode == Mode::Audit);
+    if (!narrowed) {
+        reasons.push_back("network.families: " + narrowed.error().message);
+        return;
+    }
+    n.seccomp.program = std::move(*narrowed);
+}
+
 // limits: each one lowered, never raised or switched off.
 void Narrowing::narrow_limits() {
     static constexpr LimitField kLimits[] = {
@@ -430,6 +445,7 @@ std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, co
     g.narrow_files();
     g.narrow_network(resolve);
     g.narrow_families();
+    g.narrow_socket_filter();
     g.narrow_limits();
     g.narrow_microvm();
     g.cut_at_expiry(now);

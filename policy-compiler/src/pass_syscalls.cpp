@@ -296,6 +296,18 @@ void deny_rules(CompileContext& ctx, const ast::Syscalls& s, SeccompSpec& spec, 
     }
 }
 
+// network.families (the network pass ran first): socket(2) and
+// socketpair(2) create only these families, on every host (the cgroup
+// sock_create program sees inet sockets alone; BPF LSM is not everywhere).
+void socket_families(CompileContext& ctx, SeccompSpec& spec) {
+    const uint64_t af = ctx.bundle.network.af_allow;
+    spec.socket_families.emplace();
+    for (int f = 0; f < 64; ++f)
+        if ((af >> f) & 1) spec.socket_families->push_back(f);
+    const auto& written = ctx.ast.network.families;
+    spec.socket_families_rule_id = written.empty() ? ctx.ast.network.rule_id : written.front().rule_id;
+}
+
 void run(CompileContext& ctx) {
     const auto& s = ctx.ast.syscalls;
     SeccompSpec& spec = ctx.seccomp;
@@ -307,6 +319,7 @@ void run(CompileContext& ctx) {
     if (!baseline(ctx, s, spec, sum)) return;
     allow_rules(ctx, s, spec, sum);
     deny_rules(ctx, s, spec, sum);
+    socket_families(ctx, spec);
     ctx.seccomp_ready = true;
 }
 

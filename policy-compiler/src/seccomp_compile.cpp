@@ -43,6 +43,10 @@ constexpr size_t kMaxRulesPerSyscall = 32;
 // Precedence: tier * kTierRank + severity * 10000 + errno.
 constexpr int64_t kTierRank = 1'000'000;
 constexpr int kDenyTier = 4;
+// Below the baseline: a socket family network.families leaves out, for the
+// socket calls some rule allows (SeccompSpec::socket_families).
+constexpr int kFamilyTier = 0;
+constexpr const char* kFamilyCalls[] = {"socket", "socketpair"};
 
 struct True {};
 struct Unsat {};
@@ -573,6 +577,7 @@ struct SeccompBuild {
     Built add_clone3_enosys();
     Built add_setid_mode_refusal();
     Built add_denies();
+    Built restrict_families();
     Built check_compat_arches();
     Built build_arches();
     Built export_and_verify();
@@ -587,6 +592,13 @@ struct SeccompBuild {
     std::vector<Check> checks;
 
 private:
+    // How a socket family the list leaves out is answered.
+    SyscallRule family_refusal(const char* call) const {
+        const bool log = spec.violation == SeccompAction::Log;
+        return {call, {}, log ? SeccompAction::Log : SeccompAction::Errno,
+                log ? uint16_t{0} : spec.socket_families_errno, spec.socket_families_rule_id};
+    }
+    Entry entry(const SyscallRule& r, int tier, std::string what) const;
     Built add(const SyscallRule& r, int tier, std::string what);
     Built add_arch(const detail::FilterArch& arch, Ctx& ctx, bool accepted);
     Built add_syscall(const detail::FilterArch& arch, Ctx& ctx, const std::string& name,
@@ -606,11 +618,19 @@ Built check_violation(const SeccompSpec& spec) {
     return {};
 }
 
-Built SeccompBuild::add(const SyscallRule& r, int tier, std::string what) {
-    Entry e{r.name, {}, r.action, r.errno_value, 0, r.rule_id, std::move(what)};
+// An entry for rule r in a tier: the violation errno where r names none,
+// ranked by tier, then severity, then errno; unconditional until add()
+// conjoins r's argument conditions.
+Entry SeccompBuild::entry(const SyscallRule& r, int tier, std::string what) const {
+    Entry e{r.name, {Term{}}, r.action, r.errno_value, 0, r.rule_id, std::move(what)};
     if (e.action == SeccompAction::Errno && e.errno_value == 0) e.errno_value = fallback_errno;
     if (e.action != SeccompAction::Errno) e.errno_value = 0;
-    e.terms = {Term{}};
+    e.rank = int64_t{tier} * kTierRank + detail::action_severity(e.action) * 10'000 + e.errno_value;
+    return e;
+}
+
+Built SeccompBuild::add(const SyscallRule& r, int tier, std::string what) {
+    Entry e = entry(r, tier, std::move(what));
     for (const Cond& c : r.args) {
         std::vector<Term> next;
         for (const Term& t : e.terms)
@@ -622,8 +642,6 @@ Built SeccompBuild::add(const SyscallRule& r, int tier, std::string what) {
         return error(r.rule_id, detail::format("{}: the argument conditions need more than {} "
                                                "libseccomp rules",
                                                r.name, kMaxRulesPerSyscall));
-    e.rank = int64_t{tier} * kTierRank + detail::action_severity(e.action) * 10'000 +
-             e.errno_value;
     by_name[e.name].push_back(std::move(e));
     return {};
 }
@@ -722,6 +740,46 @@ Built SeccompBuild::add_denies() {
     return {};
 }
 
+// network.families: each allow of socket(2) and socketpair(2), whichever tier
+// it comes from, narrowed to the listed families (argument 0); what those
+// allows covered in any other family answers family_refusal(), in a tier below
+// the baseline so that only the narrowed allows and what outranks them (the
+// denies) come before it. i386 is settled per arch (add_arch).
+Built SeccompBuild::restrict_families() {
+    if (!spec.socket_families) return {};
+    const auto& families = *spec.socket_families;
+    if (families.size() > kMaxRulesPerSyscall)
+        return error(spec.socket_families_rule_id,
+                     detail::format("network.families lists {} families; the seccomp filter narrows "
+                                    "socket(2) to at most {}",
+                                    families.size(), kMaxRulesPerSyscall));
+    for (const char* call : kFamilyCalls) {
+        auto it = by_name.find(call);
+        if (it == by_name.end()) continue;
+        std::vector<Term> allowed;  // what the allows covered, in any family
+        for (Entry& e : it->second) {
+            if (e.action != SeccompAction::Allow) continue;
+            std::vector<Term> narrowed;
+            for (const Term& t : e.terms) {
+                add_unique(allowed, t);
+                for (int f : families)
+                    for (Term& nt : conjoin(t, Cond{0, Op::Eq, static_cast<uint64_t>(f), 0}))
+                        add_unique(narrowed, std::move(nt));
+            }
+            if (narrowed.size() > kMaxRulesPerSyscall)
+                return error(e.rule_id, detail::format("{}: {} narrowed to network.families needs more than {} "
+                                                       "libseccomp rules",
+                                                       call, e.what, kMaxRulesPerSyscall));
+            e.terms = std::move(narrowed);
+        }
+        if (allowed.empty()) continue;
+        Entry refusal = entry(family_refusal(call), kFamilyTier, "network.families");
+        refusal.terms = std::move(allowed);
+        it->second.push_back(std::move(refusal));
+    }
+    return {};
+}
+
 Built SeccompBuild::check_compat_arches() {
     for (const auto& name : spec.compat_arches) {
         const auto host = detail::filter_arches();
@@ -768,25 +826,28 @@ EntriesByName deny_only(const EntriesByName& entries) {
 }
 
 Built SeccompBuild::add_arch(const detail::FilterArch& arch, Ctx& ctx, bool accepted) {
-    // On i386 a deny of a socket or IPC call also denies that call through
-    // its multiplexer (whatever its other arguments: they sit behind a
-    // pointer seccomp cannot follow).
     auto arch_entries = accepted ? by_name : deny_only(by_name);
     if (arch.token == SCMP_ARCH_X86) {
-        for (const auto& r : spec.deny) {
+        // A 32-bit socket call's family sits behind socketcall's pointer: with
+        // network.families, i386's socket and socketpair are refused outright.
+        std::vector<std::pair<SyscallRule, std::string>> denies;
+        for (const auto& r : spec.deny) denies.emplace_back(r, detail::format("deny rule {}", r.rule_id));
+        if (accepted && spec.socket_families)
+            for (const char* call : kFamilyCalls) {
+                denies.emplace_back(family_refusal(call), "network.families on i386");
+                arch_entries[call].push_back(entry(denies.back().first, kDenyTier, denies.back().second));
+            }
+        // On i386 a deny of a socket or IPC call also denies that call through
+        // its multiplexer (whatever its other arguments: they sit behind a
+        // pointer seccomp cannot follow).
+        for (const auto& [r, what] : denies) {
             auto mux = detail::i386_multiplexed(r.name);
             if (!mux) continue;
             SyscallRule d = r;
             d.name = std::string(mux->multiplexer);
-            d.args = {mux->multiplexer == "ipc"
-                          ? Cond{0, Op::MaskedEq, mux->call, 0xffff}
-                          : Cond{0, Op::Eq, mux->call, 0}};
-            Entry e{d.name, {d.args}, d.action, d.errno_value, 0, d.rule_id,
-                    detail::format("deny rule {} (via {})", r.rule_id, mux->multiplexer)};
-            if (e.action == SeccompAction::Errno && e.errno_value == 0)
-                e.errno_value = fallback_errno;
-            e.rank = int64_t{kDenyTier} * kTierRank +
-                     detail::action_severity(e.action) * 10'000 + e.errno_value;
+            Entry e = entry(d, kDenyTier, detail::format("{} (via {})", what, mux->multiplexer));
+            e.terms = {{mux->multiplexer == "ipc" ? Cond{0, Op::MaskedEq, mux->call, 0xffff}
+                                                  : Cond{0, Op::Eq, mux->call, 0}}};
             arch_entries[d.name].push_back(std::move(e));
         }
     }
@@ -880,7 +941,8 @@ std::expected<std::vector<ResolvedSyscallRule>, SeccompError> resolve_seccomp_ru
     SeccompBuild b(spec);
     static constexpr Built (SeccompBuild::*kSteps[])() = {
         &SeccompBuild::add_baseline,           &SeccompBuild::add_allows, &SeccompBuild::add_clone3_enosys,
-        &SeccompBuild::add_setid_mode_refusal, &SeccompBuild::add_denies, &SeccompBuild::check_compat_arches,
+        &SeccompBuild::add_setid_mode_refusal, &SeccompBuild::add_denies, &SeccompBuild::restrict_families,
+        &SeccompBuild::check_compat_arches,
     };
     for (auto step : kSteps)
         if (auto ok = (b.*step)(); !ok) return std::unexpected(ok.error());
@@ -905,6 +967,7 @@ std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec
         &SeccompBuild::add_clone3_enosys,    // tier 3
         &SeccompBuild::add_setid_mode_refusal,  // tier 3: chmod family without S_ISUID/S_ISGID
         &SeccompBuild::add_denies,           // tier 4
+        &SeccompBuild::restrict_families,    // socket(2) in network.families only (tier 0: the rest)
         &SeccompBuild::check_compat_arches,  // the compat ABIs the rules accept exist here
         &SeccompBuild::build_arches,         // one context per arch, merged
         &SeccompBuild::export_and_verify,    // size, the kernel's checker, every entry decided as said

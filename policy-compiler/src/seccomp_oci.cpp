@@ -50,6 +50,15 @@ std::string oci_arch(uint32_t token) {
 }  // namespace
 
 std::expected<json, SeccompError> export_oci_seccomp(const SeccompSpec& spec) {
+    // The runtime's libseccomp also emits a 32-bit socket call through
+    // socketcall, whose family it cannot read; compile_seccomp refuses those
+    // calls on i386, which the OCI format (one rule list for every arch)
+    // cannot say.
+    if (spec.socket_families && std::ranges::find(spec.compat_arches, "i386") != spec.compat_arches.end())
+        return std::unexpected(SeccompError{
+            spec.socket_families_rule_id,
+            "the OCI runtime's filter cannot hold network.families for i386 programs (socketcall hides the "
+            "family): leave i386 out of syscalls.architectures"});
     auto rules = resolve_seccomp_rules(spec);
     if (!rules) return std::unexpected(rules.error());
     json out = json::object();

@@ -29,6 +29,7 @@
 
 #include "bpf/bpf_runtime.h"
 #include "bulwark/policy/compiler.h"
+#include "bulwark/policy/explain.h"
 #include "bulwark/policy/instantiate.h"
 #include "cli/cmd_run.h"
 #include "tasks/tool_catalog.h"
@@ -592,10 +593,20 @@ Expectation tool_expectation(const policy::Bundle& b, const Attempt& a, const st
     if (n == "memfd_exec" && lim.pids.value_or(1000) <= 1)
         return {"landlock", "limits.pids 1: the attempt runs in the probe itself, and there switching Landlock off "
                             "changes its outcome (its read of the binary it copies is refused)"};
+    // socket(2) in a family network.families leaves out: the seccomp filter
+    // refuses it first (the probe's socket() is its first call)
+    static const std::map<std::string, int> kFamilyOf = {
+        {"packet_socket", AF_PACKET},     {"socket_xdp", AF_XDP},           {"socket_vsock", AF_VSOCK},
+        {"netlink_audit", AF_NETLINK},    {"raw_socket", AF_INET},          {"tcp_loopback_host", AF_INET},
+        {"tcp6_loopback_host", AF_INET6}, {"udp_metadata", AF_INET},        {"tcp_external", AF_INET},
+        {"bind_port_80", AF_INET}};
+    if (auto f = kFamilyOf.find(n); f != kFamilyOf.end() && !((b.network.af_allow >> f->second) & 1))
+        return {"seccomp", "network.families [" + policy::family_names(b.network.af_allow) + "] leaves out " +
+                               policy::family_names(uint64_t{1} << f->second)};
     // the Docker baseline allows these calls; the capability check is what refuses them
     if (n == "adjtimex") return {"caps", "baseline: adjtimex allowed (read-only use); setting needs CAP_SYS_TIME"};
     if (n == "packet_socket" || n == "socket_xdp")
-        return {"caps", "baseline: socket() allowed for every family but AF_VSOCK; the socket needs CAP_NET_RAW"};
+        return {"caps", "network.families lists the family; the socket needs CAP_NET_RAW"};
     if (n == "disk_fill" && lim.file_size_bytes.value_or(0) > (64ull << 20))
         return {"allowed", "limits.file_size " + mib(*lim.file_size_bytes) + " > the probe's 64 MiB"};
     if (n == "memory_hog" && lim.memory_bytes.value_or(0) >= (512ull << 20) + (64ull << 20))
@@ -608,9 +619,8 @@ Expectation tool_expectation(const policy::Bundle& b, const Attempt& a, const st
         return {"allowed", "limits.timeout " + std::to_string(*lim.timeout_ms / 1000) + " s > the probe's " +
                                std::to_string(spin_seconds) + " s spin (the timeout itself: the hand-built policy's row)"};
     if (n == "netlink_audit")
-        return {"allowed", "its families include netlink (route, for the resolver) and no layer judges netlink "
-                           "protocols; the socket is harmless without CAP_AUDIT_WRITE/READ (init namespace), "
-                           "which the tool lacks"};
+        return {"allowed", "its network.families include netlink and no layer judges netlink protocols; the "
+                           "socket is harmless without CAP_AUDIT_WRITE/READ (init namespace), which the tool lacks"};
     if (host_net) {
         // network rules: the tool stays in the host's network namespace
         if (n == "tcp_loopback_host" || n == "tcp6_loopback_host")
@@ -632,7 +642,7 @@ std::string bpf_deny_layer(test::PrivateRuntime& rt, uint64_t run_id) {
 // The errnos (and signals) seccomp and Landlock answer with: only for these
 // is switching a layer off worth a run.
 bool seccomp_may_answer(const std::string& s, const policy::Bundle& b) {
-    return s == "ENOSYS" || s == "SIGSYS" || s == "EIO" ||
+    return s == "ENOSYS" || s == "SIGSYS" || s == "EIO" || s == "EPERM" /* a socket family */ ||
            (b.seccomp.default_errno && s == strerrorname_np(b.seccomp.default_errno));
 }
 bool landlock_may_answer(const std::string& s) { return s == "EACCES" || s == "EPERM" || s == "EXDEV"; }
@@ -650,6 +660,7 @@ std::expected<policy::Bundle, std::string> compile_with_marker(const std::string
     opts.seccomp_compiler = [](const policy::SeccompSpec& spec) {
         policy::SeccompSpec marked = spec;
         if (marked.violation == policy::SeccompAction::Errno) marked.violation_errno = kSeccompMarker;
+        marked.socket_families_errno = kSeccompMarker;  // a family network.families leaves out
         // deny rules that answer the violation errno (the default) answer the marker
         for (auto& d : marked.deny)
             if (d.action == policy::SeccompAction::Errno && (d.errno_value == 0 || d.errno_value == spec.violation_errno))

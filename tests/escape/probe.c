@@ -425,6 +425,7 @@ int main(int argc, char** argv) {
     if (!strcmp(a, "netlink_audit")) { TRY(socket(AF_NETLINK, SOCK_RAW, 9 /* NETLINK_AUDIT */), "NETLINK_AUDIT"); return ok("audit netlink"); }
     if (!strcmp(a, "bind_port_80")) {
         int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (s < 0) return denied(errno, "socket");
         struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(80)};
         sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         TRY(bind(s, (struct sockaddr*)&sa, sizeof sa), "bind :80");

@@ -259,3 +259,27 @@ TEST_CASE("network.unix.unenforceable: run opts out the unix rules and defaults 
     CHECK_FALSE(find_kind(rule_coverage(*child.bundle), "network.unix.default_deny")->unenforceable_run);
     fs::remove_all(dir);
 }
+
+TEST_CASE("network.families is held by the BPF LSM and the seccomp filter, whatever the family",
+          "[compiler][coverage]") {
+    using V = std::vector<std::string>;
+    const char* text = "tool: t\nnetwork:\n  families: [unix, inet, netlink]\n  connect: [{ cidr: 10.0.0.0/8 }]\n";
+    auto compiled = compile_string(text, "t.yaml", {});  // the real seccomp compiler
+    INFO(render_diagnostics(compiled));
+    REQUIRE(compiled.ok());
+    const Bundle& b = *compiled.bundle;
+    const auto cov = rule_coverage(b);
+    for (const char* rule : {"network.families: unix", "network.families: netlink"}) {
+        const auto* row = find_rule(cov, b, rule);
+        INFO(rule);
+        REQUIRE(row);
+        CHECK(layer_names(*row) == V{"bpf_lsm", "seccomp"});  // not sock_addr: sock_create sees inet alone
+    }
+    // The control: a filter that lets every family through (the recording
+    // backend's allow-all) leaves the BPF LSM alone.
+    const Bundle open = require_ok(text);
+    const auto open_cov = rule_coverage(open);
+    const auto* row = find_rule(open_cov, open, "network.families: netlink");
+    REQUIRE(row);
+    CHECK(layer_names(*row) == V{"bpf_lsm"});
+}

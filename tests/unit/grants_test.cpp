@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include "bulwark/policy/compiler.h"
+#include "bulwark/policy/coverage.h"
 #include "bulwark/policy/grants.h"
 #include "policy_fixtures.h"
 
@@ -157,4 +159,59 @@ TEST_CASE("grant scoping on a tool without file rules keeps the other rights unr
     CHECK(evaluate(r->bundle, file_op(OpKind::Exec, "/bin/ls")).verdict == Verdict::Allow);
     CHECK(evaluate(r->bundle, open_op("/etc/passwd", FileAccess::Write)).verdict == Verdict::Deny);
     CHECK(evaluate(r->bundle, open_op("/srv/t1/f", FileAccess::Write)).verdict == Verdict::Allow);
+}
+
+TEST_CASE("a grant that takes socket families away narrows the seccomp filter too", "[grants]") {
+    auto compiled = compile_string("tool: t\nnetwork:\n  families: [unix, inet, inet6]\n"
+                                   "  connect: [{ cidr: 10.0.0.0/8, ports: [443] }]\n",
+                                   "t.yaml", {});
+    INFO(render_diagnostics(compiled));
+    REQUIRE(compiled.ok());
+    const Bundle& parent = *compiled.bundle;
+    auto call = [](const Bundle& b, const char* name, uint64_t a0 = 0) {
+        Operation op;
+        op.kind = OpKind::Syscall;
+        op.syscall = name;
+        op.args = {a0, SOCK_STREAM, 0, 0, 0, 0};
+        return evaluate(b, op).verdict;
+    };
+    // The control: the tool's own filter lets inet6 and unix through.
+    CHECK(call(parent, "socket", AF_INET6) == Verdict::Allow);
+    CHECK(call(parent, "socketpair", AF_UNIX) == Verdict::Allow);
+    CHECK(call(parent, "socket", AF_NETLINK) == Verdict::Deny);
+    Grant g;
+    g.name = "v4";
+    g.families = 1ull << AF_INET;
+    auto r = apply_grant(parent, g, kNow);
+    REQUIRE(r);
+    const Bundle& n = r->bundle;
+    CHECK(call(n, "socket", AF_INET) == Verdict::Allow);
+    CHECK(call(n, "socket", AF_INET6) == Verdict::Deny);
+    CHECK(call(n, "socketpair", AF_UNIX) == Verdict::Deny);
+    CHECK(call(n, "socket", (1ull << 32) | AF_INET) == Verdict::Deny);  // the upper half is no family
+    CHECK(call(n, "read") == Verdict::Allow);                            // the rest is the tool's filter
+    CHECK(call(n, "kexec_load") == Verdict::Deny);
+    // ... and the tool's families rule is held by seccomp in the narrowed bundle
+    bool seen = false;
+    for (const auto& c : rule_coverage(n))
+        if (c.kind == "network.families") {
+            seen = true;
+            CHECK(std::any_of(c.layers.begin(), c.layers.end(), [](const LayerClaim& l) { return l.layer == "seccomp"; }));
+        }
+    CHECK(seen);
+    // network: none keeps unix sockets only, in the filter too
+    Grant none;
+    none.name = "offline";
+    none.network_none = true;
+    auto off = apply_grant(parent, none, kNow);
+    REQUIRE(off);
+    CHECK(call(off->bundle, "socket", AF_INET) == Verdict::Deny);
+    CHECK(call(off->bundle, "socketpair", AF_UNIX) == Verdict::Allow);
+    // a grant that keeps the families keeps the filter as compiled
+    Grant same;
+    same.name = "same";
+    same.families = parent.network.af_allow;
+    auto kept = apply_grant(parent, same, kNow);
+    REQUIRE(kept);
+    CHECK(kept->bundle.seccomp.program.size() == parent.seccomp.program.size());
 }

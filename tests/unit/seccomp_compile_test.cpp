@@ -69,6 +69,7 @@ void check_against_model(const SeccompSpec& spec, const std::vector<SyscallRule>
             if (auto name = bulwark::test::name_of(a.scmp, nr)) {
                 std::vector<const std::vector<SyscallRule>*> lists{&spec.allow, &spec.deny, &baseline};
                 samples = bulwark::test::arg_samples(*name, lists);
+                bulwark::test::add_family_samples(spec, *name, samples);
                 if (nr == 102 || nr == 117) {  // i386 multiplexers: every call number
                     for (uint64_t c = 0; c < 40; ++c) samples.push_back({c, 0, 0, 0, 0, 0});
                     samples.push_back({0x10000 | 13, 0, 0, 0, 0, 0});  // ipc version bits
@@ -470,6 +471,79 @@ TEST_CASE("deny rules on top of the Docker baseline", "[seccomp]") {
     check_against_model(spec, docker_default_rules());
     spec.compat_arches = {"i386"};
     check_against_model(spec, docker_default_rules());
+}
+
+TEST_CASE("network.families narrows socket and socketpair on every accepted ABI", "[seccomp]") {
+    using Op = SyscallArgCond::Op;
+    const uint64_t netlink[6] = {AF_NETLINK, SOCK_RAW, 0, 0, 0, 0};
+    const uint64_t inet[6] = {AF_INET, SOCK_STREAM, 0, 0, 0, 0};
+    const uint64_t unix_pair[6] = {AF_UNIX, SOCK_STREAM, 0, 0, 0, 0};
+    const uint64_t netlink_pair[6] = {AF_NETLINK, SOCK_DGRAM, 0, 0, 0, 0};
+    SeccompSpec spec;  // Docker's baseline allows socket(2) in every family
+    // Control: with no list, the baseline's allow lets a netlink socket through.
+    auto open = compile_seccomp(spec);
+    REQUIRE(open);
+    CHECK(run(*open, AUDIT_ARCH_X86_64, __NR_socket, netlink) == SECCOMP_RET_ALLOW);
+
+    spec.socket_families = std::vector<int>{AF_UNIX, AF_INET, AF_INET6};
+    spec.socket_families_rule_id = 21;
+    auto plan = compile_seccomp(spec);
+    INFO((plan ? "" : plan.error().message));
+    REQUIRE(plan);
+    CHECK(run(*plan, AUDIT_ARCH_X86_64, __NR_socket, netlink) == (SECCOMP_RET_ERRNO | EPERM));
+    CHECK(run(*plan, AUDIT_ARCH_X86_64, __NR_socket, inet) == SECCOMP_RET_ALLOW);
+    CHECK(run(*plan, AUDIT_ARCH_X86_64, __NR_socketpair, unix_pair) == SECCOMP_RET_ALLOW);
+    CHECK(run(*plan, AUDIT_ARCH_X86_64, __NR_socketpair, netlink_pair) == (SECCOMP_RET_ERRNO | EPERM));
+    // A family's upper half set is no listed family (the kernel reads an int).
+    const uint64_t high[6] = {(uint64_t{1} << 32) | AF_INET, SOCK_STREAM, 0, 0, 0, 0};
+    CHECK(run(*plan, AUDIT_ARCH_X86_64, __NR_socket, high) == (SECCOMP_RET_ERRNO | EPERM));
+    check_against_model(spec, docker_default_rules());
+
+    SECTION("i386 accepted: its socket calls are refused whatever the family (socketcall hides it)") {
+        spec.compat_arches = {"i386"};
+        auto p = compile_seccomp(spec);
+        REQUIRE(p);
+        const uint64_t sys_socket[6] = {1, 0, 0, 0, 0, 0}, sys_connect[6] = {3, 0, 0, 0, 0, 0};
+        CHECK(run(*p, AUDIT_ARCH_I386, 102, sys_socket) == (SECCOMP_RET_ERRNO | EPERM));
+        CHECK(run(*p, AUDIT_ARCH_I386, 102, sys_connect) == SECCOMP_RET_ALLOW);
+        CHECK(run(*p, AUDIT_ARCH_I386, 359, unix_pair) == (SECCOMP_RET_ERRNO | EPERM));  // socket(2) itself
+        check_against_model(spec, docker_default_rules());
+    }
+    SECTION("audit mode logs a family the list leaves out") {
+        spec.violation = SeccompAction::Log;
+        spec.violation_errno = 0;
+        auto p = compile_seccomp(spec);
+        REQUIRE(p);
+        CHECK(run(*p, AUDIT_ARCH_X86_64, __NR_socket, netlink) == SECCOMP_RET_LOG);
+        check_against_model(spec, docker_default_rules());
+    }
+    SECTION("an allow under its own conditions keeps them; what it never allowed keeps the violation action") {
+        spec.baseline = SeccompSpec::Baseline::None;
+        spec.violation = SeccompAction::Kill;
+        spec.violation_errno = 0;
+        spec.allow = {rule("socket", 1, {cond(1, Op::Eq, SOCK_STREAM)}), rule("read", 2)};
+        spec.deny = {rule("socket", 3, {cond(0, Op::Eq, AF_INET6)}, SeccompAction::Errno, EACCES)};
+        auto p = compile_seccomp(spec);
+        INFO((p ? "" : p.error().message));
+        REQUIRE(p);
+        const uint64_t netlink_stream[6] = {AF_NETLINK, SOCK_STREAM, 0, 0, 0, 0};
+        const uint64_t inet_dgram[6] = {AF_INET, SOCK_DGRAM, 0, 0, 0, 0};
+        const uint64_t inet6[6] = {AF_INET6, SOCK_STREAM, 0, 0, 0, 0};
+        CHECK(run(*p, AUDIT_ARCH_X86_64, __NR_socket, inet) == SECCOMP_RET_ALLOW);
+        CHECK(run(*p, AUDIT_ARCH_X86_64, __NR_socket, netlink_stream) == (SECCOMP_RET_ERRNO | EPERM));
+        CHECK(run(*p, AUDIT_ARCH_X86_64, __NR_socket, inet_dgram) == SECCOMP_RET_KILL_PROCESS);
+        CHECK(run(*p, AUDIT_ARCH_X86_64, __NR_socket, inet6) == (SECCOMP_RET_ERRNO | EACCES));
+        CHECK(run(*p, AUDIT_ARCH_X86_64, __NR_socketpair, unix_pair) == SECCOMP_RET_KILL_PROCESS);
+        check_against_model(spec, {});
+    }
+    SECTION("more families than the filter narrows to is an error naming the rule") {
+        spec.socket_families = std::vector<int>(33);
+        for (int f = 0; f < 33; ++f) (*spec.socket_families)[f] = f;
+        auto r = compile_seccomp(spec);
+        REQUIRE_FALSE(r);
+        CHECK(r.error().rule_id == 21);
+        CHECK_THAT(r.error().message, Catch::Contains("network.families"));
+    }
 }
 
 TEST_CASE("spec errors name the rule and never yield a filter", "[seccomp]") {

@@ -108,11 +108,34 @@ struct Model {
         return ret_of(r.action, e);
     }
 
+    // network.families: socket and socketpair create only the listed
+    // families; what an allow covers in another family answers EPERM (logged
+    // when the violation action is log).
+    bool family_call(const std::string& name) const {
+        return spec.socket_families && (name == "socket" || name == "socketpair");
+    }
+    bool family_listed(uint64_t family) const {
+        return std::ranges::find(*spec.socket_families, static_cast<int64_t>(family)) != spec.socket_families->end();
+    }
+    SyscallRule family_refusal(const char* name) const {
+        const bool log = spec.violation == SeccompAction::Log;
+        return {name, {}, log ? SeccompAction::Log : SeccompAction::Errno,
+                log ? uint16_t{0} : spec.socket_families_errno, 0};
+    }
+    // The deny rules on an arch: on an accepted i386 with families, socket
+    // and socketpair are refused outright (the family is out of reach).
+    std::vector<SyscallRule> denies(bool i386_accepted) const {
+        std::vector<SyscallRule> out = spec.deny;
+        if (i386_accepted && spec.socket_families)
+            for (const char* n : {"socket", "socketpair"}) out.push_back(family_refusal(n));
+        return out;
+    }
+
     // The strongest matching deny for (name, args), if any.
-    std::optional<uint32_t> deny(const std::string& name, const uint64_t (&args)[6], bool wide,
-                                 int i386_mux_nr = -1) const {
+    std::optional<uint32_t> deny(const std::vector<SyscallRule>& rules, const std::string& name,
+                                 const uint64_t (&args)[6], bool wide, int i386_mux_nr = -1) const {
         std::optional<std::pair<int, uint32_t>> best;
-        for (const auto& r : spec.deny) {
+        for (const auto& r : rules) {
             bool match = false;
             if (i386_mux_nr >= 0) {
                 for (const auto& m : kI386Mux)
@@ -149,12 +172,13 @@ struct Model {
         }
         auto name = name_of(scmp_arch, nr);
         if (!name) return violation();
+        const auto deny_rules = denies(!wide && !refused);
         if (!wide) {
             // i386 socket/IPC calls: a deny applies whatever the arguments.
             for (const auto& m : kI386Mux)
                 if (*name == m.name) {
                     std::optional<std::pair<int, uint32_t>> best;
-                    for (const auto& r : spec.deny) {
+                    for (const auto& r : deny_rules) {
                         if (r.name != *name) continue;
                         uint32_t ret = deny_ret(r);
                         int key = severity(r.action) * 10000 + static_cast<int>(ret & SECCOMP_RET_DATA);
@@ -163,9 +187,9 @@ struct Model {
                     if (best) return best->second;
                 }
         }
-        if (auto d = deny(*name, args, wide)) return *d;
+        if (auto d = deny(deny_rules, *name, args, wide)) return *d;
         if (!wide && (nr == 102 || nr == 117)) {
-            if (auto d = deny(*name, args, wide, nr)) return *d;
+            if (auto d = deny(deny_rules, *name, args, wide, nr)) return *d;
         }
         if (refused) return violation();  // deny rules hold on every ABI, nothing else
         // clone3 is answered ENOSYS unless allowed (beside an unconditional
@@ -181,13 +205,26 @@ struct Model {
                                       {"fchmodat2", 2}, {"open", 2}, {"openat", 3}, {"creat", 1},
                                       {"mknod", 1}, {"mknodat", 2}})
             if (*name == call && (args[mode_arg] & 06000) != 0) return violation();
+        bool family_out = false;  // an allow covers the call, not in this family
+        const bool narrowed = family_call(*name) && !family_listed(args[0]);
         for (const auto& r : spec.allow)
-            if (r.name == *name && rule_holds(r, args, wide)) return SECCOMP_RET_ALLOW;
+            if (r.name == *name && rule_holds(r, args, wide)) {
+                if (!narrowed) return SECCOMP_RET_ALLOW;
+                family_out = true;
+            }
         for (const auto& r : baseline)
             if (r.name == *name && rule_holds(r, args, wide)) {
+                if (r.action == SeccompAction::Allow && narrowed) {
+                    family_out = true;
+                    continue;
+                }
                 uint16_t e = r.errno_value ? r.errno_value : fallback_errno();
                 return ret_of(r.action, e);
             }
+        if (family_out) {
+            const SyscallRule refusal = family_refusal("socket");
+            return ret_of(refusal.action, refusal.errno_value);
+        }
         if (!wide && (nr == 102 || nr == 117)) {
             // libseccomp also allows the multiplexed form of an allowed call
             // (without its argument conditions: they sit behind a pointer).
@@ -240,6 +277,16 @@ inline std::vector<std::vector<uint64_t>> arg_samples(const std::string& name,
         out = std::move(next);
     }
     return out;
+}
+
+// With network.families, socket and socketpair are tried in every family
+// with the usual types, beside the rules' own boundaries.
+inline void add_family_samples(const SeccompSpec& spec, const std::string& name,
+                               std::vector<std::vector<uint64_t>>& samples) {
+    if (!spec.socket_families || (name != "socket" && name != "socketpair")) return;
+    for (uint64_t f = 0; f < 50; ++f)
+        for (uint64_t type : {1, 2, 3})  // SOCK_STREAM, SOCK_DGRAM, SOCK_RAW
+            samples.push_back({f, type, 0, 0, 0, 0});
 }
 
 }  // namespace bulwark::test

@@ -8,6 +8,7 @@
 #include <linux/audit.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <memory>
@@ -98,6 +99,7 @@ void check_export(const SeccompSpec& spec) {
         if (auto name = bulwark::test::name_of(SCMP_ARCH_X86_64, nr)) {
             std::vector<const std::vector<SyscallRule>*> lists{&spec.allow, &spec.deny, &baseline};
             samples = bulwark::test::arg_samples(*name, lists);
+            bulwark::test::add_family_samples(spec, *name, samples);
         }
         for (const auto& s : samples) {
             uint64_t args[6];
@@ -152,6 +154,24 @@ TEST_CASE("OCI export: denies with conditions over allows, kill and log actions"
                       rule("openat", 10, {{2, Op::MaskedEq, 0, 3}})};
         spec.violation = SeccompAction::Log;
         check_export(spec);
+    }
+    SECTION("network.families: socket(2) narrowed to the list in the runtime's filter too") {
+        spec.socket_families = std::vector<int>{AF_UNIX, AF_INET};
+        check_export(spec);
+        auto oci = export_oci_seccomp(spec);
+        REQUIRE(oci);
+        const uint64_t netlink[6] = {AF_NETLINK, SOCK_RAW, 0, 0, 0, 0};
+        seccomp_data d{};
+        d.nr = __NR_socket;
+        d.arch = AUDIT_ARCH_X86_64;
+        std::copy(std::begin(netlink), std::end(netlink), d.args);
+        CHECK(run_seccomp_filter(load_like_runc(*oci), d) == (SECCOMP_RET_ERRNO | EPERM));
+        // ... and i386, whose socketcall hides the family, is an error, not a wider filter.
+        spec.compat_arches = {"i386"};
+        spec.socket_families_rule_id = 12;
+        auto refused = export_oci_seccomp(spec);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error().rule_id == 12);
     }
     SECTION("i386 accepted: listed") {
         spec.compat_arches = {"i386"};

@@ -78,3 +78,30 @@ syscalls:
     // The control: under a filter that is the tool's own, nothing is refused.
     CHECK(refused_by_own_filter(self_filter_of(*r.bundle), *r.bundle).empty());
 }
+
+TEST_CASE("a tool's socket family outside agentd's own filter is named with its rule", "[privilege][seccomp]") {
+    const SelfFilter self = self_filter_of(compiled_file(std::string(BULWARK_SOURCE_DIR) +
+                                                         "/deploy/systemd/agentd-self.yaml"));
+    auto r = policy::compile_string(R"(tool: sniffer
+description: reads packets
+extends: base/minimal
+binaries: [/usr/bin/true]
+network:
+  families: [unix, packet]
+)",
+                                    "sniffer.yaml", {.rules_dirs = {kRules}});
+    INFO(policy::render_diagnostics(r));
+    REQUIRE(r.ok());
+    std::vector<std::string> names;
+    for (const auto& x : refused_by_own_filter(self, *r.bundle)) {
+        names.push_back(x.syscall);
+        if (x.syscall == "socket(packet)") CHECK(x.rule.starts_with("sniffer.yaml:6:20: network.families: packet"));
+    }
+    CHECK(names == std::vector<std::string>{"socket(packet)", "socketpair(packet)"});
+    // The control: netlink is in agentd-self.yaml's families, and so not named.
+    auto nl = policy::compile_string("tool: ip\ndescription: lists links\nextends: base/minimal\n"
+                                     "binaries: [/usr/bin/true]\nnetwork:\n  families: [unix, netlink]\n",
+                                     "ip.yaml", {.rules_dirs = {kRules}});
+    REQUIRE(nl.ok());
+    CHECK(refused_by_own_filter(self, *nl.bundle).empty());
+}

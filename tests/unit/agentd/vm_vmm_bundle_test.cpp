@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include "bulwark/policy/compiler.h"
+#include "bulwark/policy/evaluator.h"
 #include "bulwark/policy/instantiate.h"
 #include "vm/vmm.h"
 #include "vm/vmm_bundle.h"
@@ -89,7 +90,7 @@ TEST_CASE("qemu's command line: microvm, no network device, the channel on the g
 TEST_CASE("a tool's network rules become the VMM's: the guest's traffic is judged again on the host",
           "[vm][vmm_bundle]") {
     auto vmm = compiled("tool: vmm\nbinaries: [/usr/bin/qemu-system-x86_64]\nfiles:\n  read: [/usr/share/qemu]\n"
-                        "network: none\n");
+                        "network: loopback\n");  // as rules/vmm/qemu.yaml
     auto tool = compiled("tool: t\nbinaries: [/usr/bin/curl]\nfiles:\n  read: [\"${workdir}\"]\n"
                          "network:\n  connect: [{ cidr: 192.0.2.2/32, ports: [443], proto: tcp }]\n"
                          "  deny: [{ cidr: 169.254.0.0/16 }]\n  unix: { connect: [\"@bus\"] }\n"
@@ -107,13 +108,25 @@ TEST_CASE("a tool's network rules become the VMM's: the guest's traffic is judge
     CHECK(n.network.unix_rules.empty());  // the VMM makes no unix socket
     CHECK_FALSE((n.network.af_allow & (1ull << AF_UNIX)));
     CHECK((n.network.af_allow & (1ull << AF_INET)));
+    // ... and so does its seccomp filter: the VMM's user-mode network makes
+    // inet sockets, never unix ones (the control: the VMM's rules alone allow both)
+    auto socket_of = [](const policy::Bundle& b, int family) {
+        policy::Operation op;
+        op.kind = policy::OpKind::Syscall;
+        op.syscall = "socket";
+        op.args = {static_cast<uint64_t>(family), SOCK_STREAM, 0, 0, 0, 0};
+        return policy::evaluate(b, op).verdict;
+    };
+    CHECK(socket_of(n, AF_INET) == policy::Verdict::Allow);
+    CHECK(socket_of(n, AF_UNIX) == policy::Verdict::Deny);
+    CHECK(socket_of(vmm, AF_UNIX) == policy::Verdict::Allow);
     CHECK(n.landlock.handled_net == tool.landlock.handled_net);
     REQUIRE(n.landlock.ports.size() == 1);
     CHECK(n.landlock.ports[0].port == 443);
     CHECK(n.rule(n.landlock.ports[0].rule_id)->text.find("(the VM of t)") != std::string::npos);
 
-    // A tool without network rules: the VMM keeps its own (none: a network namespace of its own).
+    // A tool without network rules: the VMM keeps its own (loopback: a network namespace of its own).
     auto offline = compiled("tool: t\nbinaries: [/usr/bin/dash]\nfiles:\n  read: [\"${workdir}\"]\n"
                             "microvm: { mode: required }\n");
-    CHECK(vm::compose_vmm_bundle(vmm, offline, "/opt/bulwark/guest").network.mode == policy::NetMode::None);
+    CHECK(vm::compose_vmm_bundle(vmm, offline, "/opt/bulwark/guest").network.mode == policy::NetMode::Loopback);
 }

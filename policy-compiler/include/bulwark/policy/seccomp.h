@@ -9,6 +9,7 @@
 #include <expected>
 #include <optional>
 #include <string>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -51,6 +52,18 @@ struct SeccompSpec {
     // A compat ABI not named here is refused: each of its calls answers the
     // violation action, or the action of a deny rule naming the call.
     std::vector<std::string> compat_arches;
+    // The socket families socket(2) and socketpair(2) may create
+    // (network.families; nullopt: the syscall rules alone decide). Each
+    // allow of either call is narrowed to these families; a family the list
+    // leaves out answers socket_families_errno (EPERM: what the BPF LSM and
+    // cgroup sock_create answer), or is logged when the violation action is log. The
+    // cgroup sock_create program sees only inet sockets, so without BPF LSM
+    // this is the one layer that holds a netlink, packet, vsock, ... family
+    // out. On i386 the family sits behind socketcall's pointer: with a list,
+    // a 32-bit program's socket and socketpair calls are refused outright.
+    std::optional<std::vector<int>> socket_families;
+    uint32_t socket_families_rule_id = 0;
+    uint16_t socket_families_errno = EPERM;
     // What an import changed or left out of the profile (capability-gated
     // rules, names this libseccomp does not know, ...), one sentence each.
     std::vector<std::string> notes;
@@ -66,7 +79,7 @@ struct SeccompError {
 // the native ABI and to the compat ABIs of spec.compat_arches; every other
 // ABI of the host is refused (see SeccompSpec::compat_arches).
 // Precedence: deny (strongest action first) > clone3 ENOSYS > allow >
-// baseline > violation. Conditional denies are subtracted from the allows
+// baseline > a socket family network.families leaves out > violation. Conditional denies are subtracted from the allows
 // before libseccomp sees them; a syscall whose rules would need more than 32
 // libseccomp rules is an error, and so is any program whose decisions differ
 // (checked through the cBPF interpreter at every condition boundary) from
@@ -87,6 +100,16 @@ struct ResolvedSyscallRule {
     uint32_t rule_id = 0;
 };
 std::expected<std::vector<ResolvedSyscallRule>, SeccompError> resolve_seccomp_rules(const SeccompSpec& spec);
+
+// A compiled filter narrowed to the socket families of af_allow: socket(2)
+// and socketpair(2) of the native ABI in any other family (or with a family
+// argument whose upper half is set) answer EPERM, or are logged when audit;
+// every other call goes to the filter unchanged. For a task's grant that
+// takes families away (the tool's spec is not in its bundle); compat ABIs
+// need nothing more: a compiled filter with network.families refuses their
+// socket calls already.
+std::expected<std::vector<sock_filter>, SeccompError> narrow_socket_families(std::span<const sock_filter> prog,
+                                                                             uint64_t af_allow, bool audit);
 
 // The spec as an OCI runtime-spec `linux.seccomp` object (what runc and crun
 // load with their libseccomp): defaultAction (and defaultErrnoRet) from the
