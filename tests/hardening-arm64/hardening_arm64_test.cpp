@@ -23,13 +23,19 @@ struct Result {
     std::string out;
 };
 
-// qemu-aarch64 -cpu max -L / <prog> args..., with an optional GLIBC_TUNABLES
-// for the guest program. The root is the arm64 multiarch one (libc6:arm64,
-// scripts/install-deps.sh): its loader and its glibc, never the cross
-// toolchain's loader (/usr/aarch64-linux-gnu) with the multiarch libc.so.6
-// that the loader's search path finds through the host's /etc/ld.so.cache.
+// qemu-aarch64 -cpu max -L <root> <prog> args..., with an optional
+// GLIBC_TUNABLES for the guest program. Where the arm64 multiarch libc is
+// installed (libc6:arm64, scripts/install-deps.sh with BULWARK_ARM64=1) the
+// root is /: its loader and its glibc, never the cross toolchain's loader
+// with the multiarch libc.so.6 that the loader's search path finds through
+// the host's /etc/ld.so.cache. Without it, the cross toolchain's own root
+// (/usr/aarch64-linux-gnu, which g++-aarch64-linux-gnu installs).
+std::string guest_root() {
+    return ::access("/lib/ld-linux-aarch64.so.1", F_OK) == 0 ? "/" : "/usr/aarch64-linux-gnu";
+}
+
 Result qemu(std::vector<std::string> args, const std::string& tunables = "") {
-    std::vector<std::string> full = {QEMU_AARCH64, "-cpu", "max", "-L", "/"};
+    std::vector<std::string> full = {QEMU_AARCH64, "-cpu", "max", "-L", guest_root()};
     if (!tunables.empty()) {
         full.push_back("-E");
         full.push_back("GLIBC_TUNABLES=" + tunables);
