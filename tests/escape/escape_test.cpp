@@ -21,6 +21,7 @@
 #include <functional>
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -577,6 +578,18 @@ bool grants_create(const policy::Bundle& b, const std::string& dir) {
 
 std::string mib(uint64_t b) { return std::to_string(b >> 20) + " MiB"; }
 
+// The socket family an attempt's first call creates, for the attempts that
+// make a socket.
+std::optional<int> socket_family_of(const std::string& attempt) {
+    static const std::map<std::string, int> kFamilyOf = {
+        {"packet_socket", AF_PACKET},     {"socket_xdp", AF_XDP},    {"socket_vsock", AF_VSOCK},
+        {"netlink_audit", AF_NETLINK},    {"raw_socket", AF_INET},   {"tcp_loopback_host", AF_INET},
+        {"tcp6_loopback_host", AF_INET6}, {"udp_metadata", AF_INET}, {"tcp_external", AF_INET},
+        {"bind_port_80", AF_INET}};
+    auto f = kFamilyOf.find(attempt);
+    return f == kFamilyOf.end() ? std::nullopt : std::optional<int>(f->second);
+}
+
 // What a compiled policy must do with an attempt: Attempt::compiled for a
 // typical tool, or what this tool's rules decide instead (each with the rule).
 Expectation tool_expectation(const policy::Bundle& b, const Attempt& a, const std::string& workdir, int spin_seconds) {
@@ -595,14 +608,9 @@ Expectation tool_expectation(const policy::Bundle& b, const Attempt& a, const st
                             "changes its outcome (its read of the binary it copies is refused)"};
     // socket(2) in a family network.families leaves out: the seccomp filter
     // refuses it first (the probe's socket() is its first call)
-    static const std::map<std::string, int> kFamilyOf = {
-        {"packet_socket", AF_PACKET},     {"socket_xdp", AF_XDP},           {"socket_vsock", AF_VSOCK},
-        {"netlink_audit", AF_NETLINK},    {"raw_socket", AF_INET},          {"tcp_loopback_host", AF_INET},
-        {"tcp6_loopback_host", AF_INET6}, {"udp_metadata", AF_INET},        {"tcp_external", AF_INET},
-        {"bind_port_80", AF_INET}};
-    if (auto f = kFamilyOf.find(n); f != kFamilyOf.end() && !((b.network.af_allow >> f->second) & 1))
+    if (auto f = socket_family_of(n); f && !((b.network.af_allow >> *f) & 1))
         return {"seccomp", "network.families [" + policy::family_names(b.network.af_allow) + "] leaves out " +
-                               policy::family_names(uint64_t{1} << f->second)};
+                               policy::family_names(uint64_t{1} << *f)};
     // the Docker baseline allows these calls; the capability check is what refuses them
     if (n == "adjtimex") return {"caps", "baseline: adjtimex allowed (read-only use); setting needs CAP_SYS_TIME"};
     if (n == "packet_socket" || n == "socket_xdp")
@@ -641,8 +649,8 @@ std::string bpf_deny_layer(test::PrivateRuntime& rt, uint64_t run_id) {
 
 // The errnos (and signals) seccomp and Landlock answer with: only for these
 // is switching a layer off worth a run.
-bool seccomp_may_answer(const std::string& s, const policy::Bundle& b) {
-    return s == "ENOSYS" || s == "SIGSYS" || s == "EIO" || s == "EPERM" /* a socket family */ ||
+bool seccomp_may_answer(const Attempt& a, const std::string& s, const policy::Bundle& b) {
+    return s == "ENOSYS" || s == "SIGSYS" || s == "EIO" || (s == "EPERM" && socket_family_of(a.name)) ||
            (b.seccomp.default_errno && s == strerrorname_np(b.seccomp.default_errno));
 }
 bool landlock_may_answer(const std::string& s) { return s == "EACCES" || s == "EPERM" || s == "EXDEV"; }
@@ -729,7 +737,7 @@ TEST_CASE("escape battery under compiled rule files: base/minimal and every ship
             const uint64_t full_run = last_run;
             if (!is_contained(c.outcome)) {
                 c.layer = c.outcome == "OK" ? "allowed" : c.outcome == "NO-HEARTBEAT" ? "no heartbeat" : c.outcome;
-            } else if (seccomp_may_answer(c.outcome, b) &&
+            } else if (seccomp_may_answer(a, c.outcome, b) &&
                        sandboxed_outcome(run, with_marker, a, host) == strerrorname_np(kSeccompMarker)) {
                 c.layer = "seccomp";
             } else if (c.outcome == "SIGSYS" || c.outcome == "ENOSYS") {

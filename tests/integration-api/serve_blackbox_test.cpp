@@ -16,17 +16,26 @@
 using namespace bulwark::test;
 using namespace std::chrono_literals;
 
+namespace {
+// GET /v1/health once the daemon answers: serve compiles every shipped rule
+// file before it listens (about 4 s in the ASan build at -O0, more beside
+// other tiers), so up to 30 s.
+Response health_when_up(const std::string& sock) {
+    Response r;
+    for (int i = 0; i < 600 && r.status == 0; ++i) {
+        std::this_thread::sleep_for(50ms);
+        r = get(sock, 0, "/v1/health");
+    }
+    return r;
+}
+}  // namespace
 
 TEST_CASE("agentd serve answers on its socket and stops cleanly on SIGTERM", "[serve]") {
     TempDir d;
     auto sock = (d.path / "run" / "agentd.sock").string();
     auto state = (d.path / "state").string();
     AgentdChild c({AGENTD_BINARY, "serve", "--state-dir", state, "--socket", sock}, (d.path / "out.txt").string());
-    Response r;
-    for (int i = 0; i < 100 && r.status == 0; ++i) {
-        std::this_thread::sleep_for(50ms);
-        r = get(sock, 0, "/v1/health");
-    }
+    Response r = health_when_up(sock);
     REQUIRE(r.status == 200);
     CHECK(r.body.find("\"status\":\"ok\"") != std::string::npos);
     auto a = get(sock, 0, "/v1/audit?kind=host_status");
@@ -54,11 +63,7 @@ TEST_CASE("agentd serve refuses a second daemon on the same socket", "[serve]") 
     auto sock = (d.path / "agentd.sock").string();
     AgentdChild a({AGENTD_BINARY, "serve", "--state-dir", (d.path / "s1").string(), "--socket", sock},
             (d.path / "a.txt").string());
-    Response r;
-    for (int i = 0; i < 100 && r.status == 0; ++i) {
-        std::this_thread::sleep_for(50ms);
-        r = get(sock, 0, "/v1/health");
-    }
+    Response r = health_when_up(sock);
     REQUIRE(r.status == 200);
     AgentdChild b({AGENTD_BINARY, "serve", "--state-dir", (d.path / "s2").string(), "--socket", sock},
             (d.path / "b.txt").string());
