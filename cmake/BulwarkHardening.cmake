@@ -21,15 +21,25 @@ include(CheckPIESupported)
 set(BULWARK_HARDENING_LACKS "")
 set(BULWARK_HARDENING_FLAGS "")
 set(BULWARK_STATIC_LINK -static)
-# bulwark_link_static(<target> <library target>... LIBS <archive>...): the
-# static programs (the OCI launcher, the microVM guest agent, the VM tier's
-# runner) linked from this build's own library archives, by path and as one
-# group (a target link would add their shared dependencies), and the system's
-# static archives; the same objects agentd links, compiled once. Stripped;
-# last on the target's link line (after CMake's own -pie, which would make it
-# dynamic).
+# bulwark_link_static(<target> <library target>... [LOGGING <agentd file>...]
+# LIBS <archive>...): the static programs (the OCI launcher, the microVM guest
+# agent, the VM tier's runner) linked from this build's own library archives,
+# by path and as one group (a target link would add their shared
+# dependencies), and the system's static archives; the same objects agentd
+# links, compiled once. The agentd files that log and that the program pulls
+# (LOGGING, e.g. bpf/bpf_loader.cpp) come from agentd_logging_static instead,
+# compiled with spdlog header-only: linked ahead of the archives, they define
+# every symbol of those files, so the archives' copies (built against the
+# shared spdlog) are never pulled; a file missing from the list fails the
+# link on spdlog's symbols. Stripped; last on the target's link line (after
+# CMake's own -pie, which would make it dynamic).
 function(bulwark_link_static target)
-  cmake_parse_arguments(S "" "" "LIBS" ${ARGN})
+  cmake_parse_arguments(S "" "" "LIBS;LOGGING" ${ARGN})
+  target_link_libraries(${target} PRIVATE bulwark_log_static)
+  foreach(_f ${S_LOGGING})
+    # (a regular expression: its dots match the names' own)
+    target_sources(${target} PRIVATE $<FILTER:$<TARGET_OBJECTS:agentd_logging_static>,INCLUDE,/${_f}.o$>)
+  endforeach()
   set(_archives)
   foreach(_l ${S_UNPARSED_ARGUMENTS})
     add_dependencies(${target} ${_l})
