@@ -9,7 +9,7 @@
 #include <cstring>
 #include <map>
 
-#include "sandbox/elf_props.h"
+#include "bulwark/policy/elf_props.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/hardening.h"
 #include "sandbox/landlock.h"

@@ -5,7 +5,7 @@
 
 #include <cerrno>
 
-#include "sandbox/elf_props.h"
+#include "bulwark/policy/elf_props.h"
 
 namespace bulwark {
 

@@ -3,7 +3,7 @@
 // function that orders every isolation step: the parent's, a list of named
 // steps in spawner.cpp; the child's (c0..c15) in launch_child.cpp. Each
 // concern lives in its own file (ns_*, cgroup, mounts, landlock,
-// seccomp_install, caps, hardening, elf_props, supervise, posture).
+// seccomp_install, caps, hardening, supervise, posture).
 #include <sys/types.h>
 
 #include <expected>

@@ -1,4 +1,4 @@
-#include "sandbox/elf_props.h"
+#include "bulwark/policy/elf_props.h"
 
 #include <dirent.h>
 #include <elf.h>

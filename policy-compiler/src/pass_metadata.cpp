@@ -1,6 +1,7 @@
 // tool, description, mode, mandatory layers and binaries.
 #include <algorithm>
 
+#include "bulwark/policy/values.h"
 #include "passes.h"
 
 namespace bulwark::policy {
@@ -8,20 +9,13 @@ namespace {
 
 const std::vector<std::string> kLayers = {"seccomp", "landlock", "bpf-lsm", "sock-addr", "namespaces", "cgroup"};
 
-bool valid_tool(std::string_view t) {
-    if (t.empty() || t.size() > 64) return false;
-    auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-    if (!alnum(t.front())) return false;
-    return std::all_of(t.begin(), t.end(), [&](char c) { return alnum(c) || c == '.' || c == '_' || c == '+' || c == '-'; });
-}
-
 void run(CompileContext& ctx) {
     auto& a = ctx.ast;
     auto& b = ctx.bundle;
     if (!a.tool) {
         ctx.error({{ctx.main_file, 0, 0}, 1}, "missing-key", "rule file has no \"tool\"",
                   {"add `tool: <name>` naming the tool these rules are for"});
-    } else if (!valid_tool(a.tool->value)) {
+    } else if (!valid_tool_name(a.tool->value)) {
         ctx.error(a.tool->span, "bad-tool", "invalid tool name \"" + a.tool->value + "\"",
                   {"tool names match [a-z0-9][a-z0-9._+-]{0,63}"});
     } else {

@@ -347,4 +347,11 @@ std::expected<void, size_t> check_utf8(std::string_view text) {
     return {};
 }
 
+bool valid_tool_name(std::string_view t) {
+    if (t.empty() || t.size() > 64) return false;
+    auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+    if (!alnum(t.front())) return false;
+    return std::all_of(t.begin(), t.end(), [&](char c) { return alnum(c) || c == '.' || c == '_' || c == '+' || c == '-'; });
+}
+
 }  // namespace bulwark::policy

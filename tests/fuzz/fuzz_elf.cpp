@@ -1,5 +1,5 @@
 // libFuzzer target: any bytes as an ELF file under agentd's hardening
-// checker (agentd/sandbox/elf_props.cpp: ELF32/ELF64, either byte order,
+// checker (policy-compiler/src/elf_props.cpp: ELF32/ELF64, either byte order,
 // program headers, the dynamic section, notes and dynamic symbols), read
 // through read_elf_props_fd from a memfd exactly as a tool's binary is read
 // from its file. A tool's binary is the tool author's choice: the reader
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "sandbox/elf_props.h"
+#include "bulwark/policy/elf_props.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static const int fd = ::memfd_create("fuzz-elf", MFD_CLOEXEC);

@@ -10,7 +10,7 @@
 
 #include <csignal>
 
-#include "sandbox/elf_props.h"
+#include "bulwark/policy/elf_props.h"
 #include "sandbox/hardening.h"
 #include "tier_skip.h"
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "sandbox/elf_props.h"
+#include "bulwark/policy/elf_props.h"
 #include "sandbox/hardening.h"
 
 using namespace bulwark;

@@ -11,7 +11,7 @@
 #include <iterator>
 #include <random>
 
-#include "sandbox/elf_props.h"
+#include "bulwark/policy/elf_props.h"
 #include "spawn_fixture.h"
 #include "sandbox/hardening.h"
 #include "sandbox/spawner.h"

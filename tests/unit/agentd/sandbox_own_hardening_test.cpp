@@ -1,5 +1,5 @@
 // Bulwark's own binaries under the ELF checker it applies to the tools it
-// confines (agentd/sandbox/elf_props): every property the build asks for
+// confines (policy-compiler/src/elf_props.cpp): every property the build asks for
 // (cmake/BulwarkHardening.cmake) present in every shipped binary, except
 // what the configure step said this toolchain cannot give.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/elf_props.h"
+#include "bulwark/policy/elf_props.h"
 
 namespace {
 

@@ -64,6 +64,9 @@ std::string net_ops_to_string(uint32_t ops, std::string_view sep);
 // Socket family names of `network.families` and their AF_* numbers.
 const std::vector<std::pair<std::string, int>>& socket_families();
 
+// A tool's name: [a-z0-9][a-z0-9._+-]{0,63}.
+bool valid_tool_name(std::string_view name);
+
 // Strict UTF-8 validation (no overlongs, surrogates or code points past
 // U+10FFFF); returns the byte offset of the first bad sequence.
 std::expected<void, size_t> check_utf8(std::string_view text);

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# policyc new, then agentd run: perl and xz, tools no shipped rule file names.
+# Each run under its own BPF pin root and cgroup parent (tiers run in parallel).
+set -u
+[ "$(id -u)" = 0 ] || { echo "SKIP: agentd run needs root"; exit 77; }
+work=$(mktemp -d)
+chmod 0755 "$work"   # the tool runs as an unprivileged uid: it must reach its work directory
+leaf="bulwark-authoring-$$"
+cg_mount=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+own=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
+parent="$cg_mount${own%/}/$leaf"
+cleanup() {
+  rm -rf "$work" "/sys/fs/bpf/$leaf"
+  rmdir "$parent" 2>/dev/null || true
+}
+trap cleanup EXIT
+failures=0
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+mkdir -p "$work/rules" "$work/wd"
+cp -r "$RULES/base" "$work/rules/"
+chmod 0777 "$work/wd"
+echo "task input" > "$work/wd/in.txt"
+run() {  # run TOOL ARGV...: agentd run under the written rules
+  local tool=$1
+  shift
+  "$AGENTD" run --rules "$work/rules" --tool "$tool" --workdir "$work/wd" \
+    --bpf-pin-root "/sys/fs/bpf/$leaf" --bpf-cgroup-parent "$parent" -- "$@" 2>"$work/err"
+  local rc=$?
+  [ $rc = 0 ] || grep -v "bpf: " "$work/err" | head -20 >&2
+  return $rc
+}
+
+# 1. perl: libm and libcrypt beside libc (the libraries a user otherwise finds one failed run at a time)
+out=$("$POLICYC" new perl --binary /usr/bin/perl -o "$work/rules/perl.yaml" 2>&1)
+if [ $? = 0 ] && grep -q "libcrypt.so.1" "$work/rules/perl.yaml" && grep -q "libm.so.6" "$work/rules/perl.yaml"; then
+  pass "policyc new perl: $out"
+else
+  fail "policyc new perl: $out $(cat "$work/rules/perl.yaml" 2>/dev/null)"
+fi
+out=$(run perl perl -e 'open(F, "<", "in.txt") or die "open: $!"; print "read: ", <F>')
+[ "$out" = "read: task input" ] && pass "perl starts under its new rule file and reads the work directory" ||
+  fail "perl under its new rule file: '$out' $(head -c 1500 "$work/err")"
+# What the file does not grant: a host file (control: unconfined, perl reads it)
+probe='open(F, "<", "/etc/passwd") or die "refused: $!\n"; print "read /etc/passwd\n"'
+[ "$(perl -e "$probe" 2>&1)" = "read /etc/passwd" ] && pass "control: unconfined, perl reads /etc/passwd" ||
+  fail "control: perl cannot read /etc/passwd unconfined"
+out=$(run perl perl -e "$probe" 2>&1)
+echo "$out" | grep -q "^refused: " && pass "under the rule file, /etc/passwd is refused: $out" ||
+  fail "perl read /etc/passwd under its rule file: $out"
+# ... and exec of anything but itself (control: unconfined, perl runs /bin/true)
+probe='exec("/usr/bin/true") or die "refused: $!\n"'
+perl -e "$probe" && pass "control: unconfined, perl executes /usr/bin/true" || fail "control: perl cannot exec /usr/bin/true"
+out=$(run perl perl -e "$probe" 2>&1)
+echo "$out" | grep -q "^refused: " && pass "under the rule file, executing /usr/bin/true is refused: $out" ||
+  fail "perl executed /usr/bin/true under its rule file: $out"
+
+# 2. xz, a compressor (liblzma): the starting file plus the work directory's write rights
+"$POLICYC" new xz --binary /usr/bin/xz -o "$work/rules/xz.yaml" >/dev/null 2>"$work/err" ||
+  fail "policyc new xz: $(cat "$work/err")"
+sed -i 's|^files:$|files:\n  write: ["${workdir}"]\n  create: ["${workdir}"]\n  remove: ["${workdir}"]|' "$work/rules/xz.yaml"
+if "$POLICYC" check --rules-dir "$work/rules" "$work/rules/xz.yaml" >/dev/null 2>"$work/err"; then
+  run xz xz -k in.txt >/dev/null && [ -f "$work/wd/in.txt.xz" ] &&
+    pass "xz compresses in the work directory under its new rule file" ||
+    fail "xz under its new rule file: $(head -c 1500 "$work/err")"
+else
+  fail "xz.yaml with the work directory's rights does not compile: $(cat "$work/err")"
+fi
+
+# 3. What policyc new refuses: a library the loader would not find, a script,
+#    a relative path, a bad tool name.
+printf 'int gone(void) { return 0; }\n' > "$work/gone.c"
+printf 'int gone(void);\nint main(void) { return gone(); }\n' > "$work/main.c"
+if cc -shared -fPIC -o "$work/libgone.so" "$work/gone.c" && cc -o "$work/prog" "$work/main.c" -L"$work" -lgone; then
+  rm "$work/libgone.so"
+  out=$("$POLICYC" new prog --binary "$work/prog" 2>&1)
+  [ $? = 1 ] && echo "$out" | grep -q "would not find: libgone.so" && pass "a missing library is named: $out" ||
+    fail "missing library: $out"
+else
+  fail "cc could not build the missing-library specimen"
+fi
+printf '#!/bin/sh\necho hi\n' > "$work/script.sh" && chmod +x "$work/script.sh"
+out=$("$POLICYC" new script --binary "$work/script.sh" 2>&1)
+[ $? = 1 ] && echo "$out" | grep -q "a script: name its interpreter" && pass "a script: $out" || fail "script: $out"
+out=$("$POLICYC" new perl --binary perl 2>&1)
+[ $? = 1 ] && echo "$out" | grep -q "not an absolute path" && pass "relative path: $out" || fail "relative path: $out"
+out=$("$POLICYC" new 'Perl!' --binary /usr/bin/perl 2>&1)
+[ $? = 2 ] && echo "$out" | grep -q "must match" && pass "bad tool name: $out" || fail "bad tool name: $out"
+
+[ "$failures" = 0 ] || { echo "authoring: $failures failure(s)"; exit 1; }
+echo "authoring: ok"
