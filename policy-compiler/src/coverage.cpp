@@ -8,8 +8,6 @@
 #include <unordered_map>
 #include <string_view>
 
-#include <seccomp.h>
-
 #include "bulwark/policy/cbpf.h"
 #include "bulwark/policy/evaluator.h"
 #include "bulwark/policy/landlock_abi.h"
@@ -91,22 +89,9 @@ std::vector<LayerClaim> unix_bind_claims(const Bundle& b, const std::string& add
 // families away narrowed the filter in turn: narrow_socket_families).
 uint64_t families_past_filter(const Bundle& b) {
     if (b.seccomp.program.empty()) return ~b.network.af_allow;
-    uint64_t past = 0;
-    for (const char* call : {"socket", "socketpair"}) {
-        seccomp_data d{};
-        d.nr = seccomp_syscall_resolve_name(call);
-        d.arch = seccomp_arch_native();
-        for (uint32_t f = 0; f < 64; ++f) {
-            if ((b.network.af_allow >> f) & 1) continue;
-            d.args[0] = f;
-            for (uint64_t type : {SOCK_STREAM, SOCK_DGRAM, SOCK_RAW, SOCK_SEQPACKET}) {
-                d.args[1] = type;
-                const uint32_t act = seccomp_ret_action(run_seccomp_filter(b.seccomp.program, d));
-                if (act == SECCOMP_RET_ALLOW || act == SECCOMP_RET_LOG) past |= uint64_t{1} << f;
-            }
-        }
-    }
-    return past;
+    return (socket_families_through(b.seccomp.program, "socket") |
+            socket_families_through(b.seccomp.program, "socketpair")) &
+           ~b.network.af_allow;
 }
 
 // network.families: the LSM's socket_create hook sees every family; the

@@ -11,6 +11,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
+#include <sys/socket.h>
 
 #include <cstddef>
 
@@ -38,6 +39,22 @@ sock_filter jeq(uint32_t k, size_t jt, size_t jf) {
 }
 
 }  // namespace
+
+uint64_t socket_families_through(std::span<const sock_filter> prog, const char* call) {
+    seccomp_data d{};
+    d.nr = seccomp_syscall_resolve_name(call);
+    d.arch = seccomp_arch_native();
+    uint64_t through = 0;
+    for (uint32_t family = 0; family < 64; ++family) {
+        d.args[0] = family;
+        for (uint64_t type : {SOCK_STREAM, SOCK_DGRAM, SOCK_RAW, SOCK_SEQPACKET}) {
+            d.args[1] = type;
+            const uint32_t act = seccomp_ret_action(run_seccomp_filter(prog, d));
+            if (act == SECCOMP_RET_ALLOW || act == SECCOMP_RET_LOG) through |= uint64_t{1} << family;
+        }
+    }
+    return through;
+}
 
 std::expected<std::vector<sock_filter>, SeccompError> narrow_socket_families(std::span<const sock_filter> prog,
                                                                              uint64_t af_allow, bool audit) {

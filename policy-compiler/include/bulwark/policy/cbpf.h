@@ -34,6 +34,12 @@ std::expected<void, CbpfError> check_seccomp_filter(std::span<const sock_filter>
 // same (nr, arch) differ with other values there.
 uint32_t run_seccomp_filter(std::span<const sock_filter> prog, const seccomp_data& data, bool* read_more = nullptr);
 
+// The socket families (bit n: family n) a filter lets `call` ("socket" or
+// "socketpair") create on the native ABI: allowed or logged for any of the
+// usual types, run through the interpreter as the kernel would
+// (policy-compiler/src/seccomp_families.cpp).
+uint64_t socket_families_through(std::span<const sock_filter> prog, const char* call);
+
 // Action part of a SECCOMP_RET_* value, and its data part (errno for ERRNO).
 constexpr uint32_t seccomp_ret_action(uint32_t ret) { return ret & SECCOMP_RET_ACTION_FULL; }
 constexpr uint32_t seccomp_ret_data(uint32_t ret) { return ret & SECCOMP_RET_DATA; }
