@@ -31,8 +31,14 @@ set(BULWARK_STATIC_LINK -static)
 # compiled with spdlog header-only: linked ahead of the archives, they define
 # every symbol of those files, so the archives' copies (built against the
 # shared spdlog) are never pulled; a file missing from the list fails the
-# link on spdlog's symbols. Stripped; last on the target's link line (after
-# CMake's own -pie, which would make it dynamic).
+# link on spdlog's symbols. In a unity build an archive member holds several
+# files: the libraries are compiled with a section per function and object
+# and the program linked with --gc-sections, so only what the program reaches
+# is kept, and only that must resolve (an undefined symbol in reached code
+# still fails the link); the LOGGING files stay members of their own in
+# their libraries (SKIP_UNITY_BUILD_INCLUSION, agentd/CMakeLists.txt).
+# Stripped; last on the target's link line (after CMake's own -pie, which
+# would make it dynamic).
 function(bulwark_link_static target)
   cmake_parse_arguments(S "" "" "LIBS;LOGGING" ${ARGN})
   target_link_libraries(${target} PRIVATE bulwark_log_static)
@@ -43,11 +49,12 @@ function(bulwark_link_static target)
   set(_archives)
   foreach(_l ${S_UNPARSED_ARGUMENTS})
     add_dependencies(${target} ${_l})
+    target_compile_options(${_l} PRIVATE -ffunction-sections -fdata-sections)
     target_include_directories(${target} PRIVATE $<TARGET_PROPERTY:${_l},INTERFACE_INCLUDE_DIRECTORIES>)
     list(APPEND _archives $<TARGET_FILE:${_l}>)
   endforeach()
-  target_link_libraries(${target} PRIVATE -Wl,--start-group ${_archives} -Wl,--end-group ${S_LIBS} Threads::Threads
-                        ${BULWARK_STATIC_LINK} -s)
+  target_link_libraries(${target} PRIVATE -Wl,--gc-sections -Wl,--start-group ${_archives} -Wl,--end-group ${S_LIBS}
+                        Threads::Threads ${BULWARK_STATIC_LINK} -s)
 endfunction()
 if(NOT BULWARK_HARDEN)
   message(STATUS "hardening: off (BULWARK_HARDEN=OFF)")

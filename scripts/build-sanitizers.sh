@@ -30,7 +30,7 @@ for kind in "${kinds[@]}"; do
                "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1" -DBULWARK_SANITIZE=thread) ;;
   esac
   start=$SECONDS
-  cmake -S "$ROOT" -B "$BUILD/$kind" -DBULWARK_WERROR=ON "${san[@]}" "${launcher[@]}" >/dev/null
+  cmake -S "$ROOT" -B "$BUILD/$kind" -DBULWARK_WERROR=ON -DCMAKE_UNITY_BUILD=ON "${san[@]}" "${launcher[@]}" >/dev/null
   cmake --build "$BUILD/$kind" -j "$JOBS" --target bulwark_sanitizer_tiers
   echo "build-sanitizers: $kind built in $((SECONDS - start)) s"
 done

@@ -8,7 +8,7 @@
 namespace bulwark::policyc {
 namespace {
 
-std::function<int()> setup(CLI::App& sub, CommonOptions& common) {
+std::function<int()> setup_check(CLI::App& sub, CommonOptions& common) {
     auto files = std::make_shared<std::vector<std::string>>();
     auto werror = std::make_shared<bool>(false);
     sub.add_option("paths", *files, "rule files, or directories: every rule file below them")->required();
@@ -44,7 +44,7 @@ std::function<int()> setup(CLI::App& sub, CommonOptions& common) {
     };
 }
 
-const bool registered = register_command({"check", "check rule files and print diagnostics", setup});
+const bool check_registered = register_command({"check", "check rule files and print diagnostics", setup_check});
 
 }  // namespace
 }  // namespace bulwark::policyc

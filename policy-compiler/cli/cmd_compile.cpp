@@ -7,7 +7,7 @@
 namespace bulwark::policyc {
 namespace {
 
-std::function<int()> setup(CLI::App& sub, CommonOptions& common) {
+std::function<int()> setup_compile(CLI::App& sub, CommonOptions& common) {
     auto file = std::make_shared<std::string>();
     auto output = std::make_shared<std::string>();
     sub.add_option("file", *file, "rule file")->required();
@@ -52,7 +52,7 @@ std::function<int()> setup(CLI::App& sub, CommonOptions& common) {
     };
 }
 
-const bool registered = register_command({"compile", "compile a rule file into a policy bundle (JSON)", setup});
+const bool compile_registered = register_command({"compile", "compile a rule file into a policy bundle (JSON)", setup_compile});
 
 }  // namespace
 }  // namespace bulwark::policyc

@@ -67,7 +67,7 @@ std::map<std::string, std::string> facts(const Bundle& b) {
     return f;
 }
 
-std::function<int()> setup(CLI::App& sub, CommonOptions& common) {
+std::function<int()> setup_diff(CLI::App& sub, CommonOptions& common) {
     auto a = std::make_shared<std::string>();
     auto b = std::make_shared<std::string>();
     sub.add_option("a", *a, "old policy (rule file or bundle .json)")->required();
@@ -101,7 +101,7 @@ std::function<int()> setup(CLI::App& sub, CommonOptions& common) {
     };
 }
 
-const bool registered = register_command({"diff", "semantic differences between two policies", setup});
+const bool diff_registered = register_command({"diff", "semantic differences between two policies", setup_diff});
 
 }  // namespace
 }  // namespace bulwark::policyc

@@ -14,7 +14,7 @@ namespace {
 
 using namespace bulwark::policy;
 
-std::function<int()> setup(CLI::App& sub, CommonOptions& common) {
+std::function<int()> setup_explain(CLI::App& sub, CommonOptions& common) {
     auto file = std::make_shared<std::string>();
     sub.add_option("file", *file, "rule file, or a compiled bundle (.json)")->required();
     auto layers = std::make_shared<std::vector<std::string>>();
@@ -79,7 +79,7 @@ std::function<int()> setup(CLI::App& sub, CommonOptions& common) {
     };
 }
 
-const bool registered = register_command({"explain", "explain a policy: what it allows and which layers enforce it", setup});
+const bool explain_registered = register_command({"explain", "explain a policy: what it allows and which layers enforce it", setup_explain});
 
 }  // namespace
 }  // namespace bulwark::policyc

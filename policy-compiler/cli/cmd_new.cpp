@@ -93,7 +93,7 @@ std::string yaml_text(const std::string& tool, const std::string& binary, const 
     return o.str();
 }
 
-std::function<int()> setup(CLI::App& sub, CommonOptions& common) {
+std::function<int()> setup_new(CLI::App& sub, CommonOptions& common) {
     auto tool = std::make_shared<std::string>();
     auto binary = std::make_shared<std::string>();
     auto out = std::make_shared<std::string>();
@@ -135,8 +135,8 @@ std::function<int()> setup(CLI::App& sub, CommonOptions& common) {
     };
 }
 
-const bool registered =
-    register_command({"new", "write a starting rule file for a tool: its binary and its shared libraries", setup});
+const bool new_registered =
+    register_command({"new", "write a starting rule file for a tool: its binary and its shared libraries", setup_new});
 
 }  // namespace
 }  // namespace bulwark::policyc

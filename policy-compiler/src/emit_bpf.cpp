@@ -32,7 +32,7 @@ void report(CompileContext& ctx, const TableError& e, std::vector<std::string> h
     ctx.error(span, e.code, e.message, std::move(hints));
 }
 
-void run(CompileContext& ctx) {
+void run_emit_bpf(CompileContext& ctx) {
     Bundle& b = ctx.bundle;
     b.bpf.header.flags = section_flags(ctx);
     b.bpf.header = build_policy_header(b);
@@ -64,6 +64,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass emit_bpf_pass() { return {"emit-bpf", run, true}; }
+Pass emit_bpf_pass() { return {"emit-bpf", run_emit_bpf, true}; }
 
 }  // namespace bulwark::policy

@@ -186,13 +186,13 @@ void emit_net(CompileContext& ctx) {
                           " are enforced by the cgroup sock_addr programs only");
 }
 
-void run(CompileContext& ctx) {
+void run_emit_landlock(CompileContext& ctx) {
     emit_fs(ctx);
     emit_net(ctx);
 }
 
 }  // namespace
 
-Pass emit_landlock_pass() { return {"emit-landlock", run, true}; }
+Pass emit_landlock_pass() { return {"emit-landlock", run_emit_landlock, true}; }
 
 }  // namespace bulwark::policy

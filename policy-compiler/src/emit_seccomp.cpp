@@ -5,7 +5,7 @@
 namespace bulwark::policy {
 namespace {
 
-void run(CompileContext& ctx) {
+void run_emit_seccomp(CompileContext& ctx) {
     if (!ctx.seccomp_ready) return;
     auto plan = ctx.opts.seccomp_compiler ? ctx.opts.seccomp_compiler(ctx.seccomp) : compile_seccomp(ctx.seccomp);
     if (!plan) {
@@ -19,6 +19,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass emit_seccomp_pass() { return {"emit-seccomp", run, true}; }
+Pass emit_seccomp_pass() { return {"emit-seccomp", run_emit_seccomp, true}; }
 
 }  // namespace bulwark::policy

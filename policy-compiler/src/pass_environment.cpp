@@ -12,7 +12,7 @@ bool valid_name(std::string_view n) {
     return std::all_of(n.begin(), n.end(), [&](char c) { return head(c) || (c >= '0' && c <= '9'); });
 }
 
-void run(CompileContext& ctx) {
+void run_environment(CompileContext& ctx) {
     auto& e = ctx.ast.environment;
     auto& out = ctx.bundle.env;
     if (!e.present) return;
@@ -42,6 +42,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass environment_pass() { return {"environment", run, false}; }
+Pass environment_pass() { return {"environment", run_environment, false}; }
 
 }  // namespace bulwark::policy

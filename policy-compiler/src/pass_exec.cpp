@@ -6,7 +6,7 @@
 namespace bulwark::policy {
 namespace {
 
-void run(CompileContext& ctx) {
+void run_exec_rules(CompileContext& ctx) {
     auto& e = ctx.ast.exec;
     if (!e.present) return;
     if (e.allow.empty())
@@ -17,6 +17,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass exec_rules_pass() { return {"exec-rules", run, true}; }
+Pass exec_rules_pass() { return {"exec-rules", run_exec_rules, true}; }
 
 }  // namespace bulwark::policy

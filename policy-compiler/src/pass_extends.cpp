@@ -202,7 +202,7 @@ struct Resolver {
     }
 };
 
-void run(CompileContext& ctx) {
+void run_resolve_extends(CompileContext& ctx) {
     if (ctx.ast.extends.empty()) return;
     Resolver r{ctx, ctx.opts.rules_dirs, {}, {}, {}, {}};
     if (r.dirs.empty() && !ctx.main_dir.empty()) r.dirs.push_back(ctx.main_dir);
@@ -226,6 +226,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass resolve_extends_pass() { return {"resolve-extends", run, true}; }
+Pass resolve_extends_pass() { return {"resolve-extends", run_resolve_extends, true}; }
 
 }  // namespace bulwark::policy

@@ -4,7 +4,7 @@
 namespace bulwark::policy {
 namespace {
 
-void run(CompileContext& ctx) {
+void run_file_rules(CompileContext& ctx) {
     auto& f = ctx.ast.files;
     if (!f.present) return;
     for (auto* list : {&f.read, &f.write, &f.create, &f.remove, &f.exec})
@@ -16,6 +16,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass file_rules_pass() { return {"file-rules", run, true}; }
+Pass file_rules_pass() { return {"file-rules", run_file_rules, true}; }
 
 }  // namespace bulwark::policy

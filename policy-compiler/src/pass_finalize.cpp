@@ -4,7 +4,7 @@
 namespace bulwark::policy {
 namespace {
 
-void run(CompileContext& ctx) {
+void run_finalize(CompileContext& ctx) {
     if (ctx.opts.warnings_as_errors) {
         for (auto& d : ctx.diags)
             if (d.severity == Severity::Warning) d.severity = Severity::Error;
@@ -16,6 +16,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass finalize_pass() { return {"finalize", run, true}; }
+Pass finalize_pass() { return {"finalize", run_finalize, true}; }
 
 }  // namespace bulwark::policy

@@ -8,7 +8,7 @@ namespace {
 const std::vector<std::string> kProperties = {"pie",    "relro",     "bind-now",  "nx",  "stack-protector",
                                               "fortify", "cet-ibt", "cet-shstk", "bti", "pac"};
 
-void run(CompileContext& ctx) {
+void run_hardening(CompileContext& ctx) {
     auto& h = ctx.ast.hardening;
     auto& out = ctx.bundle.hardening;
     if (!h.present) return;
@@ -42,6 +42,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass hardening_pass() { return {"hardening", run, false}; }
+Pass hardening_pass() { return {"hardening", run_hardening, false}; }
 
 }  // namespace bulwark::policy

@@ -9,7 +9,7 @@ constexpr uint64_t kPidMax = 4194304;        // PID_MAX_LIMIT
 constexpr uint64_t kOpenFilesMax = 1048576;  // default fs.nr_open
 constexpr uint32_t kCpuPercentMax = 100 * 1024;
 
-void run(CompileContext& ctx) {
+void run_limits(CompileContext& ctx) {
     auto& L = ctx.bundle.limits;
     for (const auto& [name, s] : ctx.ast.limits) {
         std::expected<uint64_t, std::string> v = std::unexpected(std::string());
@@ -53,6 +53,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass limits_pass() { return {"limits", run, false}; }
+Pass limits_pass() { return {"limits", run_limits, false}; }
 
 }  // namespace bulwark::policy

@@ -31,7 +31,7 @@ bool own_duplicate(const CompileContext& ctx, uint32_t first, uint32_t again) {
     return b->loc.file == ctx.main_file || b->loc.file == a->loc.file;
 }
 
-void run(CompileContext& ctx) {
+void run_lint(CompileContext& ctx) {
     const auto& files = ctx.bundle.files;
     // Broad grants.
     for (const auto& f : files) {
@@ -159,6 +159,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass lint_pass() { return {"lint", run, true}; }
+Pass lint_pass() { return {"lint", run_lint, true}; }
 
 }  // namespace bulwark::policy

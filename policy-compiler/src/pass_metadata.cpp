@@ -9,7 +9,7 @@ namespace {
 
 const std::vector<std::string> kLayers = {"seccomp", "landlock", "bpf-lsm", "sock-addr", "namespaces", "cgroup"};
 
-void run(CompileContext& ctx) {
+void run_metadata(CompileContext& ctx) {
     auto& a = ctx.ast;
     auto& b = ctx.bundle;
     if (!a.tool) {
@@ -76,6 +76,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass metadata_pass() { return {"metadata", run, false}; }
+Pass metadata_pass() { return {"metadata", run_metadata, false}; }
 
 }  // namespace bulwark::policy

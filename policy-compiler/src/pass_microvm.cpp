@@ -9,7 +9,7 @@ constexpr uint64_t kMinMemory = 128ull << 20;  // the guest kernel and agent nee
 constexpr uint64_t kMaxMemory = 64ull << 30;
 constexpr uint64_t kMaxVcpus = 64;
 
-void run(CompileContext& ctx) {
+void run_microvm(CompileContext& ctx) {
     auto& m = ctx.bundle.microvm;
     const ast::Scalar* mode = nullptr;
     const ast::Scalar* confidential = nullptr;
@@ -60,6 +60,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass microvm_pass() { return {"microvm", run, false}; }
+Pass microvm_pass() { return {"microvm", run_microvm, false}; }
 
 }  // namespace bulwark::policy

@@ -153,7 +153,7 @@ void add_unix(CompileContext& ctx, const std::vector<ast::Scalar>& items, uint32
     }
 }
 
-void run(CompileContext& ctx) {
+void run_network(CompileContext& ctx) {
     auto& a = ctx.ast.network;
     auto& net = ctx.bundle.network;
     add_unix(ctx, a.unix_connect, BW_NET_CONNECT);
@@ -247,6 +247,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass network_pass() { return {"network", run, false}; }
+Pass network_pass() { return {"network", run_network, false}; }
 
 }  // namespace bulwark::policy

@@ -5,7 +5,7 @@
 namespace bulwark::policy {
 namespace {
 
-void run(CompileContext& ctx) {
+void run_normalise_paths(CompileContext& ctx) {
     auto& f = ctx.ast.files;
     for (auto* list : {&f.read, &f.write, &f.create, &f.remove, &f.exec, &f.deny, &ctx.ast.exec.allow}) {
         for (auto& item : *list) {
@@ -26,6 +26,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass normalise_paths_pass() { return {"normalise-paths", run, true}; }
+Pass normalise_paths_pass() { return {"normalise-paths", run_normalise_paths, true}; }
 
 }  // namespace bulwark::policy

@@ -308,7 +308,7 @@ void socket_families(CompileContext& ctx, SeccompSpec& spec) {
     spec.socket_families_rule_id = written.empty() ? ctx.ast.network.rule_id : written.front().rule_id;
 }
 
-void run(CompileContext& ctx) {
+void run_syscalls(CompileContext& ctx) {
     const auto& s = ctx.ast.syscalls;
     SeccompSpec& spec = ctx.seccomp;
     auto& sum = ctx.bundle.syscalls;
@@ -325,6 +325,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass syscalls_pass() { return {"syscalls", run, false}; }
+Pass syscalls_pass() { return {"syscalls", run_syscalls, false}; }
 
 }  // namespace bulwark::policy

@@ -24,7 +24,7 @@ void check(CompileContext& ctx, const ast::Scalar& s) {
     }
 }
 
-void run(CompileContext& ctx) {
+void run_variables(CompileContext& ctx) {
     auto& f = ctx.ast.files;
     for (auto* list : {&f.read, &f.write, &f.create, &f.remove, &f.exec, &f.deny, &ctx.ast.exec.allow})
         for (const auto& item : *list) check(ctx, item.path);
@@ -35,6 +35,6 @@ void run(CompileContext& ctx) {
 
 }  // namespace
 
-Pass variables_pass() { return {"variables", run, false}; }
+Pass variables_pass() { return {"variables", run_variables, false}; }
 
 }  // namespace bulwark::policy

@@ -32,10 +32,12 @@
 using namespace bwtest;
 namespace dt = bulwark::difftest;
 namespace pol = bulwark::policy;
+using dt::decision_of;
+using dt::rule_text;
 
 namespace {
 
-constexpr uint64_t kDefaultSeed = 20261203;
+constexpr uint64_t kNetSeed = 20261203;
 
 void enter_netns() {
     static bool done = false;
@@ -53,7 +55,7 @@ uint64_t corpus_seed() {
     const char* v = std::getenv("BULWARK_DIFF_SEED");
     if (v && std::string(v) == "random")
         return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    return dt::seed_from_env("BULWARK_DIFF_SEED", kDefaultSeed);
+    return dt::seed_from_env("BULWARK_DIFF_SEED", kNetSeed);
 }
 
 // The syscall itself, from inside the sandbox: 0 or errno.
@@ -93,11 +95,7 @@ int perform(const dt::NetOp& o) {
     return err;
 }
 
-uint8_t decision_of(pol::Verdict v) {
-    return v == pol::Verdict::Allow ? BW_DECISION_ALLOW : v == pol::Verdict::Deny ? BW_DECISION_DENY : BW_DECISION_AUDIT;
-}
 
-std::string rule_text(uint32_t id) { return id == BW_NO_RULE ? "none" : std::to_string(id); }
 
 std::string answer(pol::Verdict v, uint32_t rule) {
     return std::string(pol::to_string(v)) + " rule=" + rule_text(rule);

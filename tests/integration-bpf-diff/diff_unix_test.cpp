@@ -28,10 +28,12 @@
 using namespace bwtest;
 namespace dt = bulwark::difftest;
 namespace pol = bulwark::policy;
+using dt::decision_of;
+using dt::rule_text;
 
 namespace {
 
-constexpr uint64_t kDefaultSeed = 20261204;
+constexpr uint64_t kUnixSeed = 20261204;
 
 // The host side: every socket of the corpus tree, and the abstract names.
 struct UnixTree {
@@ -80,11 +82,7 @@ int perform(const dt::UnixOp& o) {
 
 const char* type_name(int t) { return t == SOCK_STREAM ? "stream" : t == SOCK_DGRAM ? "dgram" : "seqpacket"; }
 
-std::string rule_text(uint32_t id) { return id == BW_NO_RULE ? "none" : std::to_string(id); }
 
-uint8_t decision_of(pol::Verdict v) {
-    return v == pol::Verdict::Allow ? BW_DECISION_ALLOW : v == pol::Verdict::Deny ? BW_DECISION_DENY : BW_DECISION_AUDIT;
-}
 
 std::vector<std::string> run_policy(uint64_t seed, size_t index, const std::string& text,
                                     const std::vector<dt::UnixOp>& ops) {
@@ -146,7 +144,7 @@ std::vector<std::string> run_policy(uint64_t seed, size_t index, const std::stri
 TEST_CASE("cgroup unix programs and the reference evaluator agree on a random corpus") {
     if (!unix_programs_enforcing()) return;
     UnixTree tree;
-    uint64_t seed = dt::seed_from_env("BULWARK_DIFF_SEED", kDefaultSeed);
+    uint64_t seed = dt::seed_from_env("BULWARK_DIFF_SEED", kUnixSeed);
     size_t policies = static_cast<size_t>(dt::seed_from_env("BULWARK_DIFF_POLICIES", 200));
     std::printf("integration_bpf_diff unix: seed=%llu policies=%zu operations=32 (replay: BULWARK_DIFF_SEED=%llu)\n",
                 (unsigned long long)seed, policies, (unsigned long long)seed);

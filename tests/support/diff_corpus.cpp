@@ -7,6 +7,7 @@
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/instantiate.h"
 #include "bulwark/policy/match.h"
+#include "bulwark_abi.h"
 
 namespace bulwark::difftest {
 
@@ -403,6 +404,12 @@ std::vector<UnixOp> random_unix_ops(Rng& rng, size_t n) {
         out.push_back(std::move(u));
     }
     return out;
+}
+
+std::string rule_text(uint32_t id) { return id == BW_NO_RULE ? "none" : std::to_string(id); }
+
+uint8_t decision_of(policy::Verdict v) {
+    return v == policy::Verdict::Allow ? BW_DECISION_ALLOW : v == policy::Verdict::Deny ? BW_DECISION_DENY : BW_DECISION_AUDIT;
 }
 
 }  // namespace bulwark::difftest

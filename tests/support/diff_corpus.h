@@ -120,6 +120,10 @@ std::string_view to_string(FileMethod m);
 // ---------------------------------------------------------------- reports
 
 std::string describe(const policy::Operation& op);
+// A rule id as reports print it ("none" for BW_NO_RULE).
+std::string rule_text(uint32_t id);
+// The BW_DECISION_* a BPF program records for the evaluator's verdict.
+uint8_t decision_of(policy::Verdict v);
 // Seed, index, the rule file, the operation, and both sides' answers.
 std::string reproduction(uint64_t seed, size_t index, const std::string& policy_text, const std::string& op,
                          const std::string& expected, const std::string& got);

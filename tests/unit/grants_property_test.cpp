@@ -10,7 +10,7 @@ using namespace bulwark::test;
 
 namespace {
 
-const Clock::time_point kNow = Clock::time_point{} + std::chrono::hours(1000);
+const Clock::time_point kClock = Clock::time_point{} + std::chrono::hours(1000);
 
 Grant random_grant(RandomPolicy& rp, const Bundle& parent) {
     Grant g;
@@ -101,7 +101,7 @@ TEST_CASE("narrowed bundles never allow what the tool denies (random, seeded)", 
             continue;
         }
         Grant g = random_grant(rp, parent);
-        auto r = apply_grant(parent, g, kNow);
+        auto r = apply_grant(parent, g, kClock);
         if (!r) {
             ++refused;
             REQUIRE_FALSE(r.error().reasons.empty());

@@ -13,7 +13,7 @@
 using namespace bulwark;
 
 namespace {
-policy::Bundle compiled(const std::string& text) {
+policy::Bundle instantiated(const std::string& text) {
     auto r = policy::compile_string(text, "t.yaml", {});
     INFO(policy::render_diagnostics(r));
     REQUIRE(r.ok());
@@ -30,8 +30,8 @@ const policy::FileRule* file(const policy::Bundle& b, const std::string& path) {
 
 TEST_CASE("the VMM may read what the tool may read or run, write where it writes, never what it denies",
           "[vm][vmm_bundle]") {
-    auto vmm = compiled("tool: vmm\nbinaries: [/usr/bin/qemu-system-x86_64]\nfiles:\n  read: [/usr/share/qemu]\n");
-    auto tool = compiled(
+    auto vmm = instantiated("tool: vmm\nbinaries: [/usr/bin/qemu-system-x86_64]\nfiles:\n  read: [/usr/share/qemu]\n");
+    auto tool = instantiated(
         "tool: t\nbinaries: [/usr/bin/dash]\nfiles:\n  read: [\"${workdir}\", /srv/data]\n  write: [\"${workdir}\"]\n"
         "  exec: [/usr/lib/libx.so]\n  deny: [/srv/data/keys]\nmicrovm: { mode: required, memory: 512MiB }\n"
         "limits: { timeout: 30s }\n");
@@ -89,9 +89,9 @@ TEST_CASE("qemu's command line: microvm, no network device, the channel on the g
 
 TEST_CASE("a tool's network rules become the VMM's: the guest's traffic is judged again on the host",
           "[vm][vmm_bundle]") {
-    auto vmm = compiled("tool: vmm\nbinaries: [/usr/bin/qemu-system-x86_64]\nfiles:\n  read: [/usr/share/qemu]\n"
+    auto vmm = instantiated("tool: vmm\nbinaries: [/usr/bin/qemu-system-x86_64]\nfiles:\n  read: [/usr/share/qemu]\n"
                         "network: loopback\n");  // as rules/vmm/qemu.yaml
-    auto tool = compiled("tool: t\nbinaries: [/usr/bin/curl]\nfiles:\n  read: [\"${workdir}\"]\n"
+    auto tool = instantiated("tool: t\nbinaries: [/usr/bin/curl]\nfiles:\n  read: [\"${workdir}\"]\n"
                          "network:\n  connect: [{ cidr: 192.0.2.2/32, ports: [443], proto: tcp }]\n"
                          "  deny: [{ cidr: 169.254.0.0/16 }]\n  unix: { connect: [\"@bus\"] }\n"
                          "microvm: { mode: required }\n");
@@ -126,7 +126,7 @@ TEST_CASE("a tool's network rules become the VMM's: the guest's traffic is judge
     CHECK(n.rule(n.landlock.ports[0].rule_id)->text.find("(the VM of t)") != std::string::npos);
 
     // A tool without network rules: the VMM keeps its own (loopback: a network namespace of its own).
-    auto offline = compiled("tool: t\nbinaries: [/usr/bin/dash]\nfiles:\n  read: [\"${workdir}\"]\n"
+    auto offline = instantiated("tool: t\nbinaries: [/usr/bin/dash]\nfiles:\n  read: [\"${workdir}\"]\n"
                             "microvm: { mode: required }\n");
     CHECK(vm::compose_vmm_bundle(vmm, offline, "/opt/bulwark/guest").network.mode == policy::NetMode::Loopback);
 }
