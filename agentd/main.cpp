@@ -5,6 +5,7 @@
 
 #include "bulwark/version.h"
 #include "cli/cmd_coverage.h"
+#include "cli/cmd_learn.h"
 #include "cli/cmd_mcp.h"
 #include "cli/cmd_run.h"
 #include "cli/cmd_serve.h"
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
     bool show_version = false;
     app.add_flag("--version", show_version, "print the version and exit");
     bulwark::register_run(app);
+    bulwark::register_learn(app);
     bulwark::register_serve(app);
     bulwark::register_mcp(app);
     bulwark::register_coverage(app);

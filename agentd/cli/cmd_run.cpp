@@ -42,8 +42,6 @@
 
 namespace bulwark {
 
-namespace {
-
 // One-shot runs are their own task: ${workdir} is the bound directory,
 // ${home} the caller's home (so rules about ~/.ssh mean the real one), ${tmp}
 // the sandbox's private /tmp. The tool's rules and its VMM's read the same.
@@ -53,8 +51,6 @@ policy::TaskVars one_shot_vars(const std::string& workdir) {
         workdir, "run-" + std::to_string(::getpid()),
         home && home[0] == '/' && std::string_view(home) != "/" ? std::optional<std::string>(home) : std::nullopt);
 }
-
-}  // namespace
 
 std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& rules_dir,
                                                            const std::string& tool,
@@ -70,6 +66,135 @@ std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& r
         return std::unexpected("cannot compile " + file.string() + ":\n" + policy::render_diagnostics(compiled));
     policy::TaskVars vars = one_shot_vars(workdir);
     return resolve ? instantiate_tool(*compiled.bundle, vars, resolve) : instantiate_tool(*compiled.bundle, vars);
+}
+
+std::string decision_line(const audit::AuditRecord& d) {
+    std::string line = std::string(audit::decision_name(d.decision)) + " " + std::string(audit::layer_name(d.layer)) +
+                       " " + std::string(audit::op_name(d.op)) + " " + d.object;
+    if (d.err) line += " (errno " + std::to_string(d.err) + ")";
+    if (!d.rule_file.empty())
+        line += " by " + d.rule_file + ":" + std::to_string(d.rule_line) + " " + d.rule_text;
+    else if (d.rule_id == BW_NO_RULE)
+        line += " by the policy's default";
+    return line;
+}
+
+OneShotRun run_one_shot(const OneShot& o, const std::expected<policy::Bundle, std::string>& bundle) {
+    RunReport rep;
+    // This run's decisions: the BPF runtime's ring buffer (cgroup socket
+    // programs, the monitor, BPF LSM where the kernel has it) and the
+    // kernel audit source (Landlock and seccomp denials,
+    // docs/kernel-audit.md). Both tag them with the run's id.
+    const uint64_t run_id = o.run_id;
+    std::mutex mu;
+    std::vector<audit::AuditRecord> decisions;
+    std::vector<std::string> gaps;
+    nlohmann::json bpf_status = nullptr;
+    RunRegistry registry;
+    KernelAuditOptions kopts;
+    kopts.resolve = [&](const kaudit::KernelDenial& d) { return registry.resolve(d); };
+    kopts.sink = [&](audit::AuditRecord r) {
+        std::lock_guard lk(mu);
+        decisions.push_back(std::move(r));
+    };
+    std::unique_ptr<KernelAuditReader> reader;
+    nlohmann::json kaudit_status;
+    if (bundle) {
+        if (auto r = KernelAuditReader::start(std::move(kopts))) {
+            reader = std::move(*r);
+        } else {
+            kaudit_status = {{"state", "unavailable: " + r.error()}};
+        }
+    }
+    if (!bundle) {
+        rep.tool = o.tool;
+        rep.argv = o.argv;
+        rep.outcome = RunOutcome::Refused;
+        rep.error = bundle.error();
+    } else {
+        RunRequest req;
+        req.argv = o.argv;
+        req.workdir = o.workdir;
+        req.host_view = o.host_view;
+        DecisionSources sources;
+        sources.kaudit = reader.get();
+        sources.registry = &registry;
+        bpf::RuntimeOptions ro;
+        ro.sink = [&](audit::AuditRecord r) {
+            std::lock_guard lk(mu);
+            decisions.push_back(std::move(r));
+        };
+        ro.on_drops = [&](const std::string& source, uint64_t n) {
+            std::lock_guard lk(mu);
+            gaps.push_back(std::to_string(n) + " record(s) lost: " + source);
+        };
+        auto [rt, bpf_unavailable] = start_bpf_runtime(o.bpf, std::move(ro));
+        sources.bpf = rt.get();
+        sources.bpf_unavailable = bpf_unavailable;
+        if (rt) bpf_status = rt->status();
+        // The tool's VM when its rules ask for one and this host can
+        // run it; then the VMM is the run this process binds.
+        std::vector<std::string> route_warnings;
+        std::optional<vm::MicroVmLaunch> launch;
+        std::string vm_error;
+        if (bundle->microvm.mode != policy::MicroVmMode::Off) {
+            auto host = vm::probe_microvm_host({o.rules_dir}, vm::guest_image_dirs());
+            if (vm::route(*bundle, host, req, route_warnings)) {
+                auto l = vm::plan_microvm(*bundle, host, one_shot_vars(o.workdir));
+                if (l) launch = std::move(*l);
+                else vm_error = l.error();
+            }
+        }
+        const policy::Bundle& bound = launch ? launch->vmm_bundle : *bundle;
+        {
+            RunBinding binding(sources, bound,
+                               RunContext{0, run_id, o.tool, 0, std::make_shared<const policy::Bundle>(bound)});
+            if (!vm_error.empty()) {
+                rep.tool = o.tool;
+                rep.argv = o.argv;
+                rep.outcome = RunOutcome::SetupFailed;
+                rep.error = "microVM: " + vm_error;
+            } else if (launch) {
+                RunRequest vreq;
+                binding.prepare(vreq);
+                rep = vm::run_in_microvm(*launch, *bundle, req, std::move(vreq));
+            } else {
+                binding.prepare(req);
+                rep = run_tool(*bundle, req);
+            }
+            for (auto& w : route_warnings) rep.warnings.push_back(std::move(w));
+            auto end = binding.finish(rep);
+            if (reader) {
+                kaudit_status = reader->status();
+                kaudit_status["state"] = end.kaudit_read ? "read" : "incomplete";
+                if (end.kaudit_lost) kaudit_status["lost_during_run"] = end.kaudit_lost;
+            }
+        }
+        rt.reset();
+    }
+    reader.reset();
+    std::vector<audit::AuditRecord> mine;
+    {
+        std::lock_guard lk(mu);
+        for (auto& d : decisions)
+            if (d.run_id == run_id && d.task_id == 0) mine.push_back(std::move(d));
+        for (const auto& g : gaps) rep.warnings.push_back("audit gap: " + g);
+    }
+    std::sort(mine.begin(), mine.end(),
+              [](const audit::AuditRecord& a, const audit::AuditRecord& b) { return a.ts_ns < b.ts_ns; });
+    return {std::move(rep), std::move(mine), std::move(bpf_status), std::move(kaudit_status)};
+}
+
+void start_one_shot_process(const std::string& who) {
+    // stdout carries the tool's output or a JSON document: logs go to stderr.
+    if (!spdlog::get("agentd-run")) spdlog::set_default_logger(spdlog::stderr_color_mt("agentd-run"));
+    spdlog::set_level(spdlog::level::warn);
+    // The capabilities of sandbox/self_privilege.cpp's table and no other,
+    // before any thread starts (they inherit them).
+    if (auto d = drop_own_capabilities(); !d) {
+        std::cerr << who << ": dropping capabilities: " << d.error() << "\n";
+        throw CLI::RuntimeError(126);
+    }
 }
 
 void register_run(CLI::App& app) {
@@ -91,15 +216,7 @@ void register_run(CLI::App& app) {
     o->bpf.add_to(*run, "run without the BPF layer (tools with network rules are refused)");
     run->add_option("cmd", o->cmd, "command and arguments (after --)")->required();
     run->callback([o] {
-        // stdout carries the tool's output or the JSON document: logs go to stderr.
-        if (!spdlog::get("agentd-run")) spdlog::set_default_logger(spdlog::stderr_color_mt("agentd-run"));
-        spdlog::set_level(spdlog::level::warn);
-        // The capabilities of sandbox/self_privilege.cpp's table and no
-        // other, before any thread starts (they inherit them).
-        if (auto d = drop_own_capabilities(); !d) {
-            std::cerr << "agentd run: dropping capabilities: " << d.error() << "\n";
-            throw CLI::RuntimeError(126);
-        }
+        start_one_shot_process("agentd run");
         // Its own seccomp filter, like `agentd serve --self-seccomp`: before
         // the rule files, the kernel audit records and the ring buffer are
         // read, and before any thread starts (TSYNC covers them anyway).
@@ -124,107 +241,8 @@ void register_run(CLI::App& app) {
                          : load_tool_bundle(o->rules, o->tool, workdir);
         if (bundle && self_filter)
             if (auto said = own_filter_warning(*self_filter, o->tool, *bundle); !said.empty()) spdlog::warn("{}", said);
-        RunReport rep;
-        // This run's decisions: the BPF runtime's ring buffer (cgroup socket
-        // programs, the monitor, BPF LSM where the kernel has it) and the
-        // kernel audit source (Landlock and seccomp denials,
-        // docs/kernel-audit.md). Both tag them with run id = this pid.
-        const auto run_id = static_cast<uint64_t>(::getpid());
-        std::mutex mu;
-        std::vector<audit::AuditRecord> decisions;
-        std::vector<std::string> gaps;
-        nlohmann::json bpf_status = nullptr;
-        RunRegistry registry;
-        KernelAuditOptions kopts;
-        kopts.resolve = [&](const kaudit::KernelDenial& d) { return registry.resolve(d); };
-        kopts.sink = [&](audit::AuditRecord r) {
-            std::lock_guard lk(mu);
-            decisions.push_back(std::move(r));
-        };
-        std::unique_ptr<KernelAuditReader> reader;
-        nlohmann::json kaudit_status;
-        if (bundle) {
-            if (auto r = KernelAuditReader::start(std::move(kopts))) {
-                reader = std::move(*r);
-            } else {
-                kaudit_status = {{"state", "unavailable: " + r.error()}};
-            }
-        }
-        if (!bundle) {
-            rep.tool = o->tool;
-            rep.argv = o->cmd;
-            rep.outcome = RunOutcome::Refused;
-            rep.error = bundle.error();
-        } else {
-            RunRequest req;
-            req.argv = o->cmd;
-            req.workdir = workdir;
-            DecisionSources sources;
-            sources.kaudit = reader.get();
-            sources.registry = &registry;
-            bpf::RuntimeOptions ro;
-            ro.sink = [&](audit::AuditRecord r) {
-                std::lock_guard lk(mu);
-                decisions.push_back(std::move(r));
-            };
-            ro.on_drops = [&](const std::string& source, uint64_t n) {
-                std::lock_guard lk(mu);
-                gaps.push_back(std::to_string(n) + " record(s) lost: " + source);
-            };
-            auto [rt, bpf_unavailable] = start_bpf_runtime(o->bpf, std::move(ro));
-            sources.bpf = rt.get();
-            sources.bpf_unavailable = bpf_unavailable;
-            if (rt) bpf_status = rt->status();
-            // The tool's VM when its rules ask for one and this host can
-            // run it; then the VMM is the run this process binds.
-            std::vector<std::string> route_warnings;
-            std::optional<vm::MicroVmLaunch> launch;
-            std::string vm_error;
-            if (bundle->microvm.mode != policy::MicroVmMode::Off) {
-                auto host = vm::probe_microvm_host({o->rules}, vm::guest_image_dirs());
-                if (vm::route(*bundle, host, req, route_warnings)) {
-                    auto l = vm::plan_microvm(*bundle, host, one_shot_vars(workdir));
-                    if (l) launch = std::move(*l);
-                    else vm_error = l.error();
-                }
-            }
-            const policy::Bundle& bound = launch ? launch->vmm_bundle : *bundle;
-            {
-                RunBinding binding(sources, bound,
-                                   RunContext{0, run_id, o->tool, 0, std::make_shared<const policy::Bundle>(bound)});
-                if (!vm_error.empty()) {
-                    rep.tool = o->tool;
-                    rep.argv = o->cmd;
-                    rep.outcome = RunOutcome::SetupFailed;
-                    rep.error = "microVM: " + vm_error;
-                } else if (launch) {
-                    RunRequest vreq;
-                    binding.prepare(vreq);
-                    rep = vm::run_in_microvm(*launch, *bundle, req, std::move(vreq));
-                } else {
-                    binding.prepare(req);
-                    rep = run_tool(*bundle, req);
-                }
-                for (auto& w : route_warnings) rep.warnings.push_back(std::move(w));
-                auto end = binding.finish(rep);
-                if (reader) {
-                    kaudit_status = reader->status();
-                    kaudit_status["state"] = end.kaudit_read ? "read" : "incomplete";
-                    if (end.kaudit_lost) kaudit_status["lost_during_run"] = end.kaudit_lost;
-                }
-            }
-            rt.reset();
-        }
-        reader.reset();
-        std::vector<audit::AuditRecord> mine;
-        {
-            std::lock_guard lk(mu);
-            for (auto& d : decisions)
-                if (d.run_id == run_id && d.task_id == 0) mine.push_back(std::move(d));
-            for (const auto& g : gaps) rep.warnings.push_back("audit gap: " + g);
-        }
-        std::sort(mine.begin(), mine.end(),
-                  [](const audit::AuditRecord& a, const audit::AuditRecord& b) { return a.ts_ns < b.ts_ns; });
+        auto [rep, mine, bpf_status, kaudit_status] =
+            run_one_shot(OneShot{o->rules, o->tool, workdir, o->cmd, o->bpf, static_cast<uint64_t>(::getpid())}, bundle);
         if (o->json) {
             nlohmann::json doc = to_json(rep);
             nlohmann::json ds = nlohmann::json::array();
@@ -236,17 +254,7 @@ void register_run(CLI::App& app) {
         } else {
             std::cout << rep.stdout_data << std::flush;
             std::string lines;
-            for (const auto& d : mine) {
-                lines += "decision: " + std::string(audit::decision_name(d.decision)) + " " +
-                         std::string(audit::layer_name(d.layer)) + " " + std::string(audit::op_name(d.op)) + " " +
-                         d.object;
-                if (d.err) lines += " (errno " + std::to_string(d.err) + ")";
-                if (!d.rule_file.empty())
-                    lines += " by " + d.rule_file + ":" + std::to_string(d.rule_line) + " " + d.rule_text;
-                else if (d.rule_id == BW_NO_RULE)
-                    lines += " by the policy's default";
-                lines += "\n";
-            }
+            for (const auto& d : mine) lines += "decision: " + decision_line(d) + "\n";
             if (!rep.microvm.is_null())
                 for (const auto& d : rep.microvm.value("decisions", nlohmann::json::array())) {
                     lines += "decision (in the guest): " + d.value("decision", std::string()) + " " +

@@ -66,7 +66,8 @@ json pod_identity(const json& spec) {
 }
 
 std::expected<ContainerPolicy, std::string> container_policy(const RuntimeConfig& cfg, const json& spec,
-                                                             const std::string& container_id) {
+                                                             const std::string& container_id,
+                                                             const std::string& bundle_dir) {
     ContainerPolicy p;
     p.tool = annotation(spec, kToolAnnotation);
     if (!valid_tool(p.tool))
@@ -78,6 +79,12 @@ std::expected<ContainerPolicy, std::string> container_policy(const RuntimeConfig
         return std::unexpected(std::string("annotation ") + kToolAnnotation + ": no rule file " + p.rule_file);
     policy::CompileOptions co;
     co.rules_dirs = {cfg.rules_dir};
+    if (spec.contains("root") && spec["root"].contains("path") && spec["root"]["path"].is_string()) {
+        std::filesystem::path rootfs = spec["root"]["path"].get<std::string>();
+        if (rootfs.is_relative()) rootfs = std::filesystem::path(bundle_dir) / rootfs;
+        co.library_root = std::filesystem::weakly_canonical(rootfs).string();
+        if (co.library_root == "/") co.library_root.clear();
+    }
     auto compiled = policy::compile_file(p.rule_file, co);
     if (!compiled.ok()) return std::unexpected(policy::render_diagnostics(compiled));
     auto oci = policy::export_oci_seccomp(*compiled.seccomp);

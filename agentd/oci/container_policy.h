@@ -30,8 +30,11 @@ struct ContainerPolicy {
 // The spec's annotations (nullopt: the container asks for no policy).
 std::optional<std::string> requested_tool(const nlohmann::json& spec);
 
+// bundle_dir: where a relative root.path of the spec is found; the rule
+// file's `libraries: auto` is resolved inside that root filesystem.
 std::expected<ContainerPolicy, std::string> container_policy(const RuntimeConfig& cfg, const nlohmann::json& spec,
-                                                             const std::string& container_id);
+                                                             const std::string& container_id,
+                                                             const std::string& bundle_dir = ".");
 
 // The pod's identity from the CRI annotations containerd (io.kubernetes.cri.*)
 // or CRI-O (io.kubernetes.pod.*) set; empty when there are none.

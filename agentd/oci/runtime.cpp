@@ -331,7 +331,7 @@ int Runtime::create() {
     if (fs::exists(state_dir(id))) return fail("container " + id + " already exists");
 
     // 2. The policy.
-    auto policy = container_policy(cfg_, spec, id);
+    auto policy = container_policy(cfg_, spec, id, bundle_dir);
     if (!policy) return fail("container " + id + ": " + policy.error());
 
     // 3. The container's state: the launcher, its policy, the confined bundle.

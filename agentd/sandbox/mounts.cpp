@@ -1,5 +1,6 @@
 #include "sandbox/mounts.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/mount.h>
@@ -334,7 +335,7 @@ void release_placeholders(MountPlan& plan) {
 }
 
 MountPlan plan_mounts(const policy::Bundle& bundle, const std::string& workdir,
-                      const std::vector<DenyMaskRequest>& denies, uid_t uid, gid_t gid) {
+                      const std::vector<DenyMaskRequest>& denies, uid_t uid, gid_t gid, bool host_view) {
     MountPlan p;
     auto& e = p.entries;
     struct stat st{};
@@ -351,8 +352,22 @@ MountPlan plan_mounts(const policy::Bundle& bundle, const std::string& workdir,
             e.push_back({MountEntry::BindRo, t, t});
         }
     }
-    for (const char* f : kEtcSubset)
-        if (exists(f, &st) && !S_ISLNK(st.st_mode)) e.push_back({MountEntry::BindRo, f, f});
+    if (host_view) {
+        // Every top-level directory but the sandbox's own /tmp, /proc, /dev
+        // (and /sys, never shown), whole /etc included.
+        if (DIR* root = ::opendir("/")) {
+            while (dirent* d = ::readdir(root)) {
+                std::string t = std::string("/") + d->d_name;
+                if (t == "/." || t == "/.." || t == "/tmp" || t == "/proc" || t == "/dev" || t == "/sys") continue;
+                if (covered(e, t) || !exists(t, &st) || !S_ISDIR(st.st_mode)) continue;
+                e.push_back({MountEntry::BindRo, t, t});
+            }
+            ::closedir(root);
+        }
+    } else {
+        for (const char* f : kEtcSubset)
+            if (exists(f, &st) && !S_ISLNK(st.st_mode)) e.push_back({MountEntry::BindRo, f, f});
+    }
     // Paths the policy grants that the standard view lacks (read-only unless
     // the policy grants a modifying right there).
     for (const auto& r : bundle.files) {
@@ -364,9 +379,11 @@ MountPlan plan_mounts(const policy::Bundle& bundle, const std::string& workdir,
             continue;
         }
         if (!workdir.empty() && (path == workdir || path.starts_with(workdir + "/"))) continue;
-        if (covered(e, path) || !exists(path, &st) || S_ISLNK(st.st_mode)) continue;
+        if (!exists(path, &st) || S_ISLNK(st.st_mode)) continue;
         if (!(r.allow & ~r.deny)) continue;
         bool rw = (r.allow & ~r.deny) & (BW_FS_WRITE | BW_FS_CREATE | BW_FS_REMOVE);
+        // (the host view's read-only directories cover reads, not writes)
+        if (covered(e, path) && !(host_view && rw)) continue;
         e.push_back({rw ? MountEntry::BindRw : MountEntry::BindRo, path, path});
     }
     e.push_back({MountEntry::Dir, "", "/dev"});

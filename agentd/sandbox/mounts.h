@@ -84,8 +84,10 @@ struct MountPlan {
 // Each deny below an allowed subtree gets its mask (see DenyMaskResult); a
 // missing deny path the tool could create is made first, as an empty
 // directory owned by uid:gid, so that the mask has an object to cover.
+// host_view: RunRequest::host_view (the host's directories read-only).
 MountPlan plan_mounts(const policy::Bundle& bundle, const std::string& workdir,
-                      const std::vector<DenyMaskRequest>& denies = {}, uid_t uid = 65534, gid_t gid = 65534);
+                      const std::vector<DenyMaskRequest>& denies = {}, uid_t uid = 65534, gid_t gid = 65534,
+                      bool host_view = false);
 
 // Drops the run's references to its placeholders: the last one out removes
 // what was made (bottom up, each directory only while empty). Run once the

@@ -282,7 +282,8 @@ Step Launch::resolve_ids() {
 //      below an allowed subtree.
 Step Launch::plan_filesystem() {
     claims_ = policy::rule_coverage(bundle_);
-    mounts_ = plan_mounts(bundle_, workdir_, deny_mask_requests(claims_), uid_, gid_);
+    mounts_ = plan_mounts(bundle_, workdir_, deny_mask_requests(claims_), uid_, gid_, req_.host_view);
+    if (req_.host_view) rep_.warnings.push_back("the host's directories are shown read-only (agentd learn)");
     for (const auto& n : mounts_.notes) rep_.warnings.push_back(n);
     for (const auto& m : mounts_.masks)
         if (m.created) rep_.placeholders.push_back(m.placeholder);

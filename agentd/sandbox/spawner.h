@@ -91,6 +91,13 @@ struct RunRequest {
     // `network: none|loopback`: take a recycled lo-only netns from the pool
     // (see NetnsPool) instead of creating one per run.
     bool recycle_netns = true;
+    // The host's directories shown read-only in the tool's view (all of
+    // /etc, /home, /opt, /srv, /var, ...; /tmp, /proc and /dev stay the
+    // sandbox's own, the masks of denies as usual), so that a path its rules
+    // do not grant exists and Landlock refuses, and records, what the view
+    // would otherwise hide as missing. For `agentd learn` only: the other
+    // layers hold as always, the mount layer's narrowing is given up.
+    bool host_view = false;
 };
 
 RunReport run_tool(const policy::Bundle& bundle, const RunRequest& request);

@@ -200,6 +200,68 @@ std::expected<json, TaskError> replay(const LearningSources& src, const RecordRa
                 {"candidate_hash", cand->bundle->hash}};
 }
 
+void draft_rule(policy::RuleFileWriter& draft, const policy::Operation& op, const policy::Bundle& current,
+                const std::optional<policy::TaskVars>& vars, const std::string& comment) {
+    using S = policy::DraftSection;
+    // Paths below the task's work directory are proposed as ${workdir}/...
+    auto path = [&](std::string p) {
+        if (vars)
+            if (auto w = vars->find("workdir"); w != vars->end() && (p == w->second || p.starts_with(w->second + "/")))
+                p = "${workdir}" + p.substr(w->second.size());
+        return p;
+    };
+    auto net = [&](S section) {
+        std::string a = policy::format_addr(op.addr);  // IPv4 as a.b.c.d
+        draft.add_net(section,
+                      {a + (a.find(':') == std::string::npos ? "/32" : "/128"), op.port,
+                       op.proto == BW_PROTO_TCP ? "tcp" : "udp"},
+                      comment);
+    };
+    auto parent = [](const std::string& p) {
+        auto slash = p.find_last_of('/');
+        return slash == 0 ? std::string("/") : p.substr(0, slash);
+    };
+    switch (op.kind) {
+    case policy::OpKind::Open:
+        // A file the tool itself creates (the draft grants creating in its
+        // directory) is written through a rule on that directory: a rule
+        // names the objects that exist when the sandbox is built.
+        if (op.access == policy::FileAccess::Write && draft.has(S::FilesCreate, path(parent(op.path))))
+            draft.add_path(S::FilesWrite, path(parent(op.path)), comment);
+        else
+            draft.add_path(op.access == policy::FileAccess::Write ? S::FilesWrite : S::FilesRead, path(op.path),
+                           comment);
+        break;
+    case policy::OpKind::Create: draft.add_path(S::FilesCreate, path(parent(op.path)), comment); break;
+    case policy::OpKind::Remove: draft.add_path(S::FilesRemove, path(op.path), comment); break;
+    case policy::OpKind::Exec: draft.add_path(S::ExecAllow, path(op.path), comment); break;
+    case policy::OpKind::Connect:
+    case policy::OpKind::Bind:
+    case policy::OpKind::Send: {
+        // a unix socket's address (network.unix.*), or an IP rule
+        const bool bind = op.kind == policy::OpKind::Bind, send = op.kind == policy::OpKind::Send;
+        if (!op.unix_addr.empty())
+            draft.add_path(bind ? S::NetworkUnixBind : send ? S::NetworkUnixSend : S::NetworkUnixConnect,
+                           path(op.unix_addr), comment);
+        else
+            net(bind ? S::NetworkBind : send ? S::NetworkSend : S::NetworkConnect);
+        break;
+    }
+    case policy::OpKind::Syscall:
+        // A call refused because its ABI is not accepted (i386 through
+        // int $0x80) needs the ABI, not the name.
+        if (auto abi = policy::arch_name(op.arch); !abi.empty() && abi != "native" &&
+            std::ranges::find(current.seccomp.arches, op.arch) == current.seccomp.arches.end()) {
+            draft.add_name(S::SyscallsArchitectures, "native", comment);
+            draft.add_name(S::SyscallsArchitectures, std::string(abi), comment);
+        } else {
+            draft.add_name(S::SyscallsAllow, op.syscall, comment);
+        }
+        break;
+    case policy::OpKind::Socket: break;
+    }
+}
+
 std::expected<json, TaskError> propose(const LearningSources& src, const RecordRange& range) {
     const std::string& tool = range.tool;
     const ToolEntry* current = src.catalog.find(tool);
@@ -230,58 +292,7 @@ std::expected<json, TaskError> propose(const LearningSources& src, const RecordR
     policy::RuleFileWriter draft(tool, tool,
                                  "Proposed by agentd: rules for " + std::to_string(ops.size()) +
                                      " recorded operation(s) of " + tool + " that its rules refused.");
-    using S = policy::DraftSection;
-    for (const auto& [rec, op] : ops) {
-        // Paths below the task's work directory are proposed as ${workdir}/...
-        const auto& vars = task_vars.of(rec.task_id);
-        auto path = [&](std::string p) {
-            if (vars)
-                if (auto w = vars->find("workdir"); w != vars->end() && (p == w->second || p.starts_with(w->second + "/")))
-                    p = "${workdir}" + p.substr(w->second.size());
-            return p;
-        };
-        auto net = [&](S section) {
-            std::string a = policy::format_addr(op.addr);  // IPv4 as a.b.c.d
-            draft.add_net(section, {a + (a.find(':') == std::string::npos ? "/32" : "/128"), op.port,
-                                    op.proto == BW_PROTO_TCP ? "tcp" : "udp"});
-        };
-        switch (op.kind) {
-        case policy::OpKind::Open:
-            draft.add_path(op.access == policy::FileAccess::Write ? S::FilesWrite : S::FilesRead, path(op.path));
-            break;
-        case policy::OpKind::Create: {
-            auto slash = op.path.find_last_of('/');
-            draft.add_path(S::FilesCreate, path(slash == 0 ? "/" : op.path.substr(0, slash)));
-            break;
-        }
-        case policy::OpKind::Remove: draft.add_path(S::FilesRemove, path(op.path)); break;
-        case policy::OpKind::Exec: draft.add_path(S::ExecAllow, path(op.path)); break;
-        case policy::OpKind::Connect:
-        case policy::OpKind::Bind:
-        case policy::OpKind::Send: {
-            // a unix socket's address (network.unix.*), or an IP rule
-            const bool bind = op.kind == policy::OpKind::Bind, send = op.kind == policy::OpKind::Send;
-            if (!op.unix_addr.empty())
-                draft.add_path(bind ? S::NetworkUnixBind : send ? S::NetworkUnixSend : S::NetworkUnixConnect,
-                               path(op.unix_addr));
-            else
-                net(bind ? S::NetworkBind : send ? S::NetworkSend : S::NetworkConnect);
-            break;
-        }
-        case policy::OpKind::Syscall:
-            // A call refused because its ABI is not accepted (i386 through
-            // int $0x80) needs the ABI, not the name.
-            if (auto abi = policy::arch_name(op.arch); !abi.empty() && abi != "native" &&
-                std::ranges::find(current->bundle.seccomp.arches, op.arch) == current->bundle.seccomp.arches.end()) {
-                draft.add_name(S::SyscallsArchitectures, "native");
-                draft.add_name(S::SyscallsArchitectures, std::string(abi));
-            } else {
-                draft.add_name(S::SyscallsAllow, op.syscall);
-            }
-            break;
-        case policy::OpKind::Socket: break;
-        }
-    }
+    for (const auto& [rec, op] : ops) draft_rule(draft, op, current->bundle, task_vars.of(rec.task_id));
     std::string text = draft.text();
     json out{{"tool", tool},
              {"refused", refused},

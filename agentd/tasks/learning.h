@@ -16,6 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bulwark/policy/bundle.h"
+#include "bulwark/policy/evaluator.h"
+#include "bulwark/policy/instantiate.h"
+#include "bulwark/policy/rule_writer.h"
 #include "tasks/task_error.h"
 
 namespace bulwark {
@@ -45,5 +49,14 @@ struct LearningSources {
 std::expected<nlohmann::json, TaskError> replay(const LearningSources& src, const RecordRange& range,
                                                 const std::string& candidate_rules);
 std::expected<nlohmann::json, TaskError> propose(const LearningSources& src, const RecordRange& range);
+
+// The narrowest rule that allows one refused operation, added to `draft`
+// with `comment` beside it: the file path, the directory created in, the
+// executable, the unix address or IP/port/protocol, the system call (or its
+// ABI when the ABI was refused). Paths under ${workdir} (from `vars`) are
+// written with the variable. `current`: the tool's rules the operation was
+// refused under.
+void draft_rule(policy::RuleFileWriter& draft, const policy::Operation& op, const policy::Bundle& current,
+                const std::optional<policy::TaskVars>& vars, const std::string& comment = {});
 
 }  // namespace bulwark

@@ -1,20 +1,19 @@
 // policyc new TOOL --binary PATH [-o FILE]: a starting rule file for a tool
 // nobody shipped rules for. It names the binary (and the file a symlink to it
-// resolves to), lets it execute, and grants read and exec on every shared
-// library it loads: the DT_NEEDED closure resolved the way the loader does
-// (RUNPATH, /etc/ld.so.cache, the standard directories), each library as the
-// file the kernel will judge, with the name that pulled it in. The loader and
-// libc come from base/minimal, which it extends. A library that cannot be
-// resolved is an error naming it (the tool would not start). With -o the
-// file is compiled at once, against --rules-dir or the directory it is
-// written to, and the result said.
+// resolves to), lets it execute, and asks for its shared libraries with
+// `libraries: auto`: the compiler grants read and exec on the binary's
+// DT_NEEDED closure, resolved the way the loader does (RUNPATH, ld.so.conf,
+// the standard directories) each time it compiles, so the file follows
+// library upgrades. The libraries found now are listed in a comment, with the
+// name that pulled each in. A library that cannot be resolved is an error
+// naming it (the tool would not start). With -o the file is compiled at once,
+// against --rules-dir or the directory it is written to, and the result said.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <sstream>
 
-#include "bulwark/policy/elf_props.h"
+#include "bulwark/policy/libraries.h"
 #include "bulwark/policy/values.h"
 #include "common.h"
 
@@ -23,20 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Files base/minimal already grants read and exec (rules/base/minimal.yaml).
-bool in_base_minimal(const std::string& real) {
-    return real.ends_with("/ld-linux-x86-64.so.2") || real.ends_with("/ld-linux-aarch64.so.1") ||
-           real.ends_with("/libc.so.6");
-}
-
-struct Library {
-    std::string path;    // the file the kernel judges (symlinks resolved)
-    std::string needed;  // the DT_NEEDED name that pulled it in
-};
-
 struct Draft {
     std::vector<std::string> binaries;  // as given, then the file it resolves to
-    std::vector<Library> libraries;
+    std::vector<policy::BinaryLibrary> libraries;
 };
 
 std::expected<Draft, std::string> draft_for(const std::string& binary) {
@@ -44,27 +32,12 @@ std::expected<Draft, std::string> draft_for(const std::string& binary) {
     std::error_code ec;
     const fs::path real = fs::canonical(binary, ec);
     if (ec) return std::unexpected("--binary " + binary + ": " + ec.message());
-    auto exe = read_elf_props(real.string());
-    if (!exe)
-        return std::unexpected("--binary " + binary + ": " + exe.error() +
-                               " (a script: name its interpreter, e.g. /usr/bin/perl, and add the script to "
-                               "files.read)");
+    auto libs = policy::binary_libraries(binary, "");
+    if (!libs) return std::unexpected("--binary " + binary + ": " + libs.error());
     Draft d;
     d.binaries.push_back(binary);
     if (real.string() != binary) d.binaries.push_back(real.string());
-    std::vector<std::string> missing;
-    for (const auto& lib : read_needed_closure(*exe, "", missing)) {
-        const std::string path = fs::canonical(lib.path, ec).string();
-        if (ec || in_base_minimal(path)) continue;
-        if (std::ranges::any_of(d.libraries, [&](const Library& l) { return l.path == path; })) continue;
-        d.libraries.push_back({path, fs::path(lib.path).filename().string()});
-    }
-    if (!missing.empty()) {
-        std::string names;
-        for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
-        return std::unexpected("--binary " + binary + ": shared libraries the loader would not find: " + names +
-                               " (the tool would not start; install them, or write the rule file by hand)");
-    }
+    d.libraries = std::move(*libs);
     return d;
 }
 
@@ -81,15 +54,18 @@ std::string yaml_text(const std::string& tool, const std::string& binary, const 
       << "tool: " << tool << "\n"
       << "description: " << tool << " (say what the agent runs it for)\n"
       << "extends: base/minimal   # the loader, libc, locale data; credentials denied\n"
-      << "binaries: [" << list << "]\n"
+      << "binaries:\n";
+    for (size_t i = 0; i + 1 < d.binaries.size(); ++i) o << "  - " << d.binaries[i] << "\n";
+    o << "  # read and exec of " << d.binaries.back()
+      << "'s shared libraries, resolved each time the file compiles;\n"
+         "  # here and now:";
+    if (d.libraries.empty()) o << " none (statically linked)";
+    o << "\n";
+    for (const auto& l : d.libraries) o << "  #   " << l.path << "   (" << l.needed_as << ")\n";
+    o << "  - path: " << d.binaries.back() << "\n    libraries: auto\n"
       << "exec:\n  allow: [" << list << "]\n"
-      << "files:\n  read:\n    - \"${workdir}\"   # the task's work directory\n";
-    for (const auto& l : d.libraries) o << "    - " << l.path << "   # " << l.needed << "\n";
-    if (!d.libraries.empty()) {
-        o << "  exec:   # shared libraries are mapped executable\n";
-        for (const auto& l : d.libraries) o << "    - " << l.path << "\n";
-    }
-    o << "limits:\n  timeout: 5m\n";
+      << "files:\n  read:\n    - \"${workdir}\"   # the task's work directory\n"
+      << "limits:\n  timeout: 5m\n";
     return o.str();
 }
 
@@ -129,7 +105,7 @@ std::function<int()> setup_new(CLI::App& sub, CommonOptions& common) {
             return 1;
         }
         std::cout << *out << ": " << d->libraries.size() << " shared librar"
-                  << (d->libraries.size() == 1 ? "y" : "ies") << " beside base/minimal's; compiles ("
+                  << (d->libraries.size() == 1 ? "y" : "ies") << " with the loader (libraries: auto); compiles ("
                   << r.bundle->hash << ")\n";
         return 0;
     };

@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -243,34 +245,65 @@ std::expected<ElfProps, std::string> read_elf_props(const std::string& path) {
     return r;
 }
 
-std::vector<ElfProps> read_needed_closure(const ElfProps& exe, const std::string& sysroot,
-                                          std::vector<std::string>& missing) {
-    std::vector<std::string> dirs;
-    for (const auto& rp : exe.runpath) dirs.push_back(rp);
-    for (const auto& d : ld_cache_dirs(sysroot)) dirs.push_back(d);
+LibraryClosure resolve_needed(const ElfProps& exe, const std::string& sysroot) {
     const char* triplet = exe.machine == EM_AARCH64 ? "aarch64-linux-gnu" : exe.machine == EM_X86_64 ? "x86_64-linux-gnu" : "";
-    for (std::string base : {"/lib/", "/usr/lib/"}) dirs.push_back(base + triplet);
-    for (const char* d : {"/lib64", "/usr/lib64", "/lib", "/usr/lib"}) dirs.push_back(d);
+    std::vector<std::pair<std::string, const char*>> common;  // after the naming object's RUNPATH
+    for (const auto& d : ld_cache_dirs(sysroot)) common.emplace_back(d, "ld.so.conf");
+    for (std::string base : {"/lib/", "/usr/lib/"}) common.emplace_back(base + triplet, "default directories");
+    for (const char* d : {"/lib64", "/usr/lib64", "/lib", "/usr/lib"}) common.emplace_back(d, "default directories");
 
-    std::vector<ElfProps> out;
+    struct Want {
+        std::string name;
+        std::string by;                    // the naming object's path
+        std::vector<std::string> runpath;  // its RUNPATH, $ORIGIN expanded
+    };
+    std::vector<Want> todo;
+    auto queue = [&](const ElfProps& by) {
+        std::string origin = std::filesystem::path(by.path.substr(std::min(sysroot.size(), by.path.size())))
+                                 .parent_path()
+                                 .string();
+        std::vector<std::string> runpath;
+        for (std::string rp : by.runpath) {
+            for (size_t at; (at = rp.find("$ORIGIN")) != std::string::npos;) rp.replace(at, 7, origin);
+            runpath.push_back(std::move(rp));
+        }
+        for (auto it = by.needed.rbegin(); it != by.needed.rend(); ++it) todo.push_back({*it, by.path, runpath});
+    };
+
+    LibraryClosure out;
     std::set<std::string> done;
-    std::vector<std::string> todo(exe.needed.rbegin(), exe.needed.rend());
+    queue(exe);
     while (!todo.empty()) {
-        std::string n = todo.back();
+        Want w = std::move(todo.back());
         todo.pop_back();
-        if (!done.insert(n).second) continue;
+        if (!done.insert(w.name).second) continue;
+        std::vector<std::pair<std::string, const char*>> dirs;
+        if (w.name.find('/') != std::string::npos) {
+            dirs.emplace_back("", "path in DT_NEEDED");
+        } else {
+            for (const auto& rp : w.runpath) dirs.emplace_back(rp, "RUNPATH");
+            dirs.insert(dirs.end(), common.begin(), common.end());
+        }
         bool found = false;
-        for (const auto& d : dirs) {
-            std::string path = n.find('/') != std::string::npos ? sysroot + n : sysroot + d + "/" + n;
-            auto p = read_elf_props(path);
+        for (const auto& [d, via] : dirs) {
+            auto p = read_elf_props(d.empty() ? sysroot + w.name : sysroot + d + "/" + w.name);
             if (!p || p->machine != exe.machine || p->is_elf64 != exe.is_elf64) continue;
-            for (auto it = p->needed.rbegin(); it != p->needed.rend(); ++it) todo.push_back(*it);
-            out.push_back(std::move(*p));
+            queue(*p);
+            out.found.push_back({std::move(*p), w.name, w.by, via});
             found = true;
             break;
         }
-        if (!found) missing.push_back(n);
+        if (!found) out.missing.push_back({w.name, w.by});
     }
+    return out;
+}
+
+std::vector<ElfProps> read_needed_closure(const ElfProps& exe, const std::string& sysroot,
+                                          std::vector<std::string>& missing) {
+    auto closure = resolve_needed(exe, sysroot);
+    std::vector<ElfProps> out;
+    for (auto& l : closure.found) out.push_back(std::move(l.props));
+    for (const auto& m : closure.missing) missing.push_back(m.name);
     return out;
 }
 

@@ -20,7 +20,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& accepted_ke
     static const std::vector<std::pair<std::string, std::vector<std::string>>> keys = {
         {"", {"tool", "description", "extends", "binaries", "mode", "mandatory", "unenforceable", "files", "exec",
               "network", "syscalls", "limits", "microvm", "hardening", "environment"}},
-        {"binaries", {"path", "sha256"}},
+        {"binaries", {"path", "sha256", "libraries"}},
         {"files", {"read", "write", "create", "remove", "exec", "deny"}},
         {"files.deny", {"path", "rights", "unenforceable"}},
         {"exec", {"allow"}},
@@ -504,11 +504,11 @@ void Parser::parse_binaries(const YAML::Node& n, ast::RuleFile& f) {
         if (!budget(e)) return;
         uint32_t id = add_rule("binaries", "binaries", e);
         if (e.IsScalar()) {
-            if (auto s = scalar(e, "binaries", id)) f.binaries.push_back({std::move(*s), std::nullopt, id});
+            if (auto s = scalar(e, "binaries", id)) f.binaries.push_back({std::move(*s), std::nullopt, std::nullopt, id});
             continue;
         }
         if (!e.IsMap()) {
-            error(span(e), "wrong-type", "\"binaries\" entries must be a path or { path, sha256 }, not " +
+            error(span(e), "wrong-type", "\"binaries\" entries must be a path or { path, sha256, libraries }, not " +
                                              std::string(type_name(e)));
             continue;
         }
@@ -521,6 +521,8 @@ void Parser::parse_binaries(const YAML::Node& n, ast::RuleFile& f) {
             if (k == "path") {
                 b.path = *s;
                 has_path = true;
+            } else if (k == "libraries") {
+                b.libraries = *s;
             } else {
                 b.sha256 = *s;
             }

@@ -13,6 +13,7 @@ const std::vector<Pass>& pipeline() {
         normalise_paths_pass(),   // absolute, folded, no `..`, length limits
         file_rules_pass(),        // files: -> FileRule (BW_FS_* bitmasks)
         exec_rules_pass(),        // exec.allow -> exec rights
+        libraries_pass(),         // binaries[].libraries: auto -> read+exec of each closure
         network_pass(),           // network: -> NetRule (v6 space), families
         limits_pass(),
         microvm_pass(),           // microvm: mode, memory, vcpus, confidential

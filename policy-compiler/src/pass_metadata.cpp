@@ -46,6 +46,7 @@ void run_metadata(CompileContext& ctx) {
     }
     std::sort(b.mandatory_layers.begin(), b.mandatory_layers.end());
     for (const auto& bin : a.binaries) {
+        if (bin.libraries) ctx.check_choice(*bin.libraries, {"auto", "none"}, "binaries.libraries");
         if (bin.path.value.starts_with("${")) {
             ctx.error(bin.path.span, "bad-path", "binary paths must be absolute, without variables");
             continue;

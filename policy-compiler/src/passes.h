@@ -22,6 +22,7 @@ Pass variables_pass();
 Pass normalise_paths_pass();
 Pass file_rules_pass();
 Pass exec_rules_pass();
+Pass libraries_pass();
 Pass network_pass();
 Pass limits_pass();
 Pass microvm_pass();

@@ -41,15 +41,32 @@ void RuleFileWriter::add(DraftSection section, Entry e) {
     if (std::find(it->second.begin(), it->second.end(), e) == it->second.end()) it->second.push_back(std::move(e));
 }
 
-void RuleFileWriter::add_path(DraftSection section, std::string path) {
-    add(section, Entry{std::move(path), {}, true});
+void RuleFileWriter::add_path(DraftSection section, std::string path, std::string comment) {
+    add(section, Entry{std::move(path), {}, true, std::move(comment)});
 }
 
-void RuleFileWriter::add_name(DraftSection section, std::string name) { add(section, Entry{std::move(name), {}, false}); }
+void RuleFileWriter::add_name(DraftSection section, std::string name, std::string comment) {
+    add(section, Entry{std::move(name), {}, false, std::move(comment)});
+}
 
-void RuleFileWriter::add_net(DraftSection section, DraftNetRule rule) { add(section, Entry{{}, std::move(rule), false}); }
+void RuleFileWriter::add_net(DraftSection section, DraftNetRule rule, std::string comment) {
+    add(section, Entry{{}, std::move(rule), false, std::move(comment)});
+}
 
 bool RuleFileWriter::empty() const { return sections_.empty(); }
+
+bool RuleFileWriter::has(DraftSection section, std::string_view value) const {
+    for (const auto& [s, entries] : sections_)
+        if (s == section)
+            return std::any_of(entries.begin(), entries.end(), [&](const Entry& e) { return e.value == value; });
+    return false;
+}
+
+size_t RuleFileWriter::size() const {
+    size_t n = 0;
+    for (const auto& [section, entries] : sections_) n += entries.size();
+    return n;
+}
 
 std::string RuleFileWriter::text() const {
     YAML::Emitter out;
@@ -91,6 +108,7 @@ std::string RuleFileWriter::text() const {
                 } else {
                     out << e.value;
                 }
+                if (!e.comment.empty()) out << YAML::Comment(e.comment);
             }
             out << YAML::EndSeq;
         }

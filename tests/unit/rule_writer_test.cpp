@@ -3,6 +3,11 @@
 // and what it writes compiles to the rules it names.
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/evaluator.h"
 #include "bulwark/policy/rule_writer.h"
@@ -85,4 +90,45 @@ TEST_CASE("unix sockets are written under network.unix, after the IP rules, and 
     CHECK(evaluate(*r.bundle, bind).verdict == Verdict::Allow);
     bind.unix_addr = "/srv/own/other.sock";
     CHECK(evaluate(*r.bundle, bind).verdict == Verdict::Deny);
+}
+
+TEST_CASE("each entry may carry the refusal it comes from as a comment; a repeat keeps the first", "[rule_writer]") {
+    RuleFileWriter w("cat.learned", "cat", "Learned.");
+    w.add_path(DraftSection::FilesRead, "/etc/passwd", "deny landlock file_open /etc/passwd");
+    w.add_path(DraftSection::FilesRead, "/etc/passwd", "a second refusal of it");
+    w.add_name(DraftSection::SyscallsAllow, "getppid", "deny seccomp syscall getppid");
+    w.add_net(DraftSection::NetworkConnect, {"10.1.2.3/32", 443, "tcp"}, "deny sock_addr connect 10.1.2.3:443");
+    w.add_path(DraftSection::FilesCreate, "${workdir}");
+    CHECK(w.size() == 4u);
+    CHECK(w.has(DraftSection::FilesRead, "/etc/passwd"));
+    CHECK_FALSE(w.has(DraftSection::FilesWrite, "/etc/passwd"));
+    CHECK(w.has(DraftSection::FilesCreate, "${workdir}"));
+    const std::string text = w.text();
+    CHECK(text ==
+          "# Learned.\n"
+          "tool: cat.learned\n"
+          "extends: cat\n"
+          "files:\n"
+          "  read:\n"
+          "    - \"/etc/passwd\"  # deny landlock file_open /etc/passwd\n"
+          "  create:\n"
+          "    - \"${workdir}\"\n"
+          "syscalls:\n"
+          "  allow:\n"
+          "    - getppid  # deny seccomp syscall getppid\n"
+          "network:\n"
+          "  connect:\n"
+          "    - {cidr: \"10.1.2.3/32\", ports: [443], proto: tcp}  # deny sock_addr connect 10.1.2.3:443\n");
+    // the comments are YAML's: the file compiles, each entry a rule
+    char dir[] = "/tmp/bulwark-writer-XXXXXX";
+    REQUIRE(::mkdtemp(dir));
+    { std::ofstream(std::string(dir) + "/cat.yaml") << "tool: cat\n"; }
+    CompileOptions opts;
+    opts.rules_dirs = {dir};
+    auto r = compile_string(text, "cat.learned.yaml", opts);
+    std::filesystem::remove_all(dir);
+    INFO(render_diagnostics(r));
+    REQUIRE(r.ok());
+    CHECK(r.bundle->tool == "cat.learned");
+    CHECK(r.bundle->syscalls.allow.size() == 1u);
 }

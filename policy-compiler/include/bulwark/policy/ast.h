@@ -33,6 +33,7 @@ struct PathItem {
 struct BinaryItem {
     Scalar path;
     std::optional<Scalar> sha256;
+    std::optional<Scalar> libraries;  // auto | none
     uint32_t rule_id = 0;
 };
 

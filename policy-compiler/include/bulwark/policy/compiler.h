@@ -39,6 +39,10 @@ struct CompileOptions {
     SeccompCompiler seccomp_compiler;
     // Diagnostics with Severity::Warning count as errors.
     bool warnings_as_errors = false;
+    // Where `libraries: auto` finds the binaries and their shared libraries:
+    // "" for this host's root, else a root filesystem (a container's) that
+    // the rule file's paths are inside of.
+    std::string library_root;
 };
 
 struct CompileResult {

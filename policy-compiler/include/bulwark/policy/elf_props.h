@@ -30,10 +30,30 @@ struct ElfProps {
 std::expected<ElfProps, std::string> read_elf_props(const std::string& path);
 std::expected<ElfProps, std::string> read_elf_props_fd(int fd, const std::string& name);
 
-// Resolves DT_NEEDED names the way ld.so does for the standard case: RUNPATH,
-// /etc/ld.so.cache-listed directories, then the standard multiarch dirs;
-// sysroot prefixes every directory (qemu-user -L). Unresolved names are
-// returned in `missing`.
+// One shared library of a binary's closure and how the search reached it.
+struct NeededLibrary {
+    ElfProps props;         // props.path: the file found (sysroot included)
+    std::string needed_as;  // the DT_NEEDED name, e.g. "libm.so.6"
+    std::string needed_by;  // the object that names it (the binary or a library), sysroot included
+    std::string found_via;  // "RUNPATH", "ld.so.conf", "default directories" or "path in DT_NEEDED"
+};
+struct MissingLibrary {
+    std::string name;       // the DT_NEEDED name
+    std::string needed_by;
+};
+struct LibraryClosure {
+    std::vector<NeededLibrary> found;  // breadth of DT_NEEDED order, each name once
+    std::vector<MissingLibrary> missing;
+};
+
+// Resolves DT_NEEDED names the way ld.so does for the standard case: the
+// naming object's RUNPATH ($ORIGIN expanded), the directories of
+// /etc/ld.so.conf, then the standard multiarch and lib directories; only
+// objects of the binary's machine and class match. sysroot prefixes every
+// directory (qemu-user -L, a container's root filesystem).
+LibraryClosure resolve_needed(const ElfProps& exe, const std::string& sysroot);
+
+// The found objects of resolve_needed; unresolved names in `missing`.
 std::vector<ElfProps> read_needed_closure(const ElfProps& exe, const std::string& sysroot,
                                           std::vector<std::string>& missing);
 

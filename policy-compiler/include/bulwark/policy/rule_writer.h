@@ -7,6 +7,7 @@
 // so a path or name is quoted wherever YAML needs it.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bulwark::policy {
@@ -41,12 +42,18 @@ public:
     // `comment`: the file's first lines (written as # comments).
     RuleFileWriter(std::string tool, std::string extends, std::string comment);
 
+    // `comment`, when given, is written after the entry (# ...): where it
+    // came from. An entry already there keeps its first comment.
     // A path (files.*, exec.allow): written double-quoted, ${variables} kept.
-    void add_path(DraftSection section, std::string path);
+    void add_path(DraftSection section, std::string path, std::string comment = {});
     // A name (syscalls.allow, syscalls.architectures).
-    void add_name(DraftSection section, std::string name);
+    void add_name(DraftSection section, std::string name, std::string comment = {});
     // A network rule (network.connect, .bind, .send).
-    void add_net(DraftSection section, DraftNetRule rule);
+    void add_net(DraftSection section, DraftNetRule rule, std::string comment = {});
+    // Entries in all sections.
+    size_t size() const;
+    // Whether `section` has the path or name `value`.
+    bool has(DraftSection section, std::string_view value) const;
 
     bool empty() const;
     std::string text() const;
@@ -56,7 +63,8 @@ private:
         std::string value;  // a path or a name
         DraftNetRule net;   // network sections
         bool quoted = false;
-        bool operator==(const Entry&) const = default;
+        std::string comment;
+        bool operator==(const Entry& o) const { return value == o.value && net == o.net && quoted == o.quoted; }
     };
     void add(DraftSection section, Entry e);
 
