@@ -15,7 +15,14 @@
 //   4. truth check: a canary child in a canary cgroup bound to a deny-all
 //      policy performs one operation per program; a program counts as
 //      enforcing only if its operation failed with EPERM and its own deny
-//      event arrived.
+//      event arrived. Its verdicts are recorded in <pin_root>/bw_proof with
+//      the identity of every link they were made on (bpf_proof.cpp);
+//   5. with reuse_proof, a start that finds that record true (same build,
+//      options and sandbox parent; every link it proved still pinned, the
+//      same link of the same program, a cgroup link still attached to the
+//      parent; nothing pinned where it found nothing) takes its verdicts and
+//      the links as they are: no object is opened or loaded and no canary
+//      runs. Anything else is a full start, which records anew.
 #include <cstdint>
 #include <expected>
 #include <functional>
@@ -52,6 +59,9 @@ struct LoaderOptions {
     // minimal program of its hook was already refused with EPERM (the
     // shortcut's check: both must give the same verdicts).
     bool full_probe = false;
+    // Take the verdicts of an earlier truth check on these same links when
+    // its record still holds (step 5 above): what one-shot commands do.
+    bool reuse_proof = false;
     // Events read from the ring buffer during the truth check that are not the
     // canary's (e.g. from sandboxes that kept running across a restart).
     std::function<void(const bw_event&)> foreign_event_sink;
@@ -67,6 +77,10 @@ public:
     // Every program of the object proven (enforcing/observing).
     bool object_proven(const std::string& object) const;
     std::string report() const;  // one line per program
+    // Where the verdicts come from: "truth check by this process" or
+    // "truth check by pid 812 at 2026-12-07T06:01:02Z, reused: ...".
+    const std::string& proof() const { return proof_; }
+    bool proof_reused() const { return proof_reused_; }
 
     PolicyMaps& maps() { return maps_; }
     const std::string& parent_cgroup() const { return parent_path_; }
@@ -81,6 +95,10 @@ public:
 private:
     BpfLoader() = default;
     std::expected<void, SysError> truth_check();
+    // bpf_proof.cpp: the record of the verdicts and the links they hold for.
+    bool adopt_recorded_proof();  // false (and nothing changed) unless the record holds
+    void record_proof();
+    std::string proof_options() const;
 
     LoaderOptions opts_;
     std::string parent_path_;
@@ -89,6 +107,9 @@ private:
     uint32_t parent_level_ = 0;
     std::vector<std::unique_ptr<Object>> objects_;
     std::vector<ProgramStatus> programs_;
+    std::vector<Fd> proven_links_;  // links a reused proof holds for, kept open while the loader lives
+    std::string proof_;
+    bool proof_reused_ = false;
     PolicyMaps maps_;
 };
 

@@ -116,6 +116,7 @@ std::expected<std::unique_ptr<BpfRuntime>, SysError> BpfRuntime::start(RuntimeOp
         lo.lsm = rt->opts_.lsm;
         lo.monitor = rt->opts_.monitor;
         lo.truth_check = rt->opts_.truth_check;
+        lo.reuse_proof = rt->opts_.reuse_proof;
         lo.canary_exec = rt->opts_.canary_exec;
         BpfRuntime* self = rt.get();
         lo.foreign_event_sink = [self](const bw_event& e) { self->on_event(e); };
@@ -138,6 +139,7 @@ std::expected<std::unique_ptr<BpfRuntime>, SysError> BpfRuntime::start(RuntimeOp
 }
 
 BpfRuntime::~BpfRuntime() {
+    if (readers_ahead_.valid()) readers_ahead_.wait();  // it reads the loader's maps
     if (thread_.joinable()) {
         uint64_t one = 1;
         if (::write(stop_fd_.get(), &one, sizeof one) != sizeof one) spdlog::warn("bpf: reader stop write failed");
@@ -249,16 +251,33 @@ std::vector<BpfRuntime::Reader> BpfRuntime::other_readers() const {
     return out;
 }
 
+void BpfRuntime::scan_readers_ahead() {
+    std::lock_guard lk(readers_mu_);
+    if (readers_ahead_.valid()) return;
+    readers_ahead_ = std::async(std::launch::async, [this] {
+        auto readers = other_readers();
+        return ReadersSeen{std::chrono::steady_clock::now(), std::move(readers)};
+    });
+}
+
 std::vector<std::string> BpfRuntime::reader_warnings() const {
     std::lock_guard lk(readers_mu_);
+    auto said = [this](const std::vector<Reader>& readers) {
+        readers_warnings_.clear();
+        for (const auto& r : readers)
+            readers_warnings_.push_back("bpf: the ring buffer is also read by pid " + std::to_string(r.pid) + " (" +
+                                        r.comm + "); events of this run it read are recorded there "
+                                        "(detail.bound_by), so this report may lack them");
+    };
+    if (readers_ahead_.valid()) {
+        auto [at, readers] = readers_ahead_.get();
+        said(readers);
+        readers_at_ = at;
+    }
     auto now = std::chrono::steady_clock::now();
     if (readers_at_ != std::chrono::steady_clock::time_point{} && now - readers_at_ < std::chrono::seconds(1))
         return readers_warnings_;
-    readers_warnings_.clear();
-    for (const auto& r : other_readers())
-        readers_warnings_.push_back("bpf: the ring buffer is also read by pid " + std::to_string(r.pid) + " (" +
-                                    r.comm + "); events of this run it read are recorded there (detail.bound_by), "
-                                    "so this report may lack them");
+    said(other_readers());
     readers_at_ = now;
     return readers_warnings_;
 }
@@ -458,6 +477,7 @@ std::string BpfRuntime::in_force() const {
         for (size_t i = 0; i < secs.size(); ++i) s += (i ? ", " : "") + secs[i];
         s += ")";
     }
+    if (loader_->proof_reused()) s += "; verdicts of the " + loader_->proof();
     return s;
 }
 
@@ -480,6 +500,7 @@ nlohmann::json BpfRuntime::status() const {
             {"unix_sockets", unix_state()},
             {"pin_root", opts_.pin_root},
             {"build", bpf_build_id()},
+            {"proof", loader_->proof()},
             {"cgroup_parent", loader_->parent_cgroup()},
             {"programs", std::move(progs)},
             {"runs_bound", bound},

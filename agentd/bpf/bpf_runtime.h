@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <expected>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -58,6 +59,7 @@ struct RuntimeOptions {
     bool lsm = true;
     bool monitor = true;
     bool truth_check = true;
+    bool reuse_proof = false;  // LoaderOptions::reuse_proof
     std::string canary_exec = "/bin/true";  // LoaderOptions::canary_exec
     // Decision records, on the reader thread (or the thread calling
     // release()); calls are serialised. Must not block for long.
@@ -170,6 +172,10 @@ public:
     // A run report's warning for each of them. The /proc scan behind it runs
     // at most once a second; later calls within it reuse its result.
     std::vector<std::string> reader_warnings() const;
+    // Starts that scan now, in the background (a one-shot command, before its
+    // run): a report within the second takes its result instead of waiting
+    // for a scan of its own.
+    void scan_readers_ahead();
 
     struct Counters {
         uint64_t events = 0, decisions = 0, foreign = 0, malformed = 0, reserve_failures = 0, reaped_bindings = 0,
@@ -187,6 +193,8 @@ private:
     mutable std::mutex readers_mu_;
     mutable std::chrono::steady_clock::time_point readers_at_{};
     mutable std::vector<std::string> readers_warnings_;
+    using ReadersSeen = std::pair<std::chrono::steady_clock::time_point, std::vector<Reader>>;
+    mutable std::future<ReadersSeen> readers_ahead_;
     struct Epoch {
         uint64_t kernel_version = 0;
         uint64_t policy_version = 0;

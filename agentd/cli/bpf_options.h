@@ -17,8 +17,14 @@ struct BpfCliOptions {
     std::string pin_root = "/sys/fs/bpf/bulwark";
     std::string cgroup_parent;  // "": <own cgroup>/bulwark
     bool no_bpf = false;
+    // One-shot commands take the verdicts of an earlier truth check that
+    // still holds for the pinned links (LoaderOptions::reuse_proof) unless
+    // --bpf-prove asks for a canary run of their own; agentd serve always
+    // proves at its start.
+    bool reuse_proof = false;
 
-    // --bpf-pin-root, --bpf-cgroup-parent, and --no-bpf with this help.
+    // --bpf-pin-root, --bpf-cgroup-parent, and --no-bpf with this help;
+    // --bpf-prove where reuse_proof is on.
     void add_to(CLI::App& cmd, const std::string& no_bpf_help);
 };
 

@@ -121,6 +121,7 @@ void register_coverage(CLI::App& app) {
     sub->add_option("--tool", o->tools, "tool name (repeatable; default: every rule file of --rules)");
     sub->add_option("--workdir", o->workdir, "work directory to plan with (default: a fresh one, removed after)");
     sub->add_flag("--json", o->json, "one JSON document: tool -> layers and per-rule coverage");
+    o->bpf.reuse_proof = true;
     o->bpf.add_to(*sub, "plan without the BPF layer");
     sub->callback([o] { throw CLI::RuntimeError(run(*o)); });
 }

@@ -190,6 +190,7 @@ void register_learn(CLI::App& app) {
     cmd->add_option("--tool", o->tool, "the tool whose rules the command starts from (DIR/<tool>.yaml)")->required();
     cmd->add_option("--workdir", o->workdir, "directory bound read-write as the tool's cwd");
     cmd->add_option("--rounds", o->rounds, "runs at most (default 10)")->check(CLI::Range(1u, 100u));
+    o->bpf.reuse_proof = true;
     o->bpf.add_to(*cmd, "run without the BPF layer (tools with network rules are refused)");
     cmd->add_option("cmd", o->cmd, "command and arguments (after --)")->required();
     cmd->callback([o] {

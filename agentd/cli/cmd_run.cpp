@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -79,7 +81,25 @@ std::string decision_line(const audit::AuditRecord& d) {
     return line;
 }
 
+namespace {
+// Milliseconds since the last lap (or since it was made), kept under a name.
+class Laps {
+public:
+    void lap(const char* name) {
+        auto now = std::chrono::steady_clock::now();
+        ms_[name] = std::round(std::chrono::duration<double, std::milli>(now - at_).count() * 100) / 100;
+        at_ = now;
+    }
+    nlohmann::json take() { return std::move(ms_); }
+
+private:
+    std::chrono::steady_clock::time_point at_ = std::chrono::steady_clock::now();
+    nlohmann::json ms_ = nlohmann::json::object();
+};
+}  // namespace
+
 OneShotRun run_one_shot(const OneShot& o, const std::expected<policy::Bundle, std::string>& bundle) {
+    Laps laps;
     RunReport rep;
     // This run's decisions: the BPF runtime's ring buffer (cgroup socket
     // programs, the monitor, BPF LSM where the kernel has it) and the
@@ -106,6 +126,7 @@ OneShotRun run_one_shot(const OneShot& o, const std::expected<policy::Bundle, st
             kaudit_status = {{"state", "unavailable: " + r.error()}};
         }
     }
+    laps.lap("kernel_audit");
     if (!bundle) {
         rep.tool = o.tool;
         rep.argv = o.argv;
@@ -131,7 +152,11 @@ OneShotRun run_one_shot(const OneShot& o, const std::expected<policy::Bundle, st
         auto [rt, bpf_unavailable] = start_bpf_runtime(o.bpf, std::move(ro));
         sources.bpf = rt.get();
         sources.bpf_unavailable = bpf_unavailable;
-        if (rt) bpf_status = rt->status();
+        if (rt) {
+            bpf_status = rt->status();
+            rt->scan_readers_ahead();
+        }
+        laps.lap("bpf_layer");
         // The tool's VM when its rules ask for one and this host can
         // run it; then the VMM is the run this process binds.
         std::vector<std::string> route_warnings;
@@ -163,6 +188,7 @@ OneShotRun run_one_shot(const OneShot& o, const std::expected<policy::Bundle, st
                 rep = run_tool(*bundle, req);
             }
             for (auto& w : route_warnings) rep.warnings.push_back(std::move(w));
+            laps.lap("run");
             auto end = binding.finish(rep);
             if (reader) {
                 kaudit_status = reader->status();
@@ -182,7 +208,8 @@ OneShotRun run_one_shot(const OneShot& o, const std::expected<policy::Bundle, st
     }
     std::sort(mine.begin(), mine.end(),
               [](const audit::AuditRecord& a, const audit::AuditRecord& b) { return a.ts_ns < b.ts_ns; });
-    return {std::move(rep), std::move(mine), std::move(bpf_status), std::move(kaudit_status)};
+    laps.lap("finish");
+    return {std::move(rep), std::move(mine), std::move(bpf_status), std::move(kaudit_status), laps.take()};
 }
 
 void start_one_shot_process(const std::string& who) {
@@ -213,6 +240,7 @@ void register_run(CLI::App& app) {
     run->add_option("--self-seccomp", o->self_seccomp,
                     "agentd's own seccomp filter: the bundle policyc compiled from deploy/systemd/agentd-self.yaml, "
                     "installed before anything else is read (the tool's filter stacks on it)");
+    o->bpf.reuse_proof = true;
     o->bpf.add_to(*run, "run without the BPF layer (tools with network rules are refused)");
     run->add_option("cmd", o->cmd, "command and arguments (after --)")->required();
     run->callback([o] {
@@ -233,6 +261,7 @@ void register_run(CLI::App& app) {
             }
             self_filter = std::move(*f);
         }
+        const auto started = std::chrono::steady_clock::now();
         std::error_code ec;
         std::string workdir = o->workdir.empty() ? std::filesystem::current_path(ec).string()
                                                  : std::filesystem::canonical(o->workdir, ec).string();
@@ -241,7 +270,9 @@ void register_run(CLI::App& app) {
                          : load_tool_bundle(o->rules, o->tool, workdir);
         if (bundle && self_filter)
             if (auto said = own_filter_warning(*self_filter, o->tool, *bundle); !said.empty()) spdlog::warn("{}", said);
-        auto [rep, mine, bpf_status, kaudit_status] =
+        const double compile_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+        auto [rep, mine, bpf_status, kaudit_status, timings] =
             run_one_shot(OneShot{o->rules, o->tool, workdir, o->cmd, o->bpf, static_cast<uint64_t>(::getpid())}, bundle);
         if (o->json) {
             nlohmann::json doc = to_json(rep);
@@ -250,6 +281,8 @@ void register_run(CLI::App& app) {
             doc["decisions"] = std::move(ds);
             doc["bpf"] = std::move(bpf_status);
             if (!kaudit_status.is_null()) doc["kernel_audit"] = std::move(kaudit_status);
+            timings["compile"] = std::round(compile_ms * 100) / 100;
+            doc["timings_ms"] = std::move(timings);
             std::cout << doc.dump(2) << std::endl;
         } else {
             std::cout << rep.stdout_data << std::flush;

@@ -50,6 +50,9 @@ struct OneShotRun {
     RunReport report;
     std::vector<audit::AuditRecord> decisions;
     nlohmann::json bpf_status, kaudit_status;
+    // Milliseconds each step took (kernel_audit, bpf_layer, run, finish), for
+    // `agentd run --json` and the CLI benchmark.
+    nlohmann::json timings_ms = nlohmann::json::object();
 };
 // `bundle`: the tool's instantiated rules, or why there are none (the run is
 // then reported refused without starting anything).

@@ -461,11 +461,10 @@ Step Launch::clone_child() {
 }
 
 // (p11) Parent side of the namespaces and cgroups, before the child moves:
-//       v1 limit leaves, uid/gid maps, the BPF policy binding; mandatory
-//       layers must be enforcing, or nothing runs. Then 'G'.
+//       uid/gid maps, the BPF policy binding; mandatory layers must be
+//       enforcing, or nothing runs. Then 'G'.
 Step Launch::init_parent() {
     if (req_.on_cgroup) req_.on_cgroup(cg_->v2_path(), pid_);
-    if (auto r = cg_->add_v1(pid_); !r) return setup_failed("cgroup v1: " + r.error().message());
     if (auto r = write_id_maps(pid_, uid_, gid_); !r) return setup_failed("user namespace: " + r.error().message());
     if (req_.attach_bpf) {
         auto r = req_.attach_bpf(cg_->v2_fd(), cg_->v2_path());
@@ -490,7 +489,13 @@ Step Launch::init_parent() {
 }
 
 // (p12) The child builds its sandbox; it reports a failure or "ready".
+//       Meanwhile the child joins its v1 limit leaves: each join may wait
+//       for an RCU grace period (the global threadgroup lock; ~10 ms where
+//       no cgroup mount has favordynmods), which the child's setup overlaps.
+//       The child forks nothing before its exec, which waits for 'X' (p13b),
+//       so the limits hold from the tool's first instruction.
 Step Launch::await_ready() {
+    if (auto r = cg_->add_v1(pid_); !r) return setup_failed("cgroup v1: " + r.error().message());
     ChildMsg msg;
     ChildReply got = read_child_msg(sock_p_.get(), msg, kSetupTimeoutMs);
     if (got == ChildReply::Message && msg.kind == kMsgReady) return {};
@@ -654,8 +659,8 @@ RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
         &Launch::open_pipes,                 // p9
         &Launch::prepare_child,              // p9b
         &Launch::clone_child,                // p10: the child waits for 'G'
-        &Launch::init_parent,                // p11: v1 leaves, id maps, BPF binding
-        &Launch::await_ready,                // p12: the child built its sandbox
+        &Launch::init_parent,                // p11: id maps, BPF binding
+        &Launch::await_ready,                // p12: v1 leaves joined; the child built its sandbox
         &Launch::verify_posture,             // p13: read from outside
         &Launch::release_to_exec,            // p13b: 'X'
     };

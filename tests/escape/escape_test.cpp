@@ -929,15 +929,22 @@ TEST_CASE("escape battery, foreign ABIs: i386 calls through int $0x80 are refuse
     INFO((i386 ? std::string() : i386.error()));
     REQUIRE(i386);
 
+    // Bound to a BPF runtime as agentd binds every run: base/minimal's unix
+    // socket rule has no other layer here, and an unheld rule refuses the run.
+    PrivateRuntime runtime("bulwark-esca-" + std::to_string(getpid()));
+    if (!runtime.rt) FAIL("BPF runtime: " << runtime.error);
+    uint64_t run_id = 0;
     auto sandboxed = [&](const policy::Bundle& b, const std::vector<std::string>& args) {
-        RunRequest req;
-        req.argv = {ESCAPE_ABIPROBE};
-        for (const auto& x : args) req.argv.push_back(x);
-        req.workdir = wd;
-        RunReport r = run_tool(b, req);
-        INFO(r.error << r.stderr_data);
+        std::vector<std::string> argv = {ESCAPE_ABIPROBE};
+        for (const auto& x : args) argv.push_back(x);
+        RunReport r = runtime.run(b, ++run_id, argv, wd);
         if (r.outcome == RunOutcome::Signaled) return std::string("SIG") + (sigabbrev_np(r.signal) ?: "?");
-        return verdict(r.stdout_data);
+        std::string v = verdict(r.stdout_data);
+        if (v == "NO-VERDICT" && !r.error.empty()) {
+            UNSCOPED_INFO(b.tool << " " << args.front() << ": " << r.error);
+            return std::string("NOT RUN");
+        }
+        return v;
     };
 
     // Control: this kernel runs i386 calls from a 64-bit process.

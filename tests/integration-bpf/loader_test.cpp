@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include <map>
+#include <optional>
 #include <chrono>
 #include "bpf_env.h"
 
@@ -164,6 +165,103 @@ TEST_CASE("pinned enforcement survives the loader; a new loader re-adopts the pi
     // unpinned and closed: the programs are gone, the leaf is unconstrained again
     CHECK(run_in(leaf.path, [&] { return udp_connect("127.0.0.1", l.port); }) == 0);
     ::rmdir(leaf.path.c_str());
+    ::rmdir(parent.c_str());
+}
+
+TEST_CASE("a recorded truth check is reused only while its links and maps are the ones it proved") {
+    std::string pin = "/sys/fs/bpf/bulwark-proof-" + std::to_string(getpid());
+    std::string parent = Env::get().parent + "-proof";
+    bulwark::bpf::LoaderOptions o;
+    o.pin_root = pin;
+    o.cgroup_parent = parent;
+    o.lsm = false;
+    o.reuse_proof = true;
+    auto lines = [](const BpfLoader& l) {
+        std::map<std::string, std::string> m;
+        for (const auto& p : l.programs()) m[p.section] = std::string(to_string(p.state)) + " " + p.reason;
+        return m;
+    };
+    auto first = BpfLoader::start(o);
+    REQUIRE(first);
+    CHECK_FALSE((*first)->proof_reused());
+    CHECK((*first)->proof() == "truth check by this process");
+    const auto proven = lines(**first);
+    REQUIRE(proven.at("cgroup/connect4").starts_with("enforcing"));
+    first->reset();
+
+    Listener l(AF_INET, SOCK_DGRAM);
+    std::optional<Leaf> leaf;
+    leaf.emplace(parent, "leaf");
+    SECTION("unchanged: the verdicts are taken, and the reused programs enforce (control)") {
+        auto again = BpfLoader::start(o);
+        REQUIRE(again);
+        INFO((*again)->proof());
+        CHECK((*again)->proof_reused());
+        CHECK((*again)->proof().find("reused") != std::string::npos);
+        CHECK(lines(**again) == proven);
+        auto loaded = (*again)->maps().load(net_policy(BW_POL_NET_NONE));
+        REQUIRE(loaded);
+        REQUIRE((*again)->maps().bind(leaf->id, loaded->handle));
+        CHECK(run_in(leaf->path, [&] { return udp_connect("127.0.0.1", l.port); }) == EPERM);
+        REQUIRE((*again)->maps().unbind(leaf->id));
+        SECTION("--bpf-prove: a start without reuse proves again") {
+            again->reset();
+            auto o2 = o;
+            o2.reuse_proof = false;
+            auto fresh = BpfLoader::start(o2);
+            REQUIRE(fresh);
+            CHECK_FALSE((*fresh)->proof_reused());
+        }
+    }
+    SECTION("a link detached since: proven again, and not counted as enforcing") {
+        auto live = BpfLoader::start(o);
+        REQUIRE(live);
+        auto loaded = (*live)->maps().load(net_policy(BW_POL_NET_NONE));
+        REQUIRE(loaded);
+        REQUIRE((*live)->maps().bind(leaf->id, loaded->handle));
+        // A leaf whose policy refuses every address is refused the connect ...
+        CHECK(run_in(leaf->path, [&] { return udp_connect("127.0.0.1", l.port); }) == EPERM);
+        int fd = bpf_obj_get((pin + "/links/bw_connect4").c_str());
+        REQUIRE(fd >= 0);
+        REQUIRE(bpf_link_detach(fd) == 0);
+        ::close(fd);
+        // ... until the detach: its connect is no longer judged.
+        CHECK(run_in(leaf->path, [&] { return udp_connect("127.0.0.1", l.port); }) == 0);
+        live->reset();
+        auto after = BpfLoader::start(o);
+        REQUIRE(after);
+        CHECK_FALSE((*after)->proof_reused());
+        INFO((*after)->report());
+        CHECK((*after)->program("cgroup/connect4")->state != ProgState::Enforcing);
+        CHECK((*after)->program("cgroup/connect6")->state == ProgState::Enforcing);
+        REQUIRE((*after)->maps().unbind(leaf->id));
+    }
+    SECTION("a pinned map replaced by another of the same name: proven again, and nothing enforces on it") {
+        const std::string policies = pin + "/bw_policies";
+        int real = bpf_obj_get(policies.c_str());
+        REQUIRE(real >= 0);
+        bpf_map_info info{};
+        uint32_t len = sizeof info;
+        REQUIRE(bpf_obj_get_info_by_fd(real, &info, &len) == 0);
+        ::close(real);
+        int fake = bpf_map_create(BPF_MAP_TYPE_ARRAY, "bw_policies", info.key_size, info.value_size,
+                                  info.max_entries, nullptr);
+        REQUIRE(fake >= 0);
+        REQUIRE(::unlink(policies.c_str()) == 0);
+        REQUIRE(bpf_obj_pin(fake, policies.c_str()) == 0);
+        ::close(fake);
+        auto after = BpfLoader::start(o);
+        REQUIRE(after);
+        CHECK_FALSE((*after)->proof_reused());
+    }
+    SECTION("other loader options: proven again") {
+        o.monitor = false;
+        auto after = BpfLoader::start(o);
+        REQUIRE(after);
+        CHECK_FALSE((*after)->proof_reused());
+    }
+    leaf.reset();
+    REQUIRE(BpfLoader::unpin_all(pin));
     ::rmdir(parent.c_str());
 }
 

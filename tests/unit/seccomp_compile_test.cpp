@@ -666,6 +666,15 @@ TEST_CASE("known syscalls are sorted, unique and cover every filter arch", "[sec
     }
     CHECK_FALSE(is_known_syscall("no_such_call"));
     CHECK_FALSE(is_known_syscall(""));
+    // Asked by name, the same set as the list.
+    for (const auto& n : names) {
+        INFO(n);
+        CHECK(is_known_syscall(n));
+    }
+    for (const char* n : {"getpid2", "socket ", "READ", "vm86old_"}) {
+        INFO(n);
+        CHECK_FALSE(is_known_syscall(n));
+    }
     // Names agree with the kernel headers' numbers.
     CHECK(seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86_64, "getpid") == __NR_getpid);
     CHECK(seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86_64, "clone3") == __NR_clone3);
