@@ -145,6 +145,10 @@ int learn(const LearnOptions& o) {
                           << ") denies it\n";
                 continue;
             }
+            if (std::string why = undraftable(*op, *bundle); !why.empty()) {
+                std::cerr << "  not learned: " << why << "\n";
+                continue;
+            }
             draft_rule(draft, *op, *bundle, vars, decision_line(d));
         }
         if (draft.size() == before) {

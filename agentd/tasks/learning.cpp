@@ -8,7 +8,9 @@
 #include "audit/audit_db.h"
 #include "audit/audit_record.h"
 #include "bulwark/policy/compiler.h"
+#include "bulwark/policy/cbpf.h"
 #include "bulwark/policy/evaluator.h"
+#include "bulwark/policy/explain.h"
 #include "bulwark/policy/match.h"
 #include "bulwark/policy/rule_writer.h"
 #include "bulwark/policy/seccomp.h"
@@ -200,9 +202,22 @@ std::expected<json, TaskError> replay(const LearningSources& src, const RecordRa
                 {"candidate_hash", cand->bundle->hash}};
 }
 
+std::string undraftable(const policy::Operation& op, const policy::Bundle& current) {
+    if (op.kind != policy::OpKind::Syscall || (op.syscall != "socket" && op.syscall != "socketpair")) return "";
+    if (!policy::arch_name(op.arch).empty() && policy::arch_name(op.arch) != "native") return "";
+    const uint64_t through = policy::socket_families_through(current.seccomp.program, op.syscall.c_str());
+    if (through == 0) return "";  // the call itself is refused: syscalls.allow lifts that
+    return op.syscall + "(2) was refused a socket family outside network.families (it lets through " +
+           policy::family_names(through) +
+           "); seccomp's audit record carries no arguments, so which family is not known here: add it to "
+           "network.families (strace -f -e trace=" +
+           op.syscall + " shows it)";
+}
+
 void draft_rule(policy::RuleFileWriter& draft, const policy::Operation& op, const policy::Bundle& current,
                 const std::optional<policy::TaskVars>& vars, const std::string& comment) {
     using S = policy::DraftSection;
+    if (!undraftable(op, current).empty()) return;
     // Paths below the task's work directory are proposed as ${workdir}/...
     auto path = [&](std::string p) {
         if (vars)
@@ -320,6 +335,10 @@ std::expected<json, TaskError> propose(const LearningSources& src, const RecordR
         auto& p = bundles.of(s.rec.task_id);
         if (!p.candidate) {
             refused_because(p.why_not);
+            continue;
+        }
+        if (std::string why = undraftable(s.op, current->bundle); !why.empty()) {
+            refused_because(why);
             continue;
         }
         auto d = policy::evaluate(*p.candidate, s.op);

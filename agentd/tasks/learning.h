@@ -59,4 +59,11 @@ std::expected<nlohmann::json, TaskError> propose(const LearningSources& src, con
 void draft_rule(policy::RuleFileWriter& draft, const policy::Operation& op, const policy::Bundle& current,
                 const std::optional<policy::TaskVars>& vars, const std::string& comment = {});
 
+// Why no rule can be drafted for `op` from its record, or "" when one can: a
+// socket(2) or socketpair(2) refused where `current`'s filter lets the call
+// through for other families was refused its family (network.families), and
+// seccomp's audit record carries no arguments to say which. draft_rule adds
+// nothing for such an operation; the caller says this instead.
+std::string undraftable(const policy::Operation& op, const policy::Bundle& current);
+
 }  // namespace bulwark

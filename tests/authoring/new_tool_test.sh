@@ -116,6 +116,21 @@ rc=$?
   pass "a deny of the starting file stays: learn exits 1 with the refusal left" ||
   fail "learn under a deny (exit $rc): $(cat "$work/learn.err")"
 
+# A socket family outside network.families is refused by seccomp, whose audit record
+# carries no arguments: learn says which call and why, and drafts no rule for it (a
+# syscalls.allow of socket would change nothing).
+nl='my $r = syscall(41, 16, 3, 0); print $r < 0 ? "refused: $!\n" : "netlink\n"'
+out=$(perl -e "$nl")
+[ "$out" = "netlink" ] && pass "control: unconfined perl opens a netlink socket" || fail "control: netlink socket: $out"
+printf 'tool: perl-sock\nextends: perl\n' > "$work/rules/perl-sock.yaml"
+out=$(learn perl-sock perl -e "$nl")
+rc=$?
+[ $rc = 1 ] && [ "$out" = "" ] && grep -q "refused: Operation not permitted" <<<"$(run perl-sock perl -e "$nl" 2>/dev/null)" &&
+  grep -q "not learned: socket(2) was refused a socket family outside network.families" "$work/learn.err" &&
+  [ ! -e "$work/rules/perl-sock.learned.yaml" ] &&
+  pass "a family refusal: learn names it, learns nothing, exits 1" ||
+  fail "learn a netlink socket (exit $rc, out '$out'): $(cat "$work/learn.err") $(cat "$work/rules/perl-sock.learned.yaml" 2>/dev/null)"
+
 # 3. What policyc new refuses: a library the loader would not find, a script,
 #    a relative path, a bad tool name.
 printf 'int gone(void) { return 0; }\n' > "$work/gone.c"
