@@ -95,7 +95,7 @@ void restrict_self(const oci::LaunchPolicy& p, int binary_fd) {
     if (landlock.handled_fs || landlock.handled_net || landlock.scoped) {
         std::vector<std::string> warnings;
         // The runtime proved Landlock on this kernel (the container's): no canary here.
-        auto prep = prepare_landlock(landlock, binary_fd, p.workdir, warnings, false);
+        auto prep = prepare_landlock(p.bundle, binary_fd, p.workdir, warnings, false);
         if (!prep) die(prep.error().message());
         if (!prep->ruleset) die("Landlock is not in force here: " + prep->status.detail);
         if (int rc = landlock_child_apply(*prep); rc != 0)

@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "bulwark/policy/evaluator.h"
+
 namespace bulwark {
 namespace {
 
@@ -113,9 +115,10 @@ const std::string& landlock_canary() {
     return result;
 }
 
-std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPlan& plan,
+std::expected<LandlockPrep, SysError> prepare_landlock(const policy::Bundle& bundle,
                                                        int binary_fd, const std::string& workdir,
                                                        std::vector<std::string>& warnings, bool canary) {
+    const policy::LandlockPlan& plan = bundle.landlock;
     LandlockPrep prep;
     prep.status.name = "landlock";
     if (plan.handled_fs == 0 && plan.handled_net == 0 && plan.scoped == 0) {
@@ -169,8 +172,10 @@ std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPla
         if (r.path == "/") prep.view_root |= access;
         int pfd = ::open(r.path.c_str(), O_PATH | O_CLOEXEC);
         if (pfd < 0) {
-            warnings.push_back("landlock: rule " + std::to_string(r.rule_id) + " path " + r.path +
-                               " does not exist; skipped (nothing granted)");
+            warnings.push_back("landlock: " + r.path + " (" + policy::describe_rule(bundle, r.rule_id) +
+                               ") does not exist as the sandbox is built, and Landlock grants rights on what "
+                               "exists: nothing is granted there (for a file the tool makes, grant "
+                               "files.create on its directory)");
             continue;
         }
         struct stat st{};

@@ -62,13 +62,15 @@ struct LandlockPrep {
     LayerStatus status;  // name "landlock"
 };
 
-// Builds the ruleset. binary_fd gets EXECUTE|READ_FILE (the verified tool).
-// A path rule whose path does not exist is reported (warnings) and skipped.
+// Builds the ruleset from bundle.landlock. binary_fd gets EXECUTE|READ_FILE
+// (the verified tool). A path rule whose path does not exist is reported
+// (warnings, naming the rule's file:line:col) and skipped: Landlock grants
+// rights on objects that exist when the ruleset is built.
 // workdir: where the run's work directory is mounted in the sandbox.
 // canary: run landlock_canary() first (a caller whose host already proved
 // Landlock, like the OCI launcher inside a container, skips it: its denial
 // would be recorded against the container).
-std::expected<LandlockPrep, SysError> prepare_landlock(const policy::LandlockPlan& plan,
+std::expected<LandlockPrep, SysError> prepare_landlock(const policy::Bundle& bundle,
                                                        int binary_fd, const std::string& workdir,
                                                        std::vector<std::string>& warnings, bool canary = true);
 

@@ -233,7 +233,7 @@ Step Launch::prepare_landlock() {
     char wd_real[PATH_MAX] = {};
     std::string wd_for_landlock =
         !req_.workdir.empty() && ::realpath(req_.workdir.c_str(), wd_real) ? std::string(wd_real) : std::string();
-    auto ll = bulwark::prepare_landlock(bundle_.landlock, bin_fd_.get(), wd_for_landlock, rep_.warnings);
+    auto ll = bulwark::prepare_landlock(bundle_, bin_fd_.get(), wd_for_landlock, rep_.warnings);
     if (!ll) return setup_failed(ll.error().message());
     ll_ = std::move(*ll);
     return {};

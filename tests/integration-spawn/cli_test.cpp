@@ -23,6 +23,18 @@ int run_cli(const std::string& cmd, std::string& out) {
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+// Directories made with mkdtemp(3) from their templates, removed at the end of a case.
+struct TempDirs {
+    std::vector<std::string> dirs;
+    explicit TempDirs(std::vector<std::string> templates) : dirs(std::move(templates)) {
+        for (auto& d : dirs) REQUIRE(mkdtemp(d.data()));
+    }
+    ~TempDirs() {
+        for (const auto& d : dirs) std::filesystem::remove_all(d);
+    }
+    const std::string& operator[](size_t i) const { return dirs[i]; }
+};
 }  // namespace
 
 TEST_CASE("agentd run without a compilable policy refuses with 125 and a JSON report") {
@@ -44,17 +56,8 @@ TEST_CASE("agentd run requires --rules, --tool and a command") {
 TEST_CASE("agentd run warns, naming the rule, when a grant under /tmp is one the sandbox does not show") {
     namespace fs = std::filesystem;
     // A host file under /tmp, the rules, and a workdir outside /tmp.
-    std::string host_dir = "/tmp/bulwark-hidden-XXXXXX", rules = "/var/tmp/bulwark-rules-XXXXXX",
-                wd = "/var/tmp/bulwark-wd-XXXXXX";
-    REQUIRE(mkdtemp(host_dir.data()));
-    REQUIRE(mkdtemp(rules.data()));
-    REQUIRE(mkdtemp(wd.data()));
-    struct Cleanup {
-        std::vector<std::string> dirs;
-        ~Cleanup() {
-            for (const auto& d : dirs) fs::remove_all(d);
-        }
-    } cleanup{{host_dir, rules, wd}};
+    TempDirs tmp({"/tmp/bulwark-hidden-XXXXXX", "/var/tmp/bulwark-rules-XXXXXX", "/var/tmp/bulwark-wd-XXXXXX"});
+    const std::string &host_dir = tmp[0], &rules = tmp[1], &wd = tmp[2];
     REQUIRE(::chmod(host_dir.c_str(), 0755) == 0);
     REQUIRE(::chown(wd.c_str(), 65534, 65534) == 0);
     const std::string data = host_dir + "/data.txt";
@@ -99,4 +102,50 @@ TEST_CASE("agentd run warns, naming the rule, when a grant under /tmp is one the
     auto ok = nlohmann::json::parse(out);
     CHECK(rc == 0);
     CHECK(ok["stdout"]["data"] == "WORKDIR\n");
+}
+
+TEST_CASE("agentd run names a write rule whose file does not exist when the sandbox is built") {
+    namespace fs = std::filesystem;
+    TempDirs tmp({"/var/tmp/bulwark-rules-XXXXXX", "/var/tmp/bulwark-wd-XXXXXX"});
+    const std::string &rules = tmp[0], &wd = tmp[1];
+    REQUIRE(::chown(wd.c_str(), 65534, 65534) == 0);
+    fs::copy(std::string(RULES_DIR) + "/base", rules + "/base", fs::copy_options::recursive);
+    std::ofstream(rules + "/mk.yaml") << "tool: mk\n"
+                                         "description: writes one file\n"
+                                         "extends: base/minimal\n"
+                                         "binaries: [/usr/bin/touch]\n"
+                                         "files:\n"
+                                         "  read: [\"${workdir}\"]\n"
+                                         "  write: [\"${workdir}/out.txt\"]\n"
+                                         "exec:\n"
+                                         "  allow: [/usr/bin/touch]\n";
+    const std::string run = std::string(AGENTD_BIN) + " run --json --rules " + rules + " --tool mk --workdir " + wd +
+                            " -- /usr/bin/touch out.txt";
+    auto said = [](const nlohmann::json& j) {
+        std::vector<std::string> out;
+        for (const auto& w : j["warnings"])
+            if (auto text = w.get<std::string>(); text.find("does not exist as the sandbox is built") != std::string::npos)
+                out.push_back(text);
+        return out;
+    };
+    std::string out;
+    int rc = run_cli(run, out);
+    INFO(out);
+    auto j = nlohmann::json::parse(out);
+    CHECK(rc != 0);  // Landlock: no rule grants making out.txt
+    CHECK_FALSE(fs::exists(wd + "/out.txt"));
+    auto w = said(j);
+    REQUIRE(w.size() == 1);
+    CHECK(w[0].find(wd + "/out.txt (" + rules + "/mk.yaml:7:") != std::string::npos);
+    CHECK(w[0].find("grant files.create on its directory") != std::string::npos);
+
+    // Control: the file exists before the run; the same rule grants writing it, and nothing is said.
+    std::ofstream(wd + "/out.txt") << "";
+    REQUIRE(::chown((wd + "/out.txt").c_str(), 65534, 65534) == 0);
+    out.clear();
+    rc = run_cli(run, out);
+    INFO(out);
+    auto ok = nlohmann::json::parse(out);
+    CHECK(rc == 0);
+    CHECK(said(ok).empty());
 }

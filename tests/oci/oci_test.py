@@ -173,8 +173,14 @@ def curl_args(port: int) -> list[str]:
     return ["curl", "-s", "-m", "5", f"http://127.0.0.1:{port}/"]
 
 
-def denied_connects(env: Env, port: int, since_seq: int) -> list[sqlite3.Row]:
-    return env.records(f"seq > {since_seq} AND kind = 1 AND decision = 1 AND object LIKE '%:{port}%'")
+def container_of(row: sqlite3.Row) -> dict:
+    return json.loads(row["detail"] or "{}").get("container", {})
+
+
+def denied_connects(env: Env, port: int, since_seq: int, container: str | None = None) -> list[sqlite3.Row]:
+    """Refused connects to `port` after since_seq; with `container`, waits for one of its."""
+    until = None if container is None else (lambda rows: any(container_of(x).get("id") == container for x in rows))
+    return env.records(f"seq > {since_seq} AND kind = 1 AND decision = 1 AND object LIKE '%:{port}%'", until)
 
 
 def last_seq(env: Env) -> int:
@@ -199,8 +205,8 @@ def case_network_runc(env: Env, delegate: str, config: str) -> None:
     r = env.oci("run", "--bundle", b, f"net-{delegate}-other", config=config)
     check(r.returncode == 7 and "served by" not in r.stdout,
           f"{delegate}: the curl policy does not reach another port (rc {r.returncode}, curl's 7: could not connect)")
-    rows = denied_connects(env, env.port_other, seq)
-    check(any(json.loads(x["detail"] or "{}").get("container", {}).get("id") == f"net-{delegate}-other" for x in rows),
+    rows = denied_connects(env, env.port_other, seq, f"net-{delegate}-other")
+    check(any(container_of(x).get("id") == f"net-{delegate}-other" for x in rows),
           f"{delegate}: the refused connect is in agentd's store with the container's id ({len(rows)} record(s))")
     b = env.bundle(f"net-{delegate}-control", curl_args(env.port_other), None)
     r = env.oci("run", "--bundle", b, f"net-{delegate}-control", config=config)
@@ -271,8 +277,8 @@ def case_exec_restart_lifecycle(env: Env) -> None:
           f"exec: --process: cat cannot read /etc/secret (rc {r.returncode}: {r.stderr.strip()[-200:]})")
     r = env.oci("exec", "--cap", "CAP_SYS_ADMIN", cid, "id")
     check(r.returncode != 0 and "capabilit" in r.stderr, "exec: --cap is refused")
-    rows = denied_connects(env, env.port_other, seq)
-    check(any(json.loads(x["detail"] or "{}").get("container", {}).get("id") == cid for x in rows),
+    rows = denied_connects(env, env.port_other, seq, cid)
+    check(any(container_of(x).get("id") == cid for x in rows),
           "exec: the exec'd process's denials carry the container's id")
 
     # agentd killed with -9: the container stays confined; the next agentd re-adopts it
@@ -291,8 +297,9 @@ def case_exec_restart_lifecycle(env: Env) -> None:
     check(any(c["id"] == cid and c["run_id"] == run_id for c in (listed or [])), "restart: GET /v1/containers lists it")
     seq = last_seq(env)
     r = env.oci("exec", cid, *curl_args(env.port_other))
-    rows = env.records(f"seq > {seq} AND kind = 1 AND decision = 1 AND run_id = {run_id}")
-    check(r.returncode != 0 and any(json.loads(x["detail"] or "{}").get("container", {}).get("id") == cid for x in rows),
+    rows = env.records(f"seq > {seq} AND kind = 1 AND decision = 1 AND run_id = {run_id}",
+                       lambda rows: any(container_of(x).get("id") == cid for x in rows))
+    check(r.returncode != 0 and any(container_of(x).get("id") == cid for x in rows),
           "restart: its later denials carry its run and id again")
     open_runs = env.records(f"run_id = {run_id} AND kind = 3")
     check(not open_runs, "restart: reconciliation left the container's run open (it lives on)")
@@ -500,8 +507,8 @@ def case_ctr(env: Env) -> None:
         r = subprocess.run(ctr + ["--annotation", "org.bulwark.tool=ocicurl", *pod, "--rootfs", env.rootfs, "c-other",
                                   *curl_args(env.port_other)], capture_output=True, text=True, timeout=120)
         check(r.returncode == 7, f"ctr: ... and not another port (rc {r.returncode})")
-        rows = denied_connects(env, env.port_other, seq)
-        who = [json.loads(x["detail"] or "{}").get("container", {}) for x in rows]
+        rows = denied_connects(env, env.port_other, seq, "c-other")
+        who = [container_of(x) for x in rows]
         check(any(w.get("id") == "c-other" and w.get("pod_name") == "agent-7" and w.get("pod_namespace") == "agents"
                   and w.get("pod_uid", "").startswith("0b6f3c1e") for w in who),
               f"ctr: the denial names the container and its pod ({who[:1]})")

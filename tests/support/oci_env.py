@@ -165,13 +165,19 @@ class Env:
         except json.JSONDecodeError:
             return int(code or 0), body
 
-    def records(self, sql_where: str) -> list[sqlite3.Row]:
-        time.sleep(0.6)  # the BPF reader polls at 200 ms; the store commits in batches
-        db = sqlite3.connect(f"file:{self.state}/audit.db?mode=ro", uri=True)
-        db.row_factory = sqlite3.Row
-        rows = db.execute("SELECT * FROM records WHERE " + sql_where + " ORDER BY seq").fetchall()
-        db.close()
-        return rows
+    def records(self, sql_where: str, until=None, within: float = 10.0) -> list[sqlite3.Row]:
+        """The store's records matching sql_where: after 0.6 s (the BPF reader polls at
+        200 ms; the store commits in batches), or, with `until`, as soon as until(rows)
+        holds (at most `within` seconds: a loaded machine delays both)."""
+        deadline = time.monotonic() + within
+        while True:
+            time.sleep(0.6 if until is None else 0.2)
+            db = sqlite3.connect(f"file:{self.state}/audit.db?mode=ro", uri=True)
+            db.row_factory = sqlite3.Row
+            rows = db.execute("SELECT * FROM records WHERE " + sql_where + " ORDER BY seq").fetchall()
+            db.close()
+            if until is None or until(rows) or time.monotonic() > deadline:
+                return rows
 
     def bundle(self, name: str, args: list[str], tool: str | None, host_net: bool = True,
                extra_annotations: dict | None = None, cwd: str = "/work") -> str:
