@@ -35,6 +35,17 @@ struct TempDirs {
     }
     const std::string& operator[](size_t i) const { return dirs[i]; }
 };
+
+// A rules directory holding the shipped base files and `tool`.yaml: one
+// binary, allowed to run, with the given files: section.
+void write_rules(const std::string& rules, const std::string& tool, const std::string& binary,
+                 const std::string& files_yaml) {
+    std::filesystem::copy(std::string(RULES_DIR) + "/base", rules + "/base",
+                          std::filesystem::copy_options::recursive);
+    std::ofstream(rules + "/" + tool + ".yaml") << "tool: " << tool << "\ndescription: a test tool\n"
+                                                << "extends: base/minimal\nbinaries: [" << binary << "]\n"
+                                                << "files:\n" << files_yaml << "exec:\n  allow: [" << binary << "]\n";
+}
 }  // namespace
 
 TEST_CASE("agentd run without a compilable policy refuses with 125 and a JSON report") {
@@ -63,16 +74,7 @@ TEST_CASE("agentd run warns, naming the rule, when a grant under /tmp is one the
     const std::string data = host_dir + "/data.txt";
     std::ofstream(data) << "HOST\n";
     std::ofstream(wd + "/data.txt") << "WORKDIR\n";
-    fs::copy(std::string(RULES_DIR) + "/base", rules + "/base", fs::copy_options::recursive);
-    std::ofstream(rules + "/peek.yaml") << "tool: peek\n"
-                                         "description: reads a file\n"
-                                         "extends: base/minimal\n"
-                                         "binaries: [/usr/bin/cat]\n"
-                                         "files:\n"
-                                         "  read: [\"${workdir}\", "
-                                      << data << ", \"${tmp}/scratch\"]\n"
-                                         "exec:\n"
-                                         "  allow: [/usr/bin/cat]\n";
+    write_rules(rules, "peek", "/usr/bin/cat", "  read: [\"${workdir}\", " + data + ", \"${tmp}/scratch\"]\n");
     // Control: unconfined, the file is there to read.
     std::string out;
     REQUIRE(run_cli("cat " + data, out) == 0);
@@ -109,16 +111,7 @@ TEST_CASE("agentd run names a write rule whose file does not exist when the sand
     TempDirs tmp({"/var/tmp/bulwark-rules-XXXXXX", "/var/tmp/bulwark-wd-XXXXXX"});
     const std::string &rules = tmp[0], &wd = tmp[1];
     REQUIRE(::chown(wd.c_str(), 65534, 65534) == 0);
-    fs::copy(std::string(RULES_DIR) + "/base", rules + "/base", fs::copy_options::recursive);
-    std::ofstream(rules + "/mk.yaml") << "tool: mk\n"
-                                         "description: writes one file\n"
-                                         "extends: base/minimal\n"
-                                         "binaries: [/usr/bin/touch]\n"
-                                         "files:\n"
-                                         "  read: [\"${workdir}\"]\n"
-                                         "  write: [\"${workdir}/out.txt\"]\n"
-                                         "exec:\n"
-                                         "  allow: [/usr/bin/touch]\n";
+    write_rules(rules, "mk", "/usr/bin/touch", "  read: [\"${workdir}\"]\n  write: [\"${workdir}/out.txt\"]\n");
     const std::string run = std::string(AGENTD_BIN) + " run --json --rules " + rules + " --tool mk --workdir " + wd +
                             " -- /usr/bin/touch out.txt";
     auto said = [](const nlohmann::json& j) {
