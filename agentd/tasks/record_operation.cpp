@@ -5,7 +5,6 @@
 #include "bulwark/policy/match.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 namespace bulwark {
@@ -126,13 +125,6 @@ std::optional<policy::Operation> operation_of(const audit::AuditRecord& r) {
     }
     if (r.object.empty() || r.object.front() != '/') return std::nullopt;  // "inode dev:ino"
     op.path = r.object;
-    // Landlock judges a new entry by the right on its directory, and its
-    // record names either the entry or that directory: a directory that
-    // exists is where the entry was to be made (a rule to allow it goes
-    // there, not one level up).
-    std::error_code ec;
-    if (op.kind == policy::OpKind::Create && r.layer == BW_LAYER_LANDLOCK && std::filesystem::is_directory(op.path, ec))
-        op.path += "/(new entry)";
     return op;
 }
 

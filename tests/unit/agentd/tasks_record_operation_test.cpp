@@ -5,14 +5,9 @@
 // no operation, rather than a guessed one.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
-#include <cstdlib>
-
 #include <nlohmann/json.hpp>
 
 #include "bulwark/policy/compiler.h"
-#include "bulwark/policy/evaluator.h"
 #include "tasks/record_operation.h"
 
 using namespace bulwark;
@@ -66,29 +61,6 @@ TEST_CASE("file, exec and network records become the operations they describe") 
     CHECK(s6->proto == BW_PROTO_UDP);
     CHECK(s6->port == 53);
     CHECK(s6->addr == *policy::parse_ip("2001:db8::1"));
-}
-
-TEST_CASE("a Landlock record of a new entry that names its directory is a create in that directory") {
-    char tmpl[] = "/tmp/bulwark-recop-XXXXXX";
-    REQUIRE(mkdtemp(tmpl));
-    const std::string dir = tmpl;
-    auto landlock = decision(BW_OP_FILE_CREATE, dir);
-    landlock.layer = BW_LAYER_LANDLOCK;
-    auto op = operation_of(landlock);
-    REQUIRE(op);
-    CHECK(op->path == dir + "/(new entry)");
-    // The rule drafted from it is on the directory itself, and it allows the create.
-    auto b = compiled("tool: t\ndescription: x\nfiles:\n  create: [\"" + dir + "\"]\n");
-    CHECK(policy::evaluate(b, *op).verdict == policy::Verdict::Allow);
-    auto above = compiled("tool: t\ndescription: x\nfiles:\n  create: [\"" + dir + "/sub\"]\n");
-    CHECK(policy::evaluate(above, *op).verdict != policy::Verdict::Allow);
-    // A record naming the entry itself (a BPF LSM hook's, or one that is not a directory) is kept as it is.
-    auto lsm = decision(BW_OP_FILE_CREATE, dir);
-    lsm.layer = BW_LAYER_BPF_LSM;
-    CHECK(operation_of(lsm)->path == dir);
-    landlock.object = dir + "/new.txt";
-    CHECK(operation_of(landlock)->path == dir + "/new.txt");
-    ::rmdir(tmpl);
 }
 
 TEST_CASE("a seccomp record is judged by name and arch only") {
