@@ -134,12 +134,7 @@ int learn(const LearnOptions& o) {
         for (const auto& d : left) {
             auto op = operation_of(d);
             if (!op) continue;
-            // Landlock judges a new entry by the right on its directory, and
-            // its record names either the entry or that directory: a
-            // directory that exists is where the entry was to be made.
-            if (op->kind == policy::OpKind::Create && d.layer == BW_LAYER_LANDLOCK &&
-                std::filesystem::is_directory(op->path, ec))
-                op->path += "/(new entry)";
+            *op = creation_site(d, std::move(*op));
             if (auto deny = denied_by(*bundle, *op)) {
                 std::cerr << "  kept: " << deny->text << " (" << deny->loc.file << ":" << deny->loc.line
                           << ") denies it\n";

@@ -1,6 +1,7 @@
 #include "tasks/learning.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <vector>
@@ -202,6 +203,13 @@ std::expected<json, TaskError> replay(const LearningSources& src, const RecordRa
                 {"candidate_hash", cand->bundle->hash}};
 }
 
+policy::Operation creation_site(const audit::AuditRecord& rec, policy::Operation op) {
+    std::error_code ec;
+    if (op.kind == policy::OpKind::Create && rec.layer == BW_LAYER_LANDLOCK && std::filesystem::is_directory(op.path, ec))
+        op.path += "/(new entry)";
+    return op;
+}
+
 std::string undraftable(const policy::Operation& op, const policy::Bundle& current) {
     if (op.kind != policy::OpKind::Syscall || (op.syscall != "socket" && op.syscall != "socketpair")) return "";
     if (!policy::arch_name(op.arch).empty() && policy::arch_name(op.arch) != "native") return "";
@@ -307,7 +315,7 @@ std::expected<json, TaskError> propose(const LearningSources& src, const RecordR
     policy::RuleFileWriter draft(tool, tool,
                                  "Proposed by agentd: rules for " + std::to_string(ops.size()) +
                                      " recorded operation(s) of " + tool + " that its rules refused.");
-    for (const auto& [rec, op] : ops) draft_rule(draft, op, current->bundle, task_vars.of(rec.task_id));
+    for (const auto& [rec, op] : ops) draft_rule(draft, creation_site(rec, op), current->bundle, task_vars.of(rec.task_id));
     std::string text = draft.text();
     json out{{"tool", tool},
              {"refused", refused},

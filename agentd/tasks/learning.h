@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "audit/audit_record.h"
 #include "bulwark/policy/bundle.h"
 #include "bulwark/policy/evaluator.h"
 #include "bulwark/policy/instantiate.h"
@@ -58,6 +59,14 @@ std::expected<nlohmann::json, TaskError> propose(const LearningSources& src, con
 // refused under.
 void draft_rule(policy::RuleFileWriter& draft, const policy::Operation& op, const policy::Bundle& current,
                 const std::optional<policy::TaskVars>& vars, const std::string& comment = {});
+
+// The operation a rule is drafted for, from the record it was read from:
+// Landlock judges a new entry by the right on its directory, and its record
+// names either the entry or that directory; a directory that exists is where
+// the entry was to be made, so the create becomes "<dir>/(new entry)" and the
+// drafted files.create goes on the directory, not one level up. Any other
+// operation is returned as it is.
+policy::Operation creation_site(const audit::AuditRecord& rec, policy::Operation op);
 
 // Why no rule can be drafted for `op` from its record, or "" when one can: a
 // socket(2) or socketpair(2) refused where `current`'s filter lets the call

@@ -5,9 +5,14 @@
 // no operation, rather than a guessed one.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "bulwark/policy/compiler.h"
+#include "tasks/learning.h"
 #include "tasks/record_operation.h"
 
 using namespace bulwark;
@@ -61,6 +66,33 @@ TEST_CASE("file, exec and network records become the operations they describe") 
     CHECK(s6->proto == BW_PROTO_UDP);
     CHECK(s6->port == 53);
     CHECK(s6->addr == *policy::parse_ip("2001:db8::1"));
+}
+
+TEST_CASE("a Landlock record of a new entry that names its directory drafts files.create on that directory") {
+    char tmpl[] = "/tmp/bulwark-recop-XXXXXX";
+    REQUIRE(mkdtemp(tmpl));
+    const std::string dir = tmpl;
+    auto rec = decision(BW_OP_FILE_CREATE, dir);
+    rec.layer = BW_LAYER_LANDLOCK;
+    auto op = operation_of(rec);
+    REQUIRE(op);
+    CHECK(op->path == dir);  // as recorded: explanations and suggested grants name the directory
+    auto site = creation_site(rec, *op);
+    CHECK(site.path == dir + "/(new entry)");
+    using S = policy::DraftSection;
+    auto current = compiled("tool: t\ndescription: x\n");
+    policy::RuleFileWriter draft("t2", "t", "x");
+    draft_rule(draft, site, current, std::nullopt);
+    CHECK(draft.has(S::FilesCreate, dir));
+    CHECK_FALSE(draft.has(S::FilesCreate, "/tmp"));  // not one level up
+    // A BPF LSM record names the new entry itself, as does one that is not a directory: kept.
+    auto lsm = rec;
+    lsm.layer = BW_LAYER_BPF_LSM;
+    CHECK(creation_site(lsm, *op).path == dir);
+    auto entry = decision(BW_OP_FILE_CREATE, dir + "/new.txt");
+    entry.layer = BW_LAYER_LANDLOCK;
+    CHECK(creation_site(entry, *operation_of(entry)).path == dir + "/new.txt");
+    ::rmdir(tmpl);
 }
 
 TEST_CASE("a seccomp record is judged by name and arch only") {
