@@ -101,20 +101,20 @@ uint64_t PolicyMaps::next_version() {
 std::expected<void, SysError> PolicyMaps::sync_slots() {
     // Every slot in one batch lookup (an array map answers in full), or one
     // lookup per slot where the kernel has no batch operations.
-    std::vector<uint32_t> keys(BW_MAX_POLICIES);
+    std::vector<uint32_t> slots(BW_MAX_POLICIES);
     std::vector<bw_policy> vals(BW_MAX_POLICIES);
     uint32_t count = BW_MAX_POLICIES, next = 0;
     LIBBPF_OPTS(bpf_map_batch_opts, bo);
-    int brc = bpf_map_lookup_batch(policies_.get(), nullptr, &next, keys.data(), vals.data(), &count, &bo);
+    int brc = bpf_map_lookup_batch(policies_.get(), nullptr, &next, slots.data(), vals.data(), &count, &bo);
     if ((brc != 0 && errno != ENOENT) || count != BW_MAX_POLICIES) {
         for (uint32_t slot = 0; slot < BW_MAX_POLICIES; ++slot) {
-            keys[slot] = slot;
+            slots[slot] = slot;
             if (int rc = bpf_map_lookup_elem(policies_.get(), &slot, &vals[slot]); rc)
                 return std::unexpected(SysError{"bpf_map_lookup_elem(bw_policies, " + std::to_string(slot) + ")", -rc});
         }
     }
     for (uint32_t i = 0; i < BW_MAX_POLICIES; ++i) {
-        const uint32_t slot = keys[i];
+        const uint32_t slot = slots[i];
         if (slot >= BW_MAX_POLICIES) continue;
         const bw_policy& p = vals[i];
         bool used = p.version != 0;

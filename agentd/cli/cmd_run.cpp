@@ -261,7 +261,7 @@ void register_run(CLI::App& app) {
             }
             self_filter = std::move(*f);
         }
-        const auto started = std::chrono::steady_clock::now();
+        Laps compiling;
         std::error_code ec;
         std::string workdir = o->workdir.empty() ? std::filesystem::current_path(ec).string()
                                                  : std::filesystem::canonical(o->workdir, ec).string();
@@ -270,8 +270,7 @@ void register_run(CLI::App& app) {
                          : load_tool_bundle(o->rules, o->tool, workdir);
         if (bundle && self_filter)
             if (auto said = own_filter_warning(*self_filter, o->tool, *bundle); !said.empty()) spdlog::warn("{}", said);
-        const double compile_ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+        compiling.lap("compile");
         auto [rep, mine, bpf_status, kaudit_status, timings] =
             run_one_shot(OneShot{o->rules, o->tool, workdir, o->cmd, o->bpf, static_cast<uint64_t>(::getpid())}, bundle);
         if (o->json) {
@@ -281,7 +280,7 @@ void register_run(CLI::App& app) {
             doc["decisions"] = std::move(ds);
             doc["bpf"] = std::move(bpf_status);
             if (!kaudit_status.is_null()) doc["kernel_audit"] = std::move(kaudit_status);
-            timings["compile"] = std::round(compile_ms * 100) / 100;
+            timings.update(compiling.take());
             doc["timings_ms"] = std::move(timings);
             std::cout << doc.dump(2) << std::endl;
         } else {

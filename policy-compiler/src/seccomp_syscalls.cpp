@@ -14,10 +14,15 @@ constexpr uint32_t kArches[] = {SCMP_ARCH_X86_64, SCMP_ARCH_X86, SCMP_ARCH_X32, 
 
 // The numbers a name is known by on `arch`: the arch's table (x32 above its
 // 0x40000000 bit) and, on ARM, its private calls.
-bool in_scanned_range(uint32_t arch, int nr) {
+struct NrRange {
+    int first, last;
+    bool holds(int nr) const { return nr >= first && nr <= last; }
+};
+std::vector<NrRange> table_ranges(uint32_t arch) {
     const int base = arch == SCMP_ARCH_X32 ? 0x40000000 : 0;
-    if (nr >= base && nr <= base + 1023) return true;
-    return arch == SCMP_ARCH_ARM && nr >= 0x0f0000 && nr <= 0x0f00ff;
+    std::vector<NrRange> r{{base, base + 1023}};
+    if (arch == SCMP_ARCH_ARM) r.push_back({0x0f0000, 0x0f00ff});
+    return r;
 }
 
 }  // namespace
@@ -25,18 +30,13 @@ bool in_scanned_range(uint32_t arch, int nr) {
 const std::vector<std::string>& known_syscalls() {
     static const std::vector<std::string> names = [] {
         std::vector<std::string> out;
-        auto scan = [&](uint32_t arch, int first, int last) {
-            for (int nr = first; nr <= last; ++nr) {
-                std::unique_ptr<char, decltype(&std::free)> name(
-                    seccomp_syscall_resolve_num_arch(arch, nr), &std::free);
-                if (name) out.emplace_back(name.get());
-            }
-        };
-        for (uint32_t arch : kArches) {
-            const int base = arch == SCMP_ARCH_X32 ? 0x40000000 : 0;
-            scan(arch, base, base + 1023);
-            if (arch == SCMP_ARCH_ARM) scan(arch, 0x0f0000, 0x0f00ff);  // ARM private calls
-        }
+        for (uint32_t arch : kArches)
+            for (const NrRange& r : table_ranges(arch))
+                for (int nr = r.first; nr <= r.last; ++nr) {
+                    std::unique_ptr<char, decltype(&std::free)> name(
+                        seccomp_syscall_resolve_num_arch(arch, nr), &std::free);
+                    if (name) out.emplace_back(name.get());
+                }
         std::ranges::sort(out);
         out.erase(std::unique(out.begin(), out.end()), out.end());
         return out;
@@ -52,7 +52,8 @@ bool is_known_syscall(std::string_view name) {
     const std::string n(name);
     for (uint32_t arch : kArches) {
         int nr = seccomp_syscall_resolve_name_arch(arch, n.c_str());
-        if (nr != __NR_SCMP_ERROR && in_scanned_range(arch, nr)) return true;
+        if (nr != __NR_SCMP_ERROR && std::ranges::any_of(table_ranges(arch), [&](const NrRange& r) { return r.holds(nr); }))
+            return true;
     }
     return false;
 }
