@@ -31,6 +31,7 @@
 #include "audit/audit_record.h"
 #include "bpf/bpf_runtime.h"
 #include "cli/bpf_options.h"
+#include "bulwark/policy/compile_cache.h"
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/instantiate.h"
 #include "kaudit/kernel_audit.h"
@@ -57,13 +58,24 @@ policy::TaskVars one_shot_vars(const std::string& workdir) {
 std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& rules_dir,
                                                            const std::string& tool,
                                                            const std::string& workdir,
-                                                           const policy::Resolver& resolve) {
+                                                           const policy::Resolver& resolve,
+                                                           std::string* cache) {
     namespace fs = std::filesystem;
     fs::path file = fs::path(rules_dir) / (tool + ".yaml");
     if (!fs::exists(file)) return std::unexpected("no rule file " + file.string() + " for tool " + tool);
     policy::CompileOptions opts;
     opts.rules_dirs = {rules_dir};
-    auto compiled = policy::compile_file(file.string(), opts);
+    static std::string no_cache;
+    static const std::optional<policy::CompileCache> bundles = policy::CompileCache::from_environment(no_cache);
+    policy::CompileResult compiled;
+    if (bundles) {
+        auto c = bundles->compile_file(file.string(), opts);
+        compiled = std::move(c.result);
+        if (cache) *cache = std::move(c.cache);
+    } else {
+        compiled = policy::compile_file(file.string(), opts);
+        if (cache) *cache = no_cache;
+    }
     if (!compiled.ok())
         return std::unexpected("cannot compile " + file.string() + ":\n" + policy::render_diagnostics(compiled));
     policy::TaskVars vars = one_shot_vars(workdir);
@@ -265,9 +277,10 @@ void register_run(CLI::App& app) {
         std::error_code ec;
         std::string workdir = o->workdir.empty() ? std::filesystem::current_path(ec).string()
                                                  : std::filesystem::canonical(o->workdir, ec).string();
+        std::string cache;
         auto bundle = ec ? std::expected<policy::Bundle, std::string>(std::unexpected(
                                "workdir " + o->workdir + ": " + ec.message()))
-                         : load_tool_bundle(o->rules, o->tool, workdir);
+                         : load_tool_bundle(o->rules, o->tool, workdir, {}, &cache);
         if (bundle && self_filter)
             if (auto said = own_filter_warning(*self_filter, o->tool, *bundle); !said.empty()) spdlog::warn("{}", said);
         compiling.lap("compile");
@@ -279,6 +292,7 @@ void register_run(CLI::App& app) {
             for (const auto& d : mine) ds.push_back(audit::to_json(d));
             doc["decisions"] = std::move(ds);
             doc["bpf"] = std::move(bpf_status);
+            doc["compile_cache"] = cache;
             if (!kaudit_status.is_null()) doc["kernel_audit"] = std::move(kaudit_status);
             timings.update(compiling.take());
             doc["timings_ms"] = std::move(timings);

@@ -30,11 +30,14 @@ policy::TaskVars one_shot_vars(const std::string& workdir);
 // The rules loading of `agentd run`: <rules_dir>/<tool>.yaml compiled
 // (extends resolved in rules_dir) and instantiated for a one-shot task whose
 // ${workdir} is `workdir` (absolute, canonical); host names are resolved
-// with the host's resolver. Errors carry the compiler's diagnostics.
+// with the host's resolver. Errors carry the compiler's diagnostics. The
+// compile goes through the bundle cache (policy/compile_cache.h) unless
+// BULWARK_BUNDLE_CACHE=off; `cache`, when given, says what the cache did.
 std::expected<policy::Bundle, std::string> load_tool_bundle(const std::string& rules_dir,
                                                            const std::string& tool,
                                                            const std::string& workdir,
-                                                           const policy::Resolver& resolve = {});
+                                                           const policy::Resolver& resolve = {},
+                                                           std::string* cache = nullptr);
 
 // One run of a tool as `agentd run` makes it: the BPF runtime and the kernel
 // audit reader started for it, the tool in its sandbox (or its microVM), and

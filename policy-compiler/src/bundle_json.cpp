@@ -396,6 +396,14 @@ std::expected<Bundle, std::string> bundle_from_json(const json& j) {
     }
 }
 
+std::expected<Bundle, std::string> bundle_from_own_json(const json& j) {
+    try {
+        return from_json_unchecked(j);
+    } catch (const std::exception& e) {
+        return std::unexpected(std::string("malformed bundle: ") + e.what());
+    }
+}
+
 std::string canonical_dump(const json& j) {
     return j.dump(-1, ' ', true, json::error_handler_t::strict);
 }

@@ -72,6 +72,7 @@ CompileResult compile_file(const std::string& path, const CompileOptions& opts) 
     std::string dir = std::filesystem::path(path).parent_path().string();
     ctx.main_dir = dir.empty() ? "." : dir;
     ctx.sources[path] = *text;
+    if (opts.inputs) opts.inputs->note(Look::Content, path, *text);
     return compile(ctx, *text);
 }
 

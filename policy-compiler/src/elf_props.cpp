@@ -1,5 +1,7 @@
 #include "bulwark/policy/elf_props.h"
 
+#include "bulwark/policy/compile_inputs.h"
+
 #include <dirent.h>
 #include <elf.h>
 #include <fcntl.h>
@@ -185,7 +187,7 @@ std::expected<ElfProps, std::string> parse(const uint8_t* d, size_t n, const std
     return p;
 }
 
-std::vector<std::string> ld_cache_dirs(const std::string& sysroot) {
+std::vector<std::string> ld_cache_dirs(const std::string& sysroot, policy::InputLog* inputs) {
     // Directories named in ld.so.conf (and its includes) rather than parsing the
     // binary cache format: the cache is built from exactly these.
     std::vector<std::string> dirs;
@@ -195,6 +197,7 @@ std::vector<std::string> ld_cache_dirs(const std::string& sysroot) {
         std::string f = files.back();
         files.pop_back();
         if (!seen.insert(f).second) continue;
+        if (inputs) inputs->look(policy::Look::Content, f);
         std::ifstream in(f);
         std::string line;
         while (std::getline(in, line)) {
@@ -209,6 +212,7 @@ std::vector<std::string> ld_cache_dirs(const std::string& sysroot) {
                 // Only the common "dir/*.conf" form.
                 auto slash = pat.rfind('/');
                 std::string dir = sysroot + pat.substr(0, slash);
+                if (inputs) inputs->look(policy::Look::Listing, dir);
                 if (auto* dp = ::opendir(dir.c_str())) {
                     while (auto* de = ::readdir(dp)) {
                         std::string n = de->d_name;
@@ -237,18 +241,19 @@ std::expected<ElfProps, std::string> read_elf_props_fd(int fd, const std::string
     return r;
 }
 
-std::expected<ElfProps, std::string> read_elf_props(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+std::expected<ElfProps, std::string> read_elf_props(const std::string& path, policy::InputLog* inputs) {
+    if (inputs) inputs->look(policy::Look::Inode, path);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) return std::unexpected(path + ": open: " + std::strerror(errno));
     auto r = read_elf_props_fd(fd, path);
     ::close(fd);
     return r;
 }
 
-LibraryClosure resolve_needed(const ElfProps& exe, const std::string& sysroot) {
+LibraryClosure resolve_needed(const ElfProps& exe, const std::string& sysroot, policy::InputLog* inputs) {
     const char* triplet = exe.machine == EM_AARCH64 ? "aarch64-linux-gnu" : exe.machine == EM_X86_64 ? "x86_64-linux-gnu" : "";
     std::vector<std::pair<std::string, const char*>> common;  // after the naming object's RUNPATH
-    for (const auto& d : ld_cache_dirs(sysroot)) common.emplace_back(d, "ld.so.conf");
+    for (const auto& d : ld_cache_dirs(sysroot, inputs)) common.emplace_back(d, "ld.so.conf");
     for (std::string base : {"/lib/", "/usr/lib/"}) common.emplace_back(base + triplet, "default directories");
     for (const char* d : {"/lib64", "/usr/lib64", "/lib", "/usr/lib"}) common.emplace_back(d, "default directories");
 
@@ -286,7 +291,7 @@ LibraryClosure resolve_needed(const ElfProps& exe, const std::string& sysroot) {
         }
         bool found = false;
         for (const auto& [d, via] : dirs) {
-            auto p = read_elf_props(d.empty() ? sysroot + w.name : sysroot + d + "/" + w.name);
+            auto p = read_elf_props(d.empty() ? sysroot + w.name : sysroot + d + "/" + w.name, inputs);
             if (!p || p->machine != exe.machine || p->is_elf64 != exe.is_elf64) continue;
             queue(*p);
             out.found.push_back({std::move(*p), w.name, w.by, via});

@@ -170,8 +170,7 @@ struct Resolver {
             std::string found;
             for (const auto& d : dirs) {
                 std::string cand = (d.empty() ? std::string(".") : d) + "/" + n.value + ".yaml";
-                std::error_code ec;
-                if (std::filesystem::is_regular_file(cand, ec)) {
+                if (look_via(ctx.opts.inputs, Look::Type, cand) == "regular") {
                     found = cand;
                     break;
                 }
@@ -190,6 +189,7 @@ struct Resolver {
                 continue;
             }
             ctx.sources[found] = *text;
+            if (ctx.opts.inputs) ctx.opts.inputs->note(Look::Content, found, *text);
             ast::RuleFile base;
             if (!parse_rule_file(*text, found, ctx.opts.limits, ctx.bundle.rules, ctx.diags, base)) return;
             stack.push_back(n.value);

@@ -36,7 +36,7 @@ void run_libraries(CompileContext& ctx) {
         const ast::Scalar& key = *bin.libraries;
         auto binary = normalise_path(bin.path.value);
         if (!binary) continue;  // said by the metadata pass
-        auto libs = binary_libraries(*binary, ctx.opts.library_root);
+        auto libs = binary_libraries(*binary, ctx.opts.library_root, ctx.opts.inputs);
         if (!libs) {
             ctx.error(key.span, "unresolved-library", libs.error(),
                       {"install what is missing, or list the libraries under files.read and files.exec and "

@@ -160,8 +160,7 @@ bool baseline(CompileContext& ctx, const ast::Syscalls& s, SeccompSpec& spec, Sy
         }
         std::string found;
         for (const auto& d : dirs) {
-            std::error_code ec;
-            if (std::filesystem::is_regular_file(d + "/" + name, ec)) {
+            if (look_via(ctx.opts.inputs, Look::Type, d + "/" + name) == "regular") {
                 found = d + "/" + name;
                 break;
             }
@@ -176,6 +175,7 @@ bool baseline(CompileContext& ctx, const ast::Syscalls& s, SeccompSpec& spec, Sy
             ctx.error(s.import->span, "import-unreadable", text.error());
             return false;
         }
+        if (ctx.opts.inputs) ctx.opts.inputs->note(Look::Content, found, *text);
         auto imported = import_seccomp_profile(*text, name);
         if (!imported) {
             ctx.error(s.import->span, "bad-import", "seccomp profile \"" + name + "\": " + imported.error().message);

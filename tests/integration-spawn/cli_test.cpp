@@ -1,6 +1,7 @@
 // Black-box: `agentd run` as a user runs it.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -141,4 +142,58 @@ TEST_CASE("agentd run names a write rule whose file does not exist when the sand
     auto ok = nlohmann::json::parse(out);
     CHECK(rc == 0);
     CHECK(said(ok).empty());
+}
+
+TEST_CASE("agentd run reuses a compiled rule file only until it changes, then enforces what it says now") {
+    namespace fs = std::filesystem;
+    TempDirs tmp({"/var/tmp/bulwark-rules-XXXXXX", "/var/tmp/bulwark-wd-XXXXXX", "/var/tmp/bulwark-host-XXXXXX",
+                  "/var/tmp/bulwark-cache-XXXXXX"});
+    const std::string &rules = tmp[0], &wd = tmp[1], &host_dir = tmp[2], cache = tmp[3] + "/bundles";
+    REQUIRE(::chmod(host_dir.c_str(), 0755) == 0);
+    REQUIRE(::chown(wd.c_str(), 65534, 65534) == 0);
+    std::ofstream(host_dir + "/data.txt") << "HOST\n";
+    write_rules(rules, "rd", "/usr/bin/cat", "  read: [\"${workdir}\", " + host_dir + "/data.txt]\n");
+    const std::string run = "BULWARK_BUNDLE_CACHE=" + cache + " " + AGENTD_BIN + " run --json --rules " + rules +
+                            " --tool rd --workdir " + wd + " -- /usr/bin/cat " + host_dir + "/data.txt";
+    auto report = [&](int want_rc) {
+        std::string out;
+        int rc = run_cli(run, out);
+        INFO(out);
+        CHECK(rc == want_rc);
+        return nlohmann::json::parse(out);
+    };
+    // Control: the grant as written reads the file, compiled and then reused.
+    auto j = report(0);
+    CHECK(j["compile_cache"] == "stored (no entry)");
+    CHECK(j["stdout"]["data"] == "HOST\n");
+    j = report(0);
+    CHECK(j["compile_cache"] == "hit");
+    CHECK(j["stdout"]["data"] == "HOST\n");
+
+    // The grant now names another file: same size, same mtime, so only its
+    // bytes tell. The next run compiles again and the read is refused.
+    const std::string file = rules + "/rd.yaml";
+    struct stat st{};
+    REQUIRE(::stat(file.c_str(), &st) == 0);
+    std::string text;
+    {
+        std::ifstream in(file);
+        text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    text.replace(text.find("/data.txt"), 9, "/datb.txt");
+    std::ofstream(file, std::ios::trunc) << text;
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    REQUIRE(::utimensat(AT_FDCWD, file.c_str(), times, 0) == 0);
+    j = report(1);
+    CHECK(j["compile_cache"] == "stored (content " + file + " changed)");
+    CHECK(j["stdout"]["data"] == "");
+    CHECK(j["stderr"]["data"].get<std::string>().find(host_dir + "/data.txt") != std::string::npos);
+    j = report(1);
+    CHECK(j["compile_cache"] == "hit");
+
+    // Without the cache every run compiles.
+    std::string out;
+    run_cli("BULWARK_BUNDLE_CACHE=off " + std::string(AGENTD_BIN) + " run --json --rules " + rules + " --tool rd -- /bin/true", out);
+    INFO(out);
+    CHECK(nlohmann::json::parse(out)["compile_cache"] == "off (BULWARK_BUNDLE_CACHE=off)");
 }

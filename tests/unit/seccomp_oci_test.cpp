@@ -120,7 +120,7 @@ void check_export(const SeccompSpec& spec) {
     CHECK(checked > 1000);
 }
 
-SyscallRule rule(std::string name, uint32_t id, std::vector<SyscallArgCond> args = {},
+SyscallRule oci_rule(std::string name, uint32_t id, std::vector<SyscallArgCond> args = {},
                  SeccompAction action = SeccompAction::Allow, uint16_t err = 0) {
     return SyscallRule{std::move(name), std::move(args), action, err, id};
 }
@@ -140,18 +140,18 @@ TEST_CASE("OCI export: the Docker baseline decides as the rule language says", "
 TEST_CASE("OCI export: denies with conditions over allows, kill and log actions", "[seccomp][oci]") {
     using Op = SyscallArgCond::Op;
     SeccompSpec spec;
-    spec.deny = {rule("ptrace", 2, {}, SeccompAction::Errno, EPERM),
-                 rule("bpf", 3, {}, SeccompAction::Kill),
-                 rule("socket", 4, {{0, Op::Eq, AF_PACKET, 0}}, SeccompAction::Errno, EACCES),
-                 rule("chmod", 5, {{1, Op::MaskedEq, 04000, 04000}}, SeccompAction::Errno, EPERM),
-                 rule("bind", 6, {}, SeccompAction::Errno, EPERM)};
+    spec.deny = {oci_rule("ptrace", 2, {}, SeccompAction::Errno, EPERM),
+                 oci_rule("bpf", 3, {}, SeccompAction::Kill),
+                 oci_rule("socket", 4, {{0, Op::Eq, AF_PACKET, 0}}, SeccompAction::Errno, EACCES),
+                 oci_rule("chmod", 5, {{1, Op::MaskedEq, 04000, 04000}}, SeccompAction::Errno, EPERM),
+                 oci_rule("bind", 6, {}, SeccompAction::Errno, EPERM)};
     spec.violation = SeccompAction::Errno;
     spec.violation_errno = EPERM;
     check_export(spec);
     SECTION("baseline none, an allow list, log on violation") {
         spec.baseline = SeccompSpec::Baseline::None;
-        spec.allow = {rule("read", 7), rule("write", 8), rule("exit_group", 9),
-                      rule("openat", 10, {{2, Op::MaskedEq, 0, 3}})};
+        spec.allow = {oci_rule("read", 7), oci_rule("write", 8), oci_rule("exit_group", 9),
+                      oci_rule("openat", 10, {{2, Op::MaskedEq, 0, 3}})};
         spec.violation = SeccompAction::Log;
         check_export(spec);
     }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bulwark/policy/bundle.h"
+#include "bulwark/policy/compile_inputs.h"
 #include "bulwark/policy/diagnostics.h"
 #include "bulwark/policy/seccomp.h"
 
@@ -43,6 +44,10 @@ struct CompileOptions {
     // "" for this host's root, else a root filesystem (a container's) that
     // the rule file's paths are inside of.
     std::string library_root;
+    // When set, every answer the compile takes from the filesystem besides
+    // the rule files' text (which rule file a search finds, the library
+    // search, ld.so.conf) is noted here (compile_inputs.h).
+    InputLog* inputs = nullptr;
 };
 
 struct CompileResult {
@@ -67,6 +72,10 @@ std::vector<Diagnostic> check_syntax(std::string_view text, const std::string& f
 // `hash` field emptied.
 nlohmann::json bundle_to_json(const Bundle& bundle);
 std::expected<Bundle, std::string> bundle_from_json(const nlohmann::json& json);
+// The same without recomputing the content hash (half the time of a
+// reading): for JSON this program wrote itself and checked by other means
+// (the bundle cache's own checksum).
+std::expected<Bundle, std::string> bundle_from_own_json(const nlohmann::json& json);
 std::string canonical_dump(const nlohmann::json& json);
 std::string bundle_hash(const Bundle& bundle);
 

@@ -9,6 +9,10 @@
 
 namespace bulwark {
 
+namespace policy {
+class InputLog;
+}
+
 struct ElfProps {
     std::string path;
     uint16_t machine = 0;        // EM_*
@@ -27,7 +31,8 @@ struct ElfProps {
     std::vector<std::string> runpath;          // DT_RUNPATH / DT_RPATH entries
 };
 
-std::expected<ElfProps, std::string> read_elf_props(const std::string& path);
+// With `inputs`, the file is looked at (Look::Inode) before it is read.
+std::expected<ElfProps, std::string> read_elf_props(const std::string& path, policy::InputLog* inputs = nullptr);
 std::expected<ElfProps, std::string> read_elf_props_fd(int fd, const std::string& name);
 
 // One shared library of a binary's closure and how the search reached it.
@@ -51,7 +56,8 @@ struct LibraryClosure {
 // /etc/ld.so.conf, then the standard multiarch and lib directories; only
 // objects of the binary's machine and class match. sysroot prefixes every
 // directory (qemu-user -L, a container's root filesystem).
-LibraryClosure resolve_needed(const ElfProps& exe, const std::string& sysroot);
+// Every file and directory the search reads or tries is noted in `inputs`.
+LibraryClosure resolve_needed(const ElfProps& exe, const std::string& sysroot, policy::InputLog* inputs = nullptr);
 
 // The found objects of resolve_needed; unresolved names in `missing`.
 std::vector<ElfProps> read_needed_closure(const ElfProps& exe, const std::string& sysroot,

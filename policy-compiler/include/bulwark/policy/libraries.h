@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "bulwark/policy/compile_inputs.h"
+
 namespace bulwark::policy {
 
 struct BinaryLibrary {
@@ -21,8 +23,10 @@ struct BinaryLibrary {
 // once, in the loader's order. Fails, saying why, when the binary is missing
 // or not ELF (a script names its interpreter instead), when a library cannot
 // be found (each named, with the object that needs it), or when a symlink
-// leads out of `root`. A static binary has none.
+// leads out of `root`. A static binary has none. Every path looked at is
+// noted in `inputs`.
 std::expected<std::vector<BinaryLibrary>, std::string> binary_libraries(const std::string& binary,
-                                                                        const std::string& root);
+                                                                        const std::string& root,
+                                                                        InputLog* inputs = nullptr);
 
 }  // namespace bulwark::policy
