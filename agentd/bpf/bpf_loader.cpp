@@ -1,5 +1,7 @@
 #include "bpf/bpf_loader.h"
 
+#include <bpf_objects_digest.h>
+
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -443,10 +445,10 @@ std::vector<MapHolder> other_map_holders(uint32_t map_id) {
 namespace {
 
 // <pin_root>/bw_build: an array map of one entry naming the build whose
-// programs and maps are pinned there: the ABI version and a digest of the
-// objects' ELF images (FNV-1a, twice with different bases: it tells
-// builds apart, it is no defence against whoever can write bpffs, who is
-// root anyway).
+// programs and maps are pinned there: the ABI version, the objects' size and
+// the digest of the objects taken when they were built
+// (cmake/BulwarkBpfDigest.cmake: it tells builds apart, it is no defence
+// against whoever can write bpffs, who is root anyway).
 struct BuildMarker {
     uint32_t abi = 0;
     uint32_t elf_bytes = 0;
@@ -454,29 +456,7 @@ struct BuildMarker {
 };
 
 const BuildMarker& own_build() {
-    static const BuildMarker m = [] {
-        BuildMarker b;
-        b.abi = BW_ABI_VERSION;
-        uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
-        for (auto elf : {&sock_addr__elf_bytes, &sock_unix__elf_bytes, &monitor__elf_bytes, &lsm__elf_bytes}) {
-            size_t n = 0;
-            const auto* p = static_cast<const uint8_t*>(elf(&n));
-            b.elf_bytes += static_cast<uint32_t>(n);
-            // FNV-1a over 64-bit words (then the tail bytes): the objects are
-            // ~2.8 MB, and every one-shot command computes this.
-            size_t i = 0;
-            for (; i + 8 <= n; i += 8) {
-                uint64_t w;
-                std::memcpy(&w, p + i, sizeof w);
-                for (auto& x : h) x = (x ^ w) * 0x100000001b3ull;
-            }
-            for (; i < n; ++i)
-                for (auto& x : h) x = (x ^ p[i]) * 0x100000001b3ull;
-        }
-        b.digest[0] = h[0];
-        b.digest[1] = h[1];
-        return b;
-    }();
+    static constexpr BuildMarker m{BW_ABI_VERSION, BW_OBJECTS_BYTES, {BW_OBJECTS_DIGEST0, BW_OBJECTS_DIGEST1}};
     return m;
 }
 

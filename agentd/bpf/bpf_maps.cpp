@@ -82,13 +82,7 @@ std::expected<PolicyMaps, SysError> PolicyMaps::open_pinned(const std::string& p
     }
     m.used_.assign(BW_MAX_POLICIES, false);
     m.keys_.assign(BW_MAX_POLICIES, SlotKeys{});
-    for (uint32_t slot = 0; slot < BW_MAX_POLICIES; ++slot) {
-        bw_policy p{};
-        if (bpf_map_lookup_elem(m.policies_.get(), &slot, &p) == 0 && p.version != 0) {
-            m.used_[slot] = true;
-            m.last_version_ = std::max<uint64_t>(m.last_version_, p.version);
-        }
-    }
+    if (auto r = m.sync_slots(); !r) return std::unexpected(r.error());
     return m;
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "bulwark/policy/evaluator.h"
+#include "sandbox/launch_child.h"
 
 namespace bulwark {
 namespace {
@@ -94,20 +95,18 @@ int landlock_abi() {
 const std::string& landlock_canary() {
     static const std::string result = []() -> std::string {
         if (landlock_abi() == 0) return "Landlock unavailable";
-        pid_t c = ::fork();
-        if (c < 0) return std::string("canary fork: ") + std::strerror(errno);
-        if (c == 0) {
-            RulesetAttr attr{ll::kReadFile, 0, 0};
-            long fd = create_ruleset(&attr, 8, 0);
-            if (fd < 0 || ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-                ::syscall(SYS_landlock_restrict_self, fd, 0) != 0)
-                ::_exit(2);
-            int f = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-            ::_exit(f < 0 && errno == EACCES ? 0 : 1);
-        }
-        int st = 0;
-        while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {
-        }
+        int st = run_canary_child(
+            [](void*) {
+                RulesetAttr attr{ll::kReadFile, 0, 0};
+                long fd = create_ruleset(&attr, 8, 0);
+                if (fd < 0 || ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+                    ::syscall(SYS_landlock_restrict_self, fd, 0) != 0)
+                    ::_exit(2);
+                int f = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+                ::_exit(f < 0 && errno == EACCES ? 0 : 1);
+            },
+            nullptr);
+        if (st < 0) return std::string("canary child: ") + std::strerror(-st);
         if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return "";
         if (WIFEXITED(st) && WEXITSTATUS(st) == 1) return "canary: a read Landlock had to deny was allowed";
         return "canary: could not install a Landlock ruleset";

@@ -244,6 +244,37 @@ std::expected<pid_t, int> clone_sandbox_child(clone_args& ca, ChildCtx& c, std::
     return static_cast<pid_t>(pid);
 }
 
+int run_canary_child(void (*fn)(void*), void* arg) {
+    SignalsBlocked blocked;
+    long pid = -1;
+#if BULWARK_CLONE_SHARES_VM
+    ChildStack stack;
+    if (stack.base()) {
+        clone_args ca{};
+        ca.exit_signal = SIGCHLD;
+        ca.flags = CLONE_VM | CLONE_VFORK;
+        ca.stack = reinterpret_cast<uint64_t>(stack.base());
+        ca.stack_size = ChildStack::kSize;
+        pid = clone3_call(&ca, fn, arg);
+        // A seccomp filter of the caller's (a container engine's default
+        // profile answers clone3 with ENOSYS) leaves the plain fork below.
+        if (pid < 0 && pid != -ENOSYS && pid != -EPERM) return static_cast<int>(pid);
+    }
+#endif
+    if (pid < 0) {
+        pid = ::fork();
+        if (pid == 0) {
+            fn(arg);
+            ::_exit(127);
+        }
+        if (pid < 0) return -errno;
+    }
+    int st = 0;
+    while (::waitpid(static_cast<pid_t>(pid), &st, 0) < 0)
+        if (errno != EINTR) return -errno;
+    return st;
+}
+
 ChildReply read_child_msg(int sock, ChildMsg& m, int timeout_ms) {
     pollfd p{sock, POLLIN, 0};
     if (::poll(&p, 1, timeout_ms) <= 0) return ChildReply::Silent;

@@ -100,6 +100,15 @@ private:
 // Returns the child's pid, or the errno of clone3.
 std::expected<pid_t, int> clone_sandbox_child(clone_args& ca, ChildCtx& c, std::optional<ChildStack>& stack);
 
+// A layer's canary: fn(arg) in a child of its own that ends in _exit(2),
+// making only system calls (no allocation, no lock; errno is the calling
+// thread's). Where clone_sandbox_child shares the address space, so does
+// this child, and the caller sleeps until it exits (CLONE_VFORK): no page
+// table is copied, which on a large process is most of a fork's cost.
+// Elsewhere, or where clone3 is refused (a container's seccomp profile),
+// a fork. Signals are blocked meanwhile. The child's wait status, or -errno.
+int run_canary_child(void (*fn)(void*), void* arg);
+
 // One message from the child within timeout_ms.
 enum class ChildReply { Message, Eof, Silent };
 ChildReply read_child_msg(int sock, ChildMsg& m, int timeout_ms);

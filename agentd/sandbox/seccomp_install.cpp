@@ -1,5 +1,7 @@
 #include "sandbox/seccomp_install.h"
 
+#include "sandbox/launch_child.h"
+
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -16,25 +18,23 @@ namespace bulwark {
 
 const std::string& seccomp_canary() {
     static const std::string result = []() -> std::string {
-        pid_t c = ::fork();
-        if (c < 0) return std::string("canary fork: ") + std::strerror(errno);
-        if (c == 0) {
-            sock_filter f[] = {
-                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getppid, 0, 1),
-                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-            };
-            sock_fprog prog{static_cast<unsigned short>(sizeof f / sizeof f[0]), f};
-            if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-                ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
-                ::_exit(2);
-            long r = ::syscall(SYS_getppid);
-            ::_exit(r < 0 && errno == ENOSYS ? 0 : 1);
-        }
-        int st = 0;
-        while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {
-        }
+        int st = run_canary_child(
+            [](void*) {
+                sock_filter f[] = {
+                    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+                    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getppid, 0, 1),
+                    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+                    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+                };
+                sock_fprog prog{static_cast<unsigned short>(sizeof f / sizeof f[0]), f};
+                if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+                    ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
+                    ::_exit(2);
+                long r = ::syscall(SYS_getppid);
+                ::_exit(r < 0 && errno == ENOSYS ? 0 : 1);
+            },
+            nullptr);
+        if (st < 0) return std::string("canary child: ") + std::strerror(-st);
         if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return "";
         if (WIFEXITED(st) && WEXITSTATUS(st) == 1) return "canary: a call the filter had to deny went through";
         return "canary: could not install a seccomp filter";
