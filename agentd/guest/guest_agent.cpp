@@ -363,6 +363,32 @@ std::optional<StepError> mount_shares(const json& start) {
     return std::nullopt;
 }
 
+// 5b. Where the guest has a network device, its resolver is qemu's DNS
+// forwarder (the host's own, e.g. 127.0.0.53, would be the guest's
+// loopback): a file of the guest's over the host view's /etc/resolv.conf, or
+// at the place its symlink leads to on the guest's own tmpfs (systemd's
+// /run/systemd/resolve/stub-resolv.conf). The tool's DNS rules arrive
+// rewritten to the forwarder (vm::guest_bundle). "" or why not.
+std::string point_resolver_at_forwarder() {
+    if (::access("/sys/class/net/eth0", F_OK) != 0) return "no network device";
+    const std::string mine = "/run/bulwark-resolv.conf";
+    const std::string text = std::string("# the VMM's DNS forwarder (qemu user-mode network)\nnameserver ") +
+                             vm::kGuestDnsForwarder + "\n";
+    std::ofstream(mine, std::ios::trunc) << text;
+    std::error_code ec;
+    fs::path target = fs::weakly_canonical("/etc/resolv.conf", ec);
+    if (ec) return "resolving /etc/resolv.conf: " + ec.message();
+    if (fs::exists(target, ec)) {
+        if (::mount(mine.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0)
+            return errno_text("bind", target.string());
+        return "";
+    }
+    fs::create_directories(target.parent_path(), ec);
+    std::ofstream out(target, std::ios::trunc);
+    out << text;
+    return out ? "" : "cannot write " + target.string() + " (the host's /etc/resolv.conf leads there)";
+}
+
 // A deny on a path absent from the guest (e.g. ${home}/.ssh of the host's
 // home, not shared into the VM): the BPF LSM keys denies by inode, so the
 // agent makes an empty directory there when the missing part lies on its own
@@ -544,6 +570,12 @@ int agent_main() {
     } else if (auto e = mount_shares(job->start)) {
         doc = exit_document(step_failed(*e), facts, nullptr, nullptr);
     } else {
+        if (network != "none") {
+            std::string dns = point_resolver_at_forwarder();
+            facts["dns"] = dns.empty() ? std::string(vm::kGuestDnsForwarder) +
+                                             " (qemu's forwarder: each query leaves as the VMM's own to the host's resolvers)"
+                                       : "unchanged: " + dns;
+        }
         doc = run_job(ch, *job, facts, layers);
     }
     ::sync();  // the tool's writes reach the host's work directory before the host reads the report

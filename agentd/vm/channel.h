@@ -37,6 +37,11 @@ enum class FrameType : uint8_t {
 
 inline constexpr uint32_t kMaxFrame = 4u << 20;  // a Start frame carries the compiled bundle
 
+// qemu's user-mode network as both ends see it: the guest's resolver, which
+// forwards each query to the host's resolvers (the host's
+// /etc/resolv.conf) as the VMM's own (vmm_bundle.h, guest_bundle).
+inline constexpr const char* kGuestDnsForwarder = "10.0.2.3";
+
 struct Frame {
     FrameType type;
     std::string payload;

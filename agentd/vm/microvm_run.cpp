@@ -284,7 +284,7 @@ private:
 
     void send_start() {
         // The instantiated bundle, hashed again (the guest checks the hash).
-        policy::Bundle sent = tool_;
+        policy::Bundle sent = guest_bundle(tool_);
         sent.hash = policy::bundle_hash(sent);
         json start = {{"bundle", policy::bundle_to_json(sent)},
                       {"argv", req_.argv},

@@ -7,6 +7,7 @@
 
 #include "bulwark/policy/bpf_tables.h"
 #include "bulwark/policy/landlock_abi.h"
+#include "bulwark/policy/match.h"
 #include "bulwark/policy/seccomp.h"
 
 namespace bulwark::vm {
@@ -90,6 +91,29 @@ policy::Bundle compose_vmm_bundle(const policy::Bundle& vmm, const policy::Bundl
     n.limits.output_bytes = 1u << 20;
     (void)policy::rebuild_bpf_tables(n);
     return n;
+}
+
+policy::Bundle guest_bundle(const policy::Bundle& tool) {
+    policy::Bundle g = tool;
+    if (g.network.mode != policy::NetMode::Rules) return g;
+    const auto forwarder = policy::parse_ip(kGuestDnsForwarder);
+    std::vector<uint32_t> renamed;
+    for (auto& r : g.network.rules) {
+        const policy::RuleRef* src = g.rule(r.rule_id);
+        // The resolver rules pass_network makes of network.dns (kept as
+        // such by a grant's narrowing): one address, port 53.
+        if (!src || !src->text.starts_with("network.dns") || r.host || r.port_lo != 53 || r.port_hi != 53 ||
+            r.prefix != 128)
+            continue;
+        r.addr = *forwarder;
+        if (std::find(renamed.begin(), renamed.end(), r.rule_id) == renamed.end()) renamed.push_back(r.rule_id);
+    }
+    for (uint32_t id : renamed)
+        for (auto& ref : g.rules)
+            if (ref.id == id) ref.text += std::string(" (in the VM: through qemu's DNS forwarder ") + kGuestDnsForwarder + ")";
+    if (!g.network.dns.empty()) g.network.dns = {kGuestDnsForwarder};
+    (void)policy::rebuild_bpf_tables(g);
+    return g;
 }
 
 }  // namespace bulwark::vm

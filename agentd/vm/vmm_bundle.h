@@ -11,6 +11,7 @@
 #include <string>
 
 #include "bulwark/policy/bundle.h"
+#include "vm/channel.h"  // kGuestDnsForwarder
 
 namespace bulwark::vm {
 
@@ -18,5 +19,13 @@ inline constexpr uint64_t kVmmOverheadBytes = 512ull << 20;  // qemu's own RSS i
 inline constexpr uint64_t kBootAllowanceMs = 60'000;
 
 policy::Bundle compose_vmm_bundle(const policy::Bundle& vmm, const policy::Bundle& tool, const std::string& image_dir);
+
+// The tool's policy as the guest enforces it: the same, but that the
+// resolvers its `network.dns` names are reached in the VM through qemu's
+// forwarder, so there its DNS rules allow the forwarder (each rule's text
+// says so), while the VMM's (compose_vmm_bundle) keep the resolvers
+// themselves: a query passes the guest's check at the forwarder and the
+// host's at the resolver it goes on to.
+policy::Bundle guest_bundle(const policy::Bundle& tool);
 
 }  // namespace bulwark::vm

@@ -256,6 +256,86 @@ else
   echo "note: no global IPv4 address on this host: the guest network cases not run"
 fi
 
+# 10b. Names in the VM: the guest's resolver is qemu's DNS forwarder
+#      (10.0.2.3), which sends each query on to the host's resolver (the first
+#      of /etc/resolv.conf) as the VMM's own. A query is judged twice: in the
+#      guest at the forwarder, under the tool's network.dns rules rewritten to
+#      it, then on the host at the resolver, under the same rules as written.
+#      In a network namespace of its own, where a test responder serves the
+#      host resolver's address (the host's real resolver is left alone).
+resolver=$(awk '/^nameserver/ {print $2; exit}' /etc/resolv.conf)
+if [ -n "$resolver" ] && [ "${resolver#*:}" = "$resolver" ] && command -v unshare >/dev/null; then
+  mkdir -p "$t/www2" && echo "served by name" > "$t/www2/index.txt"
+  for name in vmdns vmotherdns; do
+    cat >"$t/rules/$name.yaml" <<YAML
+tool: $name
+extends: [base/network-client, base/curl-runtime]
+binaries: [/usr/bin/curl]
+files: { read: ["\${workdir}"], write: ["\${workdir}"], create: ["\${workdir}"] }
+exec: { allow: [/usr/bin/curl] }
+network:
+  connect: [{ cidr: 192.0.2.10/32, ports: [18492], proto: tcp }]
+$([ "$name" = vmdns ] && echo "  dns: [$resolver]")
+syscalls: { deny: [bind] }
+microvm: { mode: required }
+limits: { timeout: 60s, pids: 8 }
+YAML
+  done
+  cat >"$t/netns.sh" <<'SH'
+# In a fresh network namespace: the resolver's address and 192.0.2.10 on
+# its loopback device, the responder and a web server on them, then the
+# command.
+set -u
+ip link set lo up || exit 90
+case $RESOLVER in 127.*) ;; *) ip addr add "$RESOLVER/32" dev lo || exit 90 ;; esac
+ip addr add 192.0.2.10/32 dev lo || exit 90
+python3 "$RESPONDER" "$RESOLVER" "$T/dns.log" files.test=192.0.2.10 >"$T/dns.out" 2>&1 & dns=$!
+(cd "$T/www2" && exec python3 -m http.server 18492 --bind 192.0.2.10) >/dev/null 2>&1 & web=$!
+for _ in $(seq 50); do grep -q ready "$T/dns.out" && curl -s -o /dev/null http://192.0.2.10:18492/ && break; sleep 0.1; done
+"$@"
+rc=$?
+kill "$dns" "$web" 2>/dev/null
+exit $rc
+SH
+  in_netns() { T=$t RESOLVER=$resolver RESPONDER=$(dirname "$0")/dns_responder.py unshare -n bash "$t/netns.sh" "$@"; }
+  : >"$t/dns.log"
+  if [ "$(in_netns getent ahostsv4 files.test | awk 'NR==1 {print $1}')" = 192.0.2.10 ]; then
+    pass "control: unconfined, the test resolver at $resolver answers files.test"
+  else
+    fail "control: the test resolver at $resolver did not answer: $(cat "$t/dns.out")"
+  fi
+  : >"$t/dns.log"
+  out=$(in_netns "$agentd" run --rules "$t/rules" --tool vmdns --workdir "$t/wd" --json -- \
+        curl -sS -m 20 http://files.test:18492/index.txt 2>"$t/err")
+  if echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["stdout"]["data"] == "served by name\n", (d["stdout"], d["stderr"])
+assert d["microvm"]["guest"]["dns"].startswith("10.0.2.3 "), d["microvm"]["guest"]
+' && grep -q "^files.test 1$" "$t/dns.log"; then
+    pass "a tool in the VM resolves a name through qemu's forwarder to the host's resolver its rules allow"
+  else
+    fail "guest DNS: $(echo "$out" | head -c 2500) $(head -c 1000 "$t/err") log: $(cat "$t/dns.log")"
+  fi
+  if [ "${resolver#127.}" = "$resolver" ]; then
+    # Rules that name only another resolver (base/network-client's 127.0.0.53):
+    # the query passes the guest's check at the forwarder, and the host's
+    # check refuses the VMM's at the resolver it goes on to.
+    : >"$t/dns.log"
+    out=$(in_netns "$agentd" run --rules "$t/rules" --tool vmotherdns --workdir "$t/wd" -- \
+          curl -sS -m 20 http://files.test:18492/index.txt 2>&1)
+    rc=$?
+    if [ "$rc" = 6 ] && echo "$out" | grep -qE "^decision: deny [a-z_]+ (connect|sendmsg) udp $resolver:53" &&
+       ! grep -q files.test "$t/dns.log"; then
+      pass "rules naming another resolver: the query passes the guest's forwarder, refused on the host at $resolver (exit $rc)"
+    else
+      fail "guest DNS, other resolver: exit $rc: $(echo "$out" | grep -v 'bpf: lsm' | head -c 2000) log: $(cat "$t/dns.log")"
+    fi
+  fi
+else
+  echo "note: no IPv4 resolver in /etc/resolv.conf or no unshare: the guest DNS cases not run"
+fi
+
 # 11. The escape battery inside the guest: each attempt made by the tool under
 #     its guest layers fails; the control, the same attempt by root in the
 #     guest with no Bulwark layer (the hostile /init, chrooted into the same 9p

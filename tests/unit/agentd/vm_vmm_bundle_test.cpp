@@ -130,3 +130,60 @@ TEST_CASE("a tool's network rules become the VMM's: the guest's traffic is judge
                             "microvm: { mode: required }\n");
     CHECK(vm::compose_vmm_bundle(vmm, offline, "/opt/bulwark/guest").network.mode == policy::NetMode::Loopback);
 }
+
+TEST_CASE("in the VM the tool's resolvers are reached through qemu's forwarder; the VMM keeps the resolvers",
+          "[vm][vmm_bundle]") {
+    auto tool = instantiated("tool: t\nbinaries: [/usr/bin/curl]\nfiles:\n  read: [\"${workdir}\"]\n"
+                             "network:\n  connect: [{ cidr: 192.0.2.2/32, ports: [443], proto: tcp }]\n"
+                             "  dns: [127.0.0.53, 10.255.255.53]\nmicrovm: { mode: required }\n");
+    auto dns_query = [](const policy::Bundle& b, const char* to, policy::OpKind kind, uint8_t proto) {
+        policy::Operation op;
+        op.kind = kind;
+        op.addr = *policy::parse_ip(to);
+        op.port = 53;
+        op.proto = proto;
+        return policy::evaluate_tables(b, op).verdict;
+    };
+    using policy::OpKind;
+    using policy::Verdict;
+    // Control: as written, the resolvers and not the forwarder.
+    CHECK(dns_query(tool, "127.0.0.53", OpKind::Send, BW_PROTO_UDP) == Verdict::Allow);
+    CHECK(dns_query(tool, "10.0.2.3", OpKind::Send, BW_PROTO_UDP) == Verdict::Deny);
+
+    auto g = vm::guest_bundle(tool);
+    for (auto kind : {OpKind::Send, OpKind::Connect})
+        for (uint8_t proto : {uint8_t(BW_PROTO_UDP), uint8_t(BW_PROTO_TCP)}) {
+            CHECK(dns_query(g, "10.0.2.3", kind, proto) == Verdict::Allow);
+            CHECK(dns_query(g, "127.0.0.53", kind, proto) == Verdict::Deny);
+            CHECK(dns_query(g, "10.255.255.53", kind, proto) == Verdict::Deny);
+        }
+    CHECK(g.network.dns == std::vector<std::string>{"10.0.2.3"});
+    policy::Operation https;
+    https.kind = OpKind::Connect;
+    https.addr = *policy::parse_ip("192.0.2.2");
+    https.port = 443;
+    CHECK(policy::evaluate_tables(g, https).verdict == Verdict::Allow);  // every other rule as it was
+    size_t renamed = 0;
+    for (const auto& r : g.network.rules) {
+        const auto* ref = g.rule(r.rule_id);
+        REQUIRE(ref);
+        if (ref->text.starts_with("network.dns")) {
+            ++renamed;
+            CHECK(ref->text.ends_with("(in the VM: through qemu's DNS forwarder 10.0.2.3)"));
+            CHECK(ref->loc.file == "t.yaml");  // still traced to the line the user wrote
+        }
+    }
+    CHECK(renamed == 2);
+
+    // The VMM's own policy, composed from the tool as written, allows the
+    // resolvers the forwarder sends the queries on to, and not the forwarder.
+    auto vmm = instantiated("tool: vmm\nbinaries: [/usr/bin/qemu-system-x86_64]\nnetwork: loopback\n");
+    auto n = vm::compose_vmm_bundle(vmm, tool, "/opt/bulwark/guest");
+    CHECK(dns_query(n, "10.255.255.53", OpKind::Send, BW_PROTO_UDP) == Verdict::Allow);
+    CHECK(dns_query(n, "10.0.2.3", OpKind::Send, BW_PROTO_UDP) == Verdict::Deny);
+
+    // A tool without network rules goes as it is.
+    auto offline = instantiated("tool: t\nbinaries: [/usr/bin/dash]\nmicrovm: { mode: required }\n");
+    CHECK(vm::guest_bundle(offline).hash == offline.hash);
+    CHECK(vm::guest_bundle(offline).network.rules.empty());
+}
