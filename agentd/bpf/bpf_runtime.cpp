@@ -649,6 +649,32 @@ std::expected<std::string, BindError> Attachment::bind(const std::string& cgroup
            "; " + rt_->in_force();
 }
 
+std::expected<void, BindError> Attachment::retarget(const RunContext& run) {
+    std::lock_guard lk(mu_);
+    if (released_) return std::unexpected(BindError{BindError::Code::Ended, "the binding was released"});
+    if (!cgid_) {
+        run_ = run;
+        return {};
+    }
+    BpfRuntime::MapsLock ml(*rt_);
+    if (!ml) return std::unexpected(BindError{BindError::Code::LockHeld, ml.refused()});
+    PolicyHandle in_force{};
+    {
+        std::lock_guard cl(rt_->ctx_mu_);
+        auto it = rt_->runs_.find(cgid_);
+        if (it == rt_->runs_.end() || it->second.epochs.empty())
+            return std::unexpected(BindError{BindError::Code::Ended, "the cgroup's binding is gone"});
+        in_force = PolicyHandle{it->second.epochs.back().slot, it->second.epochs.back().kernel_version};
+        RunContext next = run;
+        next.bundle = it->second.run.bundle;  // each epoch names its own bundle
+        it->second.run = next;
+    }
+    if (auto r = rt_->loader_->maps().bind(cgid_, in_force, run.task_id, run.run_id); !r)
+        return std::unexpected(kernel_error(r.error()));
+    run_ = run;
+    return {};
+}
+
 std::expected<void, BindError> Attachment::rebind(const policy::Bundle& bundle, uint64_t policy_version) {
     std::lock_guard lk(mu_);
     if (released_) return std::unexpected(BindError{BindError::Code::Ended, "the run has ended"});

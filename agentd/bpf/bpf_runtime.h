@@ -90,6 +90,11 @@ public:
     // sandbox takes the BindError's message (it does not know bpf/).
     std::function<std::expected<std::string, std::string>(int cgroup_v2_fd, const std::string& cgroup_path)> hook();
     std::expected<void, BindError> rebind(const policy::Bundle& bundle, uint64_t policy_version);
+    // The bound cgroup now belongs to another run (a task's warm VM: its
+    // VMM serves the task's runs one after another): its events name that
+    // run from here on, in the kernel's binding and in this process's; the
+    // policy in force is unchanged.
+    std::expected<void, BindError> retarget(const RunContext& run);
     void release();
     // Lets go of the binding without undoing it: the cgroup stays bound in
     // the pinned maps after this process (a container outlives agentd; the

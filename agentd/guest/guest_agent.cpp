@@ -561,31 +561,41 @@ int agent_main() {
     if (!early) start_layers(ch, layers);
     json facts = guest_facts(network);
     ch.send(vm::FrameType::Hello, facts.dump());
-    auto job = await_job(ch);
-    json doc;
-    if (early) {
-        doc = exit_document(step_failed(*early), facts, nullptr, nullptr);
-    } else if (!job) {
-        doc = exit_document(step_failed(job.error()), facts, nullptr, nullptr);
-    } else if (auto e = mount_shares(job->start)) {
-        doc = exit_document(step_failed(*e), facts, nullptr, nullptr);
-    } else {
-        if (network != "none") {
-            std::string dns = point_resolver_at_forwarder();
-            facts["dns"] = dns.empty() ? std::string(vm::kGuestDnsForwarder) +
-                                             " (qemu's forwarder: each query leaves as the VMM's own to the host's resolvers)"
-                                       : "unchanged: " + dns;
+    // One job, or (a task's warm VM) one after another while the host parks
+    // the guest after each: the shares are mounted once, the layers stay.
+    for (bool shared = false;;) {
+        auto job = await_job(ch);
+        json doc;
+        if (early) {
+            doc = exit_document(step_failed(*early), facts, nullptr, nullptr);
+        } else if (!job) {
+            doc = exit_document(step_failed(job.error()), facts, nullptr, nullptr);
+        } else if (auto e = shared ? std::nullopt : mount_shares(job->start)) {
+            doc = exit_document(step_failed(*e), facts, nullptr, nullptr);
+        } else {
+            if (!shared && network != "none") {
+                std::string dns = point_resolver_at_forwarder();
+                facts["dns"] = dns.empty() ? std::string(vm::kGuestDnsForwarder) +
+                                                 " (qemu's forwarder: each query leaves as the VMM's own to the host's resolvers)"
+                                           : "unchanged: " + dns;
+            }
+            shared = true;
+            doc = run_job(ch, *job, facts, layers);
         }
-        doc = run_job(ch, *job, facts, layers);
+        ::sync();  // the tool's writes reach the host's work directory before the host reads the report
+        ch.send(vm::FrameType::Exit, doc.dump());
+        // The host acknowledges the exit: parked, the next job; else it
+        // tears the VM down (this powers off first if it does not).
+        bool park = false;
+        for (int i = 0; i < 50; ++i) {
+            auto f = ch.next(100);
+            if (f && f->type == vm::FrameType::Ack) {
+                park = f->payload == vm::kAckPark && shared && !ch.cancelled();
+                break;
+            }
+        }
+        if (!park) power_off();
     }
-    ::sync();  // the tool's writes reach the host's work directory before the host reads the report
-    ch.send(vm::FrameType::Exit, doc.dump());
-    // The host acknowledges the exit (then tears the VM down itself).
-    for (int i = 0; i < 50; ++i) {
-        auto f = ch.next(100);
-        if (f && f->type == vm::FrameType::Ack) break;
-    }
-    power_off();
 }
 
 }  // namespace bulwark::guest

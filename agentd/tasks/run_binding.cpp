@@ -37,11 +37,14 @@ void RunBinding::prepare(RunRequest& req) {
     }
     if (src_.kaudit && src_.registry)
         req.on_cgroup = [this](const std::string& path, pid_t pid) {
+            RunContext ctx;
             {
                 std::lock_guard lk(mu_);
                 cgroup_ = path;
+                cgroup_pid_ = pid;
+                ctx = ctx_;
             }
-            src_.registry->add(path, pid, ctx_);
+            src_.registry->add(path, pid, ctx);
         };
 }
 
@@ -50,13 +53,27 @@ std::expected<void, bpf::BindError> RunBinding::rebind(const policy::Bundle& bun
     return att_->rebind(bundle, policy_version);
 }
 
-RunSourcesEnd RunBinding::finish(RunReport& rep) {
+std::expected<void, bpf::BindError> RunBinding::retarget(RunContext ctx) {
+    std::string cgroup;
+    pid_t pid = 0;
+    {
+        std::lock_guard lk(mu_);
+        ctx_ = ctx;
+        cgroup = cgroup_;
+        pid = cgroup_pid_;
+        kaudit_lost_at_start_ = kaudit_losses(src_.kaudit);
+    }
+    if (!cgroup.empty() && src_.registry) src_.registry->add(cgroup, pid, ctx);
+    if (!att_) return {};
+    return att_->retarget(ctx);
+}
+
+RunSourcesEnd RunBinding::settle(RunReport& rep) {
     RunSourcesEnd end;
     std::string cgroup;
     {
         std::lock_guard lk(mu_);
         if (finished_) return end;
-        finished_ = true;
         cgroup = cgroup_;
     }
     if (!cgroup.empty()) {
@@ -71,12 +88,23 @@ RunSourcesEnd RunBinding::finish(RunReport& rep) {
             rep.warnings.push_back("kernel audit: " + std::to_string(end.kaudit_lost) +
                                    " record loss(es) on the host during the run (the kernel's lost counter and "
                                    "socket overruns); decisions may be incomplete");
-        src_.registry->remove(cgroup);
     }
-    if (att_) {
+    if (att_)
         for (auto& w : att_->warnings()) rep.warnings.push_back(std::move(w));
-        att_->release();  // delivers the run's last events
+    return end;
+}
+
+RunSourcesEnd RunBinding::finish(RunReport& rep) {
+    RunSourcesEnd end = settle(rep);
+    std::string cgroup;
+    {
+        std::lock_guard lk(mu_);
+        if (finished_) return end;
+        finished_ = true;
+        cgroup = cgroup_;
     }
+    if (!cgroup.empty()) src_.registry->remove(cgroup);
+    if (att_) att_->release();  // delivers the run's last events
     return end;
 }
 

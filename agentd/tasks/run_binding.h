@@ -60,6 +60,13 @@ public:
 
     void prepare(RunRequest& req);
     std::expected<void, bpf::BindError> rebind(const policy::Bundle& bundle, uint64_t policy_version);
+    // A run of a task's warm VM: the cgroup bound (the VMM's) now serves
+    // `ctx`'s run; its kernel audit records and BPF events name it.
+    std::expected<void, bpf::BindError> retarget(RunContext ctx);
+    // finish() for a run whose cgroup lives on (the warm VM's VMM): the
+    // kernel audit backlog up to now consumed and the losses said in the
+    // report; nothing released.
+    RunSourcesEnd settle(RunReport& rep);
     RunSourcesEnd finish(RunReport& rep);
 
 private:
@@ -70,6 +77,7 @@ private:
     uint64_t kaudit_lost_at_start_ = 0;
     std::mutex mu_;
     std::string cgroup_;                     // registered with the registry
+    pid_t cgroup_pid_ = 0;                   // its first process
     bool finished_ = false;
 };
 

@@ -61,6 +61,14 @@ const char* outcome_name(RunOutcome o) {
 
 }  // namespace
 
+// A VM a task's run left parked, with its VMM's binding.
+struct TaskManager::WarmVm {
+    std::shared_ptr<vm::VmSession> session;
+    std::shared_ptr<RunBinding> binding;  // the VMM's cgroup
+    std::shared_ptr<const policy::Bundle> vmm_bundle;
+    uint64_t policy_version = 0;          // of the epoch it was started in
+};
+
 struct TaskManager::Task {
     struct Epoch {
         uint64_t n = 0;
@@ -109,6 +117,11 @@ struct TaskManager::Task {
     std::vector<Run> runs;
     bool closed = false;
     int64_t created_ns = 0;
+    // The task's warm VMs (docs/microvm.md, "Warm task VMs"): per tool, the
+    // VM its last run left parked, for the tool's next run under the same
+    // policy. A run takes it out (so no two runs share one); the task's
+    // close tears them down.
+    std::map<std::string, WarmVm> warm;
 
     const Epoch& current() const { return epochs.back(); }
 
@@ -191,11 +204,18 @@ uint64_t TaskManager::reserve_run_id() {
 }
 
 size_t TaskManager::cancel_all() {
-    std::lock_guard lk(mu_);
-    shutting_down_ = true;
+    std::vector<WarmVm> parked;
     size_t n = 0;
-    for (auto& [id, t] : tasks_)
-        for (const auto& r : t->runs) n += r.request_cancel();
+    {
+        std::lock_guard lk(mu_);
+        shutting_down_ = true;
+        for (auto& [id, t] : tasks_) {
+            for (const auto& r : t->runs) n += r.request_cancel();
+            for (auto& [tool, w] : t->warm) parked.push_back(std::move(w));
+            t->warm.clear();
+        }
+    }
+    for (auto& w : parked) retire(std::move(w));
     return n;
 }
 
@@ -428,11 +448,21 @@ void TaskManager::timer_loop(std::stop_token st) {
 }
 
 std::expected<json, TaskError> TaskManager::close(uint64_t id) {
+    std::vector<WarmVm> parked;
+    struct Retire {
+        TaskManager* m;
+        std::vector<WarmVm>& vms;
+        ~Retire() {
+            for (auto& w : vms) m->retire(std::move(w));
+        }
+    } retire_after_unlock{this, parked};
     std::lock_guard lk(mu_);
     auto it = tasks_.find(id);
     if (it == tasks_.end()) return task_error(TaskErrc::UnknownTask, "no task " + std::to_string(id));
     Task& t = *it->second;
     size_t cancelled = 0;
+    for (auto& [tool, w] : t.warm) parked.push_back(std::move(w));
+    t.warm.clear();
     if (!t.closed) {
         t.closed = true;
         if (opts_.metrics) opts_.metrics->tasks_open.fetch_sub(1, std::memory_order_relaxed);
@@ -564,6 +594,12 @@ struct TaskManager::ExecRun {
     RunRequest vmm_rr;
     std::vector<std::string> route_warnings;
     std::shared_ptr<RunBinding> binding;
+    // The task's VM: a parked one of this tool and policy taken for this
+    // run (warm), or the one this run starts (vm_session), left parked
+    // after it for the next (keep_vm: the binding then lives on with it).
+    std::optional<WarmVm> warm;
+    std::shared_ptr<vm::VmSession> vm_session;
+    bool keep_vm = false;
     std::chrono::steady_clock::time_point t_run;
     // collect()
     json report;  // the run's report as the reply and the exit record show it
@@ -571,6 +607,7 @@ struct TaskManager::ExecRun {
     std::optional<uint64_t> exit_seq;
 
     RunReport launch();
+    RunReport launch_in_task_vm();
     void enqueue_start(const RunReport* plan);
     void announce_start();
     void finish_run(std::string outcome, std::optional<int> status);
@@ -726,18 +763,41 @@ void TaskManager::ExecRun::plan() {
         }
     }
     if (vm_launch) {
+        std::lock_guard lk(m.mu_);
+        if (auto w = task->warm.find(req.tool); w != task->warm.end()) {
+            warm = std::move(w->second);
+            task->warm.erase(w);
+        }
+    }
+    if (warm && (warm->policy_version != version || !warm->session->parked())) {
+        m.retire(std::move(*warm));  // another policy since, or the VM went: a VM of its own
+        warm.reset();
+    }
+    if (warm) {
+        // The VM is up: its VMM's binding now names this run.
+        binding = warm->binding;
+        if (auto r = binding->retarget(RunContext{task_id, run_id, req.tool, version, warm->vmm_bundle}); !r) {
+            m.retire(std::move(*warm));
+            warm.reset();
+        }
+    }
+    if (warm) {
+        // rr's start-record hooks are called by launch_in_task_vm itself.
+    } else if (vm_launch) {
         vmm_rr.on_plan = std::move(rr.on_plan);
         vmm_rr.before_exec = std::move(rr.before_exec);
         vmm_rr.cgroup_label = rr.cgroup_label;
         rr.on_plan = nullptr;
         rr.before_exec = nullptr;
     }
-    const policy::Bundle& bound = vm_launch ? vm_launch->vmm_bundle : bundle();
-    binding = std::make_shared<RunBinding>(
-        m.opts_.sources, bound,
-        RunContext{task_id, run_id, req.tool, version,
-                   vm_launch ? std::make_shared<const policy::Bundle>(bound) : epoch_bundle});
-    binding->prepare(vm_launch ? vmm_rr : rr);
+    if (!warm) {
+        const policy::Bundle& bound = vm_launch ? vm_launch->vmm_bundle : bundle();
+        binding = std::make_shared<RunBinding>(
+            m.opts_.sources, bound,
+            RunContext{task_id, run_id, req.tool, version,
+                       vm_launch ? std::make_shared<const policy::Bundle>(bound) : epoch_bundle});
+        binding->prepare(vm_launch ? vmm_rr : rr);
+    }
     {
         std::lock_guard lk(m.mu_);
         for (auto& r : task->runs)
@@ -748,9 +808,52 @@ void TaskManager::ExecRun::plan() {
 }
 
 RunReport TaskManager::ExecRun::launch() {
-    RunReport rep = vm_launch ? vm::run_in_microvm(*vm_launch, bundle(), rr, std::move(vmm_rr)) : run_tool(bundle(), rr);
+    RunReport rep = vm_launch ? launch_in_task_vm() : run_tool(bundle(), rr);
     for (auto& w : route_warnings) rep.warnings.push_back(std::move(w));
     return rep;
+}
+
+// In the task's VM of this tool: the parked one (its start record made
+// durable here, before the run's Start frame, as a launch does before the
+// tool's exec), or a new one; kept parked for the tool's next run when the
+// run ended cleanly and the task is still open.
+RunReport TaskManager::ExecRun::launch_in_task_vm() {
+    RunReport rep;
+    if (warm) {
+        RunReport planned;
+        std::string refused = rr.on_plan ? rr.on_plan(planned) : "";
+        if (refused.empty() && rr.before_exec) refused = rr.before_exec();
+        if (!refused.empty()) {
+            rep.tool = req.tool;
+            rep.argv = req.argv;
+            rep.outcome = RunOutcome::Refused;
+            rep.error = refused;
+            m.retire(std::move(*warm));
+            warm.reset();
+            return rep;
+        }
+        vm_session = warm->session;
+        rep = vm_session->run(bundle(), rr);
+    } else {
+        vm_session = std::make_shared<vm::VmSession>(*vm_launch, bundle(), std::move(vmm_rr));
+        rep = vm_session->run(bundle(), rr);
+    }
+    std::lock_guard lk(m.mu_);
+    keep_vm = vm_session->parked() && !task->closed && !m.shutting_down_ && !task->warm.contains(req.tool);
+    if (keep_vm)
+        task->warm[req.tool] = WarmVm{vm_session, binding,
+                                            warm ? warm->vmm_bundle : std::make_shared<const policy::Bundle>(vm_launch->vmm_bundle),
+                                            version};
+    return rep;
+}
+
+// A warm VM no run will take: torn down, then its VMM's binding released.
+void TaskManager::retire(WarmVm w) {
+    if (w.session) w.session->close();
+    if (w.binding) {
+        RunReport none;
+        w.binding->finish(none);
+    }
 }
 
 void TaskManager::ExecRun::enqueue_start(const RunReport* plan) {
@@ -807,7 +910,9 @@ std::expected<void, TaskError> TaskManager::ExecRun::settle_start(RunReport& rep
 // exit record, and the run's decisions as the store took them, each denial
 // explained; the reply is built while the exit record commits.
 void TaskManager::ExecRun::collect(RunReport& rep) {
-    binding->finish(rep);
+    if (keep_vm) binding->settle(rep);  // the VM's binding lives on with it
+    else binding->finish(rep);
+    if (vm_session && !keep_vm) vm_session->close();
     if (auto* mt = m.opts_.metrics) {
         mt->runs_running.fetch_sub(1, std::memory_order_relaxed);
         mt->runs[size_t(rep.outcome)].fetch_add(1, std::memory_order_relaxed);

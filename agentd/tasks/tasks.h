@@ -150,12 +150,15 @@ public:
 
     struct Task;     // tasks.cpp
     struct ExecRun;  // one exec, phase by phase (tasks.cpp)
+    struct WarmVm;   // a task's parked VM (tasks.cpp)
 
 private:
     std::expected<nlohmann::json, TaskError> switch_epoch(Task& t, const nlohmann::json& grant_json,
                                                          std::optional<std::chrono::milliseconds> timebox,
                                                          std::string reason);
     void timer_loop(std::stop_token st);
+    // Tears a task's warm VM down and releases its binding (outside mu_).
+    void retire(WarmVm w);
 
     const ToolCatalog& catalog_;
     audit::AuditStore* store_;

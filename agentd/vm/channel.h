@@ -10,7 +10,9 @@
 //   layers), Exit (JSON: the guest's run report), Log (text: the agent's own
 //   diagnostics).
 // host -> guest: Start (JSON: bundle, argv, workdir, ids, environment),
-//   Stdin (bytes), StdinEof, Cancel, Ack (of Exit: the guest powers off).
+//   Stdin (bytes), StdinEof, Cancel, Ack (of Exit: the guest powers off;
+//   with the payload kAckPark it waits for the next Start instead: a task's
+//   VM kept warm across its runs).
 // A frame longer than kMaxFrame, of an unknown type, or sent the wrong way
 // is a protocol error: the reader stops and the VM is torn down.
 #include <cstdint>
@@ -36,6 +38,7 @@ enum class FrameType : uint8_t {
 };
 
 inline constexpr uint32_t kMaxFrame = 4u << 20;  // a Start frame carries the compiled bundle
+inline constexpr std::string_view kAckPark = "park";
 
 // qemu's user-mode network as both ends see it: the guest's resolver, which
 // forwards each query to the host's resolvers (the host's

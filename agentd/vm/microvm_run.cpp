@@ -132,23 +132,82 @@ std::vector<std::pair<std::string, std::string>> passed_env(const policy::Bundle
     return out;
 }
 
+}  // namespace
+
+// One VM and the runs it serves: the first boots (or restores) it; with
+// `keep` the guest is parked after a run's exit and takes the next run's
+// Start (a task's warm VM, VmSession); otherwise, or after any fault,
+// cancel or timeout, the VM is torn down.
 class MicroVmRun {
 public:
-    MicroVmRun(const MicroVmLaunch& l, const policy::Bundle& tool, const RunRequest& req, RunRequest vmm_req)
-        : launch_(l), tool_(tool), req_(req), vreq_(std::move(vmm_req)) {}
+    MicroVmRun(MicroVmLaunch l, const policy::Bundle& shape, RunRequest vmm_req)
+        : launch_(std::move(l)), shape_(shape.microvm), network_(shape.network.mode == policy::NetMode::Rules),
+          vreq_(std::move(vmm_req)) {}
+    ~MicroVmRun() { tear_down(); }
 
-    RunReport run() {
-        t0_ = Clock::now();
-        if (auto e = open_channel(); !e.empty()) return failed(e);
-        choose_start();
-        start_vmm();
-        if (restoring_) restore();
+    RunReport run(const policy::Bundle& tool, const RunRequest& req, bool keep) {
+        tool_ = &tool;
+        req_ = &req;
+        begin_run();
+        if (!started_) {
+            started_ = true;
+            if (auto e = open_channel(); !e.empty()) return end_run(failed(e));
+            choose_start();
+            start_vmm();
+            if (restoring_) restore();
+        } else if (!parked()) {
+            return end_run(failed("the task's VM is no longer parked"));
+        } else {
+            warm_ = true;
+            send_start();
+        }
         converse();
-        stop_vmm();
-        return report();
+        parked_ = keep && exited_ && error_.empty() && !cancelled_ && !timed_out_ &&
+                  send(FrameType::Ack, kAckPark);
+        if (!parked_) {
+            if (exited_) send(FrameType::Ack, {});  // the guest powers off
+            stop_vmm();
+        }
+        return end_run(report());
+    }
+
+    // Ready for the next run: parked after an exit, the VMM running, and
+    // nothing from the guest since (a parked guest that gives up waiting
+    // says so and powers off).
+    bool parked() const {
+        if (!parked_ || stopped_) return false;
+        pollfd p[2] = {{mine_.get(), POLLIN, 0}, {vmm_done_.get(), POLLIN, 0}};
+        return ::poll(p, 2, 0) == 0;
+    }
+    uint64_t runs() const { return runs_; }
+    void tear_down() {
+        parked_ = false;
+        if (started_ && !stopped_) {
+            kill_vm();
+            stop_vmm();
+        }
     }
 
 private:
+    void begin_run() {
+        ++runs_;
+        t0_ = Clock::now();
+        warm_ = false;
+        exited_ = cancelled_ = timed_out_ = false;
+        guest_rep_.reset();
+        out_.clear();
+        err_.clear();
+        error_.clear();
+        records_ = json::array();
+        records_dropped_ = 0;
+        log_.clear();
+    }
+    RunReport end_run(RunReport rep) {
+        tool_ = nullptr;
+        req_ = nullptr;
+        return rep;
+    }
+
     // 1. The channel: a socket pair, the VMM's end its virtio-serial port's backend.
     std::string open_channel() {
         int sv[2];
@@ -187,13 +246,13 @@ private:
         // The device layout of qemu_argv: a snapshot restores only into the
         // same devices, so a change of them is a new key.
         constexpr const char* kLayout = "l1";
-        return d + "-m" + std::to_string(tool_.microvm.memory_bytes >> 20) + "-c" + std::to_string(tool_.microvm.vcpus) +
+        return d + "-m" + std::to_string(shape_.memory_bytes >> 20) + "-c" + std::to_string(shape_.vcpus) +
                "-" + launch_.vmm.accel + "-" + kLayout + (guest_network() ? "-net" : "");
     }
 
     // A tool with network rules gets a network device; its traffic leaves
     // through the VMM (compose_vmm_bundle gives the VMM the same rules).
-    bool guest_network() const { return tool_.network.mode == policy::NetMode::Rules; }
+    bool guest_network() const { return network_; }
 
     // 2b. The restore: the migration stream read, the VM continued; the
     // guest agent is where the snapshot left it (after its Hello, waiting
@@ -252,12 +311,12 @@ private:
 
     // 2. The VMM, confined by run_tool under its own policy, on a thread.
     void start_vmm() {
-        VmShape shape{tool_.microvm.memory_bytes, tool_.microvm.vcpus, req_.workdir, theirs_.get(), qmp_theirs_.get(),
+        VmShape shape{shape_.memory_bytes, shape_.vcpus, req_->workdir, theirs_.get(), qmp_theirs_.get(),
                       incoming_ ? incoming_.get() : -1, guest_network()};
         vreq_.argv = qemu_argv(launch_.vmm, launch_.image, shape);
-        vreq_.workdir = req_.workdir;
-        vreq_.uid = req_.uid;
-        vreq_.gid = req_.gid;
+        vreq_.workdir = req_->workdir;
+        vreq_.uid = req_->uid;
+        vreq_.gid = req_->gid;
         vreq_.keep_fds = {theirs_.get(), qmp_theirs_.get()};
         if (incoming_) vreq_.keep_fds.push_back(incoming_.get());
         vreq_.cancel_fd = kill_.get();
@@ -284,15 +343,15 @@ private:
 
     void send_start() {
         // The instantiated bundle, hashed again (the guest checks the hash).
-        policy::Bundle sent = guest_bundle(tool_);
+        policy::Bundle sent = guest_bundle(*tool_);
         sent.hash = policy::bundle_hash(sent);
         json start = {{"bundle", policy::bundle_to_json(sent)},
-                      {"argv", req_.argv},
-                      {"workdir", req_.workdir},
-                      {"hostname", req_.hostname},
+                      {"argv", req_->argv},
+                      {"workdir", req_->workdir},
+                      {"hostname", req_->hostname},
                       {"view", view_tops()}};
-        if (req_.uid) start["uid"] = *req_.uid;
-        if (req_.gid) start["gid"] = *req_.gid;
+        if (req_->uid) start["uid"] = *req_->uid;
+        if (req_->gid) start["gid"] = *req_->gid;
         // A restored guest shares its snapshot's RNG state and clock: fresh
         // entropy and the time for every run.
         unsigned char seed[32];
@@ -306,12 +365,12 @@ private:
                                        std::chrono::system_clock::now().time_since_epoch())
                                        .count());
         json env = json::array();
-        for (const auto& [k, v] : passed_env(tool_, req_)) env.push_back({k, v});
+        for (const auto& [k, v] : passed_env(*tool_, *req_)) env.push_back({k, v});
         start["env"] = std::move(env);
         bool ok = send(FrameType::Start, start.dump());
-        if (req_.stdin_data)
-            for (size_t off = 0; ok && off < req_.stdin_data->size(); off += 65536)
-                ok = send(FrameType::Stdin, std::string_view(*req_.stdin_data).substr(off, 65536));
+        if (req_->stdin_data)
+            for (size_t off = 0; ok && off < req_->stdin_data->size(); off += 65536)
+                ok = send(FrameType::Stdin, std::string_view(*req_->stdin_data).substr(off, 65536));
         if (ok) ok = send(FrameType::StdinEof, {});
         if (!ok) error_ = std::string("the channel to the guest: write: ") + std::strerror(errno);
     }
@@ -327,8 +386,8 @@ private:
             if (t == "proc" || t == "sys" || t == "dev" || t == "tmp" || t == "run") return;
             if (std::find(tops.begin(), tops.end(), t) == tops.end()) tops.push_back(t);
         };
-        for (const auto& f : tool_.files) add(f.path);
-        add(req_.workdir);
+        for (const auto& f : tool_->files) add(f.path);
+        add(req_->workdir);
         return tops;
     }
 
@@ -336,9 +395,9 @@ private:
     // protocol error, the deadline or (after a cancel) its grace.
     void converse() {
         FrameReader reader(from_guest);
-        const uint64_t timeout_ms = (tool_.limits.timeout_ms ? *tool_.limits.timeout_ms : 600'000) + kBootAllowanceMs;
+        const uint64_t timeout_ms = (tool_->limits.timeout_ms ? *tool_->limits.timeout_ms : 600'000) + kBootAllowanceMs;
         const auto deadline = t0_ + std::chrono::milliseconds(timeout_ms);
-        const uint64_t out_cap = (tool_.limits.output_bytes ? *tool_.limits.output_bytes : (16u << 20)) + (64u << 10);
+        const uint64_t out_cap = (tool_->limits.output_bytes ? *tool_->limits.output_bytes : (16u << 20)) + (64u << 10);
         std::optional<Clock::time_point> grace;
         bool cancel_sent = false;
         char buf[65536];
@@ -357,7 +416,7 @@ private:
             auto until = grace ? std::min(deadline, *grace) : deadline;
             int wait = int(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
             pollfd p[3] = {{mine_.get(), POLLIN, 0}, {vmm_done_.get(), POLLIN, 0},
-                           {cancel_sent ? -1 : req_.cancel_fd, POLLIN, 0}};
+                           {cancel_sent ? -1 : req_->cancel_fd, POLLIN, 0}};
             if (::poll(p, 3, std::min(wait, 1000)) < 0) {
                 if (errno == EINTR) continue;
                 error_ = std::string("poll: ") + std::strerror(errno);
@@ -421,7 +480,7 @@ private:
                     return;
                 }
                 to += f.payload;
-                if (req_.on_output) req_.on_output(f.type == FrameType::Stdout ? 1 : 2, f.payload);
+                if (req_->on_output) req_->on_output(f.type == FrameType::Stdout ? 1 : 2, f.payload);
                 return;
             }
             case FrameType::Record: {
@@ -451,7 +510,6 @@ private:
                 guest_rep_ = std::move(*rep);
                 if (doc.contains("guest")) guest_ = doc["guest"];
                 exited_ = true;
-                send(FrameType::Ack, {});
                 return;
             }
             default: error_ = "unexpected frame " + std::string(frame_name(f.type)); return;
@@ -464,12 +522,13 @@ private:
         pollfd p{vmm_done_.get(), POLLIN, 0};
         if (!exited_ || ::poll(&p, 1, 3000) <= 0) kill_vm();
         if (vmm_thread_.joinable()) vmm_thread_.join();
+        stopped_ = true;
     }
 
     RunReport failed(const std::string& why) {
         RunReport rep;
-        rep.tool = tool_.tool;
-        rep.argv = req_.argv;
+        rep.tool = tool_->tool;
+        rep.argv = req_->argv;
         rep.outcome = RunOutcome::SetupFailed;
         rep.error = "microVM: " + why;
         return rep;
@@ -501,8 +560,8 @@ private:
             }
         }
         if (guest_rep_ && !error_.empty()) rep.warnings.push_back("microVM: " + error_);
-        rep.tool = tool_.tool;
-        rep.argv = req_.argv;
+        rep.tool = tool_->tool;
+        rep.argv = req_->argv;
         rep.stdout_data = std::move(out_);
         rep.stderr_data = std::move(err_);
         if (cancelled_ && !guest_rep_) rep.denials.push_back("cancelled by the caller");
@@ -511,7 +570,9 @@ private:
                     launch_.image.kernel_version + ", image " + launch_.image.digest;
         if (!hello_) vm.state = LayerState::Unavailable;
         rep.layers.insert(rep.layers.begin(), vm);
-        json vmm = to_json(vmm_rep_);
+        // A parked VM's VMM is still running: its run report comes at the end.
+        json vmm = parked_ ? json{{"outcome", "running"}, {"note", "the task's VM, kept warm for its next run"}}
+                           : to_json(vmm_rep_);
         vmm.erase("stdout");
         vmm.erase("stderr");
         {
@@ -521,14 +582,18 @@ private:
         rep.microvm = {{"vmm", launch_.vmm.binary},
                        {"accel", launch_.vmm.accel},
                        {"accel_reason", launch_.vmm.why_accel},
-                       {"memory_bytes", tool_.microvm.memory_bytes},
-                       {"vcpus", tool_.microvm.vcpus},
+                       {"memory_bytes", tool_->microvm.memory_bytes},
+                       {"vcpus", tool_->microvm.vcpus},
                        {"image", {{"digest", launch_.image.digest},
                                   {"kernel_version", launch_.image.kernel_version},
                                   {"kernel_package", launch_.image.kernel_package}}},
-                       {"boot_ms", hello_ ? json(boot_ms_) : json(nullptr)},
-                       {"start", restored_ ? "restored from a snapshot" : "cold boot"},
-                       {"snapshot", snapshot_note_.empty() ? (restored_ ? json(snap_dir_) : json(nullptr)) : json(snapshot_note_)},
+                       {"boot_ms", warm_ ? json(0) : hello_ ? json(boot_ms_) : json(nullptr)},
+                       {"start", warm_ ? "warm: run " + std::to_string(runs_) + " in the task's VM"
+                                 : restored_ ? "restored from a snapshot" : "cold boot"},
+                       {"kept_warm", parked_},
+                       {"snapshot", warm_ ? json(nullptr)
+                                    : snapshot_note_.empty() ? (restored_ ? json(snap_dir_) : json(nullptr))
+                                                             : json(snapshot_note_)},
                        {"wall_ms", uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0_).count())},
                        {"guest", guest_.is_null() ? facts_ : guest_},
                        {"vmm_run", std::move(vmm)},
@@ -538,10 +603,14 @@ private:
         return rep;
     }
 
-    const MicroVmLaunch& launch_;
-    const policy::Bundle& tool_;
-    const RunRequest& req_;
+    const MicroVmLaunch launch_;
+    const policy::MicroVmPlan shape_;  // of the tool the VM was started for
+    const bool network_;
+    const policy::Bundle* tool_ = nullptr;  // the current run's
+    const RunRequest* req_ = nullptr;
     RunRequest vreq_;
+    bool started_ = false, stopped_ = false, parked_ = false, warm_ = false;
+    uint64_t runs_ = 0;
     Fd mine_, theirs_, kill_, vmm_done_, qmp_mine_, qmp_theirs_, incoming_;
     bool restoring_ = false, restored_ = false;
     std::string snap_dir_, snapshot_note_;
@@ -560,12 +629,26 @@ private:
     std::vector<std::string> log_;
 };
 
-}  // namespace
 
 RunReport run_in_microvm(const MicroVmLaunch& launch, const policy::Bundle& tool, const RunRequest& req,
                          RunRequest vmm_req) {
-    MicroVmRun r(launch, tool, req, std::move(vmm_req));
-    return r.run();
+    MicroVmRun r(launch, tool, std::move(vmm_req));
+    return r.run(tool, req, false);
 }
+
+VmSession::VmSession(MicroVmLaunch launch, const policy::Bundle& tool, RunRequest vmm_req) {
+    launch.vmm_bundle.limits.timeout_ms = kWarmVmLifeMs;
+    vm_ = std::make_unique<MicroVmRun>(std::move(launch), tool, std::move(vmm_req));
+}
+
+VmSession::~VmSession() = default;
+
+RunReport VmSession::run(const policy::Bundle& tool, const RunRequest& req) { return vm_->run(tool, req, true); }
+
+bool VmSession::parked() const { return vm_->parked(); }
+
+uint64_t VmSession::runs() const { return vm_->runs(); }
+
+void VmSession::close() { vm_->tear_down(); }
 
 }  // namespace bulwark::vm

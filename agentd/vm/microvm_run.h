@@ -17,6 +17,7 @@
 //                       coverage), with the VM's facts and the VMM's own
 //                       layers on the host in RunReport::microvm.
 #include <expected>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,5 +64,30 @@ std::expected<MicroVmLaunch, std::string> plan_microvm(const policy::Bundle& too
 // it (BPF hook and layers, cgroup parent); run_in_microvm fills the rest.
 RunReport run_in_microvm(const MicroVmLaunch& launch, const policy::Bundle& tool, const RunRequest& req,
                          RunRequest vmm_req);
+
+// A task's VM kept warm across its runs (docs/microvm.md, "Warm task VMs"):
+// booted or restored by its first run, the guest parked after each run's
+// exit and handed the next run's Start (the run's own policy, bound inside
+// the guest like any run's). Any fault, a cancel or a timeout of a run tears
+// the VM down (parked() is then false); so does close() and the destructor.
+// The VMM's own wall-clock limit is kWarmVmLifeMs instead of the run's.
+// One run at a time: the caller serialises them.
+inline constexpr uint64_t kWarmVmLifeMs = 3'600'000;
+class MicroVmRun;
+class VmSession {
+public:
+    VmSession(MicroVmLaunch launch, const policy::Bundle& tool, RunRequest vmm_req);
+    ~VmSession();
+    VmSession(const VmSession&) = delete;
+    VmSession& operator=(const VmSession&) = delete;
+    // As run_in_microvm, the VM kept afterwards when the run ended cleanly.
+    RunReport run(const policy::Bundle& tool, const RunRequest& req);
+    bool parked() const;
+    uint64_t runs() const;
+    void close();
+
+private:
+    std::unique_ptr<MicroVmRun> vm_;
+};
 
 }  // namespace bulwark::vm

@@ -11,6 +11,10 @@ The same shell tool (dash over its work directory) run by `agentd run`:
             apt-get install runsc), the peer's user-space kernel for scale:
             the host's root read-only under a tmpfs overlay, no network, no
             per-tool rules
+  warm      through a real `agentd serve` of its own: exec calls of one task,
+            the host sandbox's tool and the VM's alternating, the VM kept
+            warm across the task's exec calls (docs/microvm.md, "Warm task
+            VMs"): each call's reply time, the VM's against the host's
 Host, restored and runsc runs alternate (the machine is noisy); cold runs follow.
 Prints per mode the median and p90 of the whole `agentd run` process, and
 for VM runs the VMM's time to the guest's readiness (boot_ms: restore or boot
@@ -21,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -49,6 +54,75 @@ def run_runsc(wd):
     return wall
 
 
+class Api:
+    """An `agentd serve` of its own (state, work root, socket, BPF pin root
+    and cgroup parent), spoken to over its unix socket."""
+
+    def __init__(self, agentd, rules, t):
+        self.sock = os.path.join(t, "agentd.sock")
+        name = "bw-microvm-bench-%d" % os.getpid()
+        own = open("/proc/self/cgroup").read().split("0::", 1)[1].strip()
+        v2 = next(l.split()[4] for l in open("/proc/self/mountinfo") if " - cgroup2 " in l)
+        self.parent = v2 + own.rstrip("/") + "/" + name
+        self.pin = "/sys/fs/bpf/" + name
+        self.log = open(os.path.join(t, "agentd.log"), "w")
+        self.p = subprocess.Popen([agentd, "serve", "--state-dir", os.path.join(t, "state"), "--work-root",
+                                   os.path.join(t, "work"), "--socket", self.sock, "--http", "off", "--rules", rules,
+                                   "--bpf-pin-root", self.pin, "--bpf-cgroup-parent", self.parent],
+                                  stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(300):
+            if os.path.exists(self.sock):
+                break
+            time.sleep(0.1)
+
+    def call(self, method, path, body=None):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(self.sock)
+        b = json.dumps(body).encode() if body is not None else b""
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: agentd\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(b)}\r\nConnection: close\r\n\r\n".encode() + b)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+        s.close()
+        return json.loads(data.partition(b"\r\n\r\n")[2])
+
+    def close(self):
+        self.p.terminate()
+        self.p.wait()
+        shutil.rmtree(self.pin, ignore_errors=True)
+        try:
+            os.rmdir(self.parent)
+        except OSError:
+            pass
+
+
+def warm_execs(agentd, rules, t, rounds):
+    """Reply times of exec calls in one task, host tool and VM tool alternating."""
+    api = Api(agentd, rules, t)
+    try:
+        task = api.call("POST", "/v1/tasks", {"tools": ["hostsh", "vmsh"]})["id"]
+        host, warm, first = [], [], None
+        for i in range(rounds + 1):
+            for tool, into in (("hostsh", host), ("vmsh", warm)):
+                t0 = time.monotonic()
+                d = api.call("POST", f"/v1/tasks/{task}/exec", {"tool": tool, "argv": ["dash", "-c", "echo bench"]})
+                took = time.monotonic() - t0
+                if d.get("exit_status") != 0 or d.get("stdout") != "bench\n":
+                    sys.exit(f"{tool} through the API: {json.dumps(d)[:800]}")
+                start = (d["report"].get("microvm") or {}).get("start", "")
+                if tool == "vmsh" and i == 0:
+                    first = took  # the VM's own start (restored): not a warm exec
+                    continue
+                if tool == "vmsh":
+                    assert start.startswith("warm"), start
+                into.append(took)
+        api.call("DELETE", f"/v1/tasks/{task}")
+        return host, warm, first
+    finally:
+        api.close()
+
+
 def pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
@@ -70,7 +144,8 @@ def main():
         for name, mode in (("hostsh", "off"), ("vmsh", "required")):
             with open(os.path.join(rules, name + ".yaml"), "w") as f:
                 f.write(f"tool: {name}\nextends: base/minimal\nbinaries: [/usr/bin/dash]\n"
-                        f"files:\n  read: [\"${{workdir}}\"]\nexec:\n  allow: [/usr/bin/dash, /usr/bin/cat]\n"
+                        f"files:\n  read: [\"${{workdir}}\"]\n  write: [\"${{workdir}}\"]\n"
+                        f"  create: [\"${{workdir}}\"]\nexec:\n  allow: [/usr/bin/dash, /usr/bin/cat]\n"
                         f"microvm: {{ mode: {mode} }}\n")
         wd = os.path.join(t, "wd")
         os.makedirs(wd)
@@ -99,6 +174,7 @@ def main():
             w, m = run(a.agentd, rules, wd, "vmsh", cold_env)
             cold.append(w)
             cold_boot.append(m["boot_ms"] / 1000)
+        api_host, api_warm, api_first = warm_execs(a.agentd, rules, t, a.rounds)
         h = statistics.median(host)
         print(f"microvm_bench: accel {accel}, {a.rounds} alternating rounds, {a.cold} cold boots "
               f"(load {os.getloadavg()[0]:.2f})")
@@ -108,6 +184,10 @@ def main():
               f"  VM wall p50 {statistics.median(vmwall):.3f} s")
         print(f"  microVM, cold boot  agentd run  p50 {statistics.median(cold):.3f} s"
               f"  ({statistics.median(cold) / h:.1f}x host)  boot to Start p50 {statistics.median(cold_boot):.3f} s")
+        ah, aw = statistics.median(api_host), statistics.median(api_warm)
+        print(f"  exec API, host      reply p50 {ah:.3f} s  p90 {pct(api_host, .9):.3f} s")
+        print(f"  exec API, warm VM   reply p50 {aw:.3f} s  p90 {pct(api_warm, .9):.3f} s  ({aw / ah:.1f}x the host's;"
+              f" target <= 10x)  the task's first VM exec {api_first:.3f} s")
         if gvisor:
             print(f"  gVisor runsc do     p50 {statistics.median(gvisor):.3f} s  p90 {pct(gvisor, .9):.3f} s"
                   f"  ({statistics.median(gvisor) / h:.1f}x host; restored microVM "

@@ -27,6 +27,50 @@ assert any("vmm/qemu.yaml" in x["explanation"] for x in vmm), vmm
 print("exec API in a VM: exit 4, guest stdout/stderr, VMM decisions recorded")
 PY
 
+# The task's VM kept warm: the next exec of the tool runs in the VM the
+# first left parked (one VMM, no boot), its policy bound in the guest as any
+# run's (which run a record of the VMM names: integration-bpf's
+# retarget_test); a grant that narrows the tool
+# starts a VM of its own (the parked one was started under wider rules); the
+# task's close leaves no VMM.
+vmms() { pgrep -fc "qemu-system-x86_64 -M microvm" || true; }
+[ "$(vmms)" = 1 ] || { echo "after the first exec: $(vmms) VMMs, want the task's one parked" >&2; exit 1; }
+api -X POST "http://agentd/v1/tasks/$id/exec" \
+  -d '{"tool":"vmsh","argv":["dash","-c","echo warm; cat /etc/passwd; exit 6"]}' >"$BULWARK_DAEMON_DIR/warm.json"
+[ "$(vmms)" = 1 ] || { echo "after the second exec: $(vmms) VMMs, want the same one" >&2; exit 1; }
+python3 - "$BULWARK_DAEMON_DIR/exec.json" "$BULWARK_DAEMON_DIR/warm.json" <<'PY'
+import json, sys
+first, d = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert d["exit_status"] == 6 and d["stdout"] == "warm\n", d
+assert "Permission denied" in d["stderr"], d["stderr"]
+m = d["report"]["microvm"]
+assert m["start"] == "warm: run 2 in the task's VM" and m["kept_warm"], m["start"]
+assert d["run_id"] != first["run_id"]
+layers = {l["name"]: l["state"] for l in d["report"]["layers"]}
+for l in ("microvm", "landlock", "seccomp", "bpf"):  # the guest's layers, bound for this run
+    assert layers.get(l) == "enforcing", (l, layers)
+print("warm task VM: run 2 in the VM run 1 left parked (%d ms in the VM vs %d ms for the first)"
+      % (m["wall_ms"], first["report"]["microvm"]["wall_ms"]))
+PY
+api -X PUT "http://agentd/v1/tasks/$id/grant" -d '{"grant":{"files":[{"path":"${workdir}/out","rights":["write"]}]}}' >"$BULWARK_DAEMON_DIR/grant.json"
+api -X POST "http://agentd/v1/tasks/$id/exec" \
+  -d '{"tool":"vmsh","argv":["dash","-c","echo narrowed"]}' >"$BULWARK_DAEMON_DIR/narrowed.json"
+python3 - "$BULWARK_DAEMON_DIR/narrowed.json" "$BULWARK_DAEMON_DIR/grant.json" <<'PY'
+import json, sys
+d, g = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert g.get("epoch") == 2, g
+assert d["stdout"] == "narrowed\n", d
+assert d["epoch"] == 2, d["epoch"]
+assert not d["report"]["microvm"]["start"].startswith("warm"), d["report"]["microvm"]["start"]
+print("a grant narrowing the tool: a VM of its own (%s), not the parked one" % d["report"]["microvm"]["start"])
+PY
+[ "$(vmms)" = 1 ] || { echo "after the narrowed exec: $(vmms) VMMs, want its own only" >&2; exit 1; }
+api -X DELETE "http://agentd/v1/tasks/$id" >/dev/null
+for _ in $(seq 50); do [ "$(vmms)" = 0 ] && break; sleep 0.1; done
+[ "$(vmms)" = 0 ] || { echo "the task's close left $(vmms) VMMs" >&2; exit 1; }
+echo "the task's close: its warm VM gone"
+id=$(api -X POST http://agentd/v1/tasks -d '{"tools":["vmsh"]}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+
 # Cancel: a run in its VM ended by POST /v1/tasks/{id}/cancel (what MCP's
 # notifications/cancelled sends): the exec answers at once, saying so, and the
 # VM is gone.
