@@ -30,6 +30,20 @@ constexpr size_t kKeepEntries = 256;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+// All `len` bytes at `p` through read(2) or write(2), EINTR retried: how
+// many went before an error or the end of the file.
+template <class Byte, class Io>
+size_t whole(int fd, Byte* p, size_t len, Io io) {
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = io(fd, p + done, len - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += size_t(n);
+    }
+    return done;
+}
+
 // Owned by this user and writable by no one else.
 std::string untrusted(const struct stat& st, bool want_dir) {
     if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
@@ -108,13 +122,7 @@ std::expected<std::string, std::string> read_entry(const std::string& file) {
         return std::unexpected("entry larger than 64 MiB");
     }
     text.resize(size_t(st.st_size));
-    size_t got = 0;
-    while (got < text.size()) {
-        ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += size_t(n);
-    }
+    const size_t got = whole(fd, text.data(), text.size(), ::read);
     ::close(fd);
     if (got != text.size()) return std::unexpected("entry: short read");
     return text;
@@ -190,14 +198,7 @@ std::string store(const std::string& dir, const std::string& file, json head, co
     std::string tmp = file + ".tmp." + std::to_string(::getpid());
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return "cannot write " + tmp + ": " + errno_text(errno);
-    size_t put = 0;
-    while (put < text.size()) {
-        ssize_t n = ::write(fd, text.data() + put, text.size() - put);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        put += size_t(n);
-    }
-    bool ok = put == text.size() && ::close(fd) == 0;
+    bool ok = whole(fd, text.data(), text.size(), ::write) == text.size() && ::close(fd) == 0;
     if (!ok || ::rename(tmp.c_str(), file.c_str()) != 0) {
         std::string why = "cannot write " + file + ": " + errno_text(errno);
         ::unlink(tmp.c_str());
