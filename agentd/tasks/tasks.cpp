@@ -815,8 +815,8 @@ RunReport TaskManager::ExecRun::launch() {
 
 // In the task's VM of this tool: the parked one (its start record made
 // durable here, before the run's Start frame, as a launch does before the
-// tool's exec), or a new one; kept parked for the tool's next run when the
-// run ended cleanly and the task is still open.
+// tool's exec), or a new one; parked for the tool's next run (collect) when
+// the run ended cleanly.
 RunReport TaskManager::ExecRun::launch_in_task_vm() {
     RunReport rep;
     if (warm) {
@@ -838,12 +838,7 @@ RunReport TaskManager::ExecRun::launch_in_task_vm() {
         vm_session = std::make_shared<vm::VmSession>(*vm_launch, bundle(), std::move(vmm_rr));
         rep = vm_session->run(bundle(), rr);
     }
-    std::lock_guard lk(m.mu_);
-    keep_vm = vm_session->parked() && !task->closed && !m.shutting_down_ && !task->warm.contains(req.tool);
-    if (keep_vm)
-        task->warm[req.tool] = WarmVm{vm_session, binding,
-                                            warm ? warm->vmm_bundle : std::make_shared<const policy::Bundle>(vm_launch->vmm_bundle),
-                                            version};
+    keep_vm = vm_session->parked();
     return rep;
 }
 
@@ -910,9 +905,24 @@ std::expected<void, TaskError> TaskManager::ExecRun::settle_start(RunReport& rep
 // exit record, and the run's decisions as the store took them, each denial
 // explained; the reply is built while the exit record commits.
 void TaskManager::ExecRun::collect(RunReport& rep) {
-    if (keep_vm) binding->settle(rep);  // the VM's binding lives on with it
-    else binding->finish(rep);
-    if (vm_session && !keep_vm) vm_session->close();
+    const bool settled = keep_vm;
+    if (keep_vm) {
+        // The VM's binding lives on with it: this run's sources settled
+        // first, then the VM parked for the task's next run of the tool
+        // (unless the task closed meanwhile, or another run parked one).
+        binding->settle(rep);
+        std::lock_guard lk(m.mu_);
+        keep_vm = !task->closed && !m.shutting_down_ && !task->warm.contains(req.tool);
+        if (keep_vm)
+            task->warm[req.tool] =
+                WarmVm{vm_session, binding,
+                       warm ? warm->vmm_bundle : std::make_shared<const policy::Bundle>(vm_launch->vmm_bundle), version};
+    }
+    if (!keep_vm) {
+        RunReport already_said;  // what settle() put in the report is there once
+        binding->finish(settled ? already_said : rep);
+        if (vm_session) vm_session->close();
+    }
     if (auto* mt = m.opts_.metrics) {
         mt->runs_running.fetch_sub(1, std::memory_order_relaxed);
         mt->runs[size_t(rep.outcome)].fetch_add(1, std::memory_order_relaxed);
