@@ -413,7 +413,7 @@ std::expected<void, SysError> ensure_bpffs() {
 
 // ---------------------------------------------------------------- build marker
 
-std::vector<MapHolder> other_map_holders(uint32_t map_id) {
+std::vector<MapHolder> other_map_holders(uint32_t map_id, bool children) {
     std::vector<MapHolder> out;
     const std::string want = "map_id:\t" + std::to_string(map_id);
     const pid_t self = ::getpid();
@@ -433,6 +433,16 @@ std::vector<MapHolder> other_map_holders(uint32_t map_id) {
             while (std::getline(fi, line))
                 if (line == want) match = true;
             if (!match) continue;
+            bool ours = false;
+            if (!children) {
+                std::ifstream st(proc.path() / "status");
+                while (std::getline(st, line))
+                    if (line.starts_with("PPid:")) {
+                        ours = std::strtol(line.c_str() + 5, nullptr, 10) == self;
+                        break;
+                    }
+            }
+            if (ours) break;
             MapHolder h{pid, {}};
             std::ifstream(proc.path() / "comm") >> h.comm;
             out.push_back(std::move(h));

@@ -114,12 +114,14 @@ private:
 };
 
 // Processes other than this one holding a descriptor of the BPF map with
-// this id (found through /proc/<pid>/fdinfo).
+// this id (found through /proc/<pid>/fdinfo); without `children`, not this
+// process's children either (a canary, a sandbox before it closes what it
+// inherited: copies of this process's descriptors, not readers of their own).
 struct MapHolder {
     pid_t pid = 0;
     std::string comm;
 };
-std::vector<MapHolder> other_map_holders(uint32_t map_id);
+std::vector<MapHolder> other_map_holders(uint32_t map_id, bool children = true);
 // Processes holding an flock() on this file or directory (from /proc/locks;
 // a holder in another pid namespace shows with the pid it has there).
 std::vector<MapHolder> flock_holders(const std::string& path);

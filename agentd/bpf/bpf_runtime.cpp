@@ -247,7 +247,9 @@ std::vector<BpfRuntime::Reader> BpfRuntime::other_readers() const {
     bpf_map_info info{};
     uint32_t len = sizeof info;
     if (bpf_obj_get_info_by_fd(loader_->maps().events_fd(), &info, &len) != 0) return out;
-    for (auto& h : other_map_holders(info.id)) out.push_back({h.pid, std::move(h.comm)});
+    // Children hold copies of this process's descriptors only until they
+    // close them (canaries, sandboxes): not readers of their own.
+    for (auto& h : other_map_holders(info.id, false)) out.push_back({h.pid, std::move(h.comm)});
     return out;
 }
 
