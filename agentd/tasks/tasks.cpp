@@ -125,6 +125,14 @@ struct TaskManager::Task {
 
     const Epoch& current() const { return epochs.back(); }
 
+    // Its parked VMs, for retire() once mu_ is let go.
+    std::vector<WarmVm> take_warm() {
+        std::vector<WarmVm> out;
+        for (auto& [tool, w] : warm) out.push_back(std::move(w));
+        warm.clear();
+        return out;
+    }
+
     json summary() const {
         const auto& e = current();
         json j{{"id", id},
@@ -211,8 +219,7 @@ size_t TaskManager::cancel_all() {
         shutting_down_ = true;
         for (auto& [id, t] : tasks_) {
             for (const auto& r : t->runs) n += r.request_cancel();
-            for (auto& [tool, w] : t->warm) parked.push_back(std::move(w));
-            t->warm.clear();
+            for (auto& w : t->take_warm()) parked.push_back(std::move(w));
         }
     }
     for (auto& w : parked) retire(std::move(w));
@@ -461,8 +468,7 @@ std::expected<json, TaskError> TaskManager::close(uint64_t id) {
     if (it == tasks_.end()) return task_error(TaskErrc::UnknownTask, "no task " + std::to_string(id));
     Task& t = *it->second;
     size_t cancelled = 0;
-    for (auto& [tool, w] : t.warm) parked.push_back(std::move(w));
-    t.warm.clear();
+    parked = t.take_warm();
     if (!t.closed) {
         t.closed = true;
         if (opts_.metrics) opts_.metrics->tasks_open.fetch_sub(1, std::memory_order_relaxed);
@@ -599,6 +605,7 @@ struct TaskManager::ExecRun {
     // after it for the next (keep_vm: the binding then lives on with it).
     std::optional<WarmVm> warm;
     std::shared_ptr<vm::VmSession> vm_session;
+    std::shared_ptr<const policy::Bundle> vmm_bundle;  // the VM's VMM policy, as its binding names it
     bool keep_vm = false;
     std::chrono::steady_clock::time_point t_run;
     // collect()
@@ -776,7 +783,8 @@ void TaskManager::ExecRun::plan() {
     if (warm) {
         // The VM is up: its VMM's binding now names this run.
         binding = warm->binding;
-        if (auto r = binding->retarget(RunContext{task_id, run_id, req.tool, version, warm->vmm_bundle}); !r) {
+        vmm_bundle = warm->vmm_bundle;
+        if (auto r = binding->retarget(RunContext{task_id, run_id, req.tool, version, vmm_bundle}); !r) {
             m.retire(std::move(*warm));
             warm.reset();
         }
@@ -791,11 +799,10 @@ void TaskManager::ExecRun::plan() {
         rr.before_exec = nullptr;
     }
     if (!warm) {
-        const policy::Bundle& bound = vm_launch ? vm_launch->vmm_bundle : bundle();
-        binding = std::make_shared<RunBinding>(
-            m.opts_.sources, bound,
-            RunContext{task_id, run_id, req.tool, version,
-                       vm_launch ? std::make_shared<const policy::Bundle>(bound) : epoch_bundle});
+        if (vm_launch) vmm_bundle = std::make_shared<const policy::Bundle>(vm_launch->vmm_bundle);
+        binding = std::make_shared<RunBinding>(m.opts_.sources, vm_launch ? *vmm_bundle : bundle(),
+                                               RunContext{task_id, run_id, req.tool, version,
+                                                          vm_launch ? vmm_bundle : epoch_bundle});
         binding->prepare(vm_launch ? vmm_rr : rr);
     }
     {
@@ -914,9 +921,7 @@ void TaskManager::ExecRun::collect(RunReport& rep) {
         std::lock_guard lk(m.mu_);
         keep_vm = !task->closed && !m.shutting_down_ && !task->warm.contains(req.tool);
         if (keep_vm)
-            task->warm[req.tool] =
-                WarmVm{vm_session, binding,
-                       warm ? warm->vmm_bundle : std::make_shared<const policy::Bundle>(vm_launch->vmm_bundle), version};
+            task->warm[req.tool] = WarmVm{vm_session, binding, vmm_bundle, version};
     }
     if (!keep_vm) {
         RunReport already_said;  // what settle() put in the report is there once

@@ -179,7 +179,6 @@ public:
         pollfd p[2] = {{mine_.get(), POLLIN, 0}, {vmm_done_.get(), POLLIN, 0}};
         return ::poll(p, 2, 0) == 0;
     }
-    uint64_t runs() const { return runs_; }
     void tear_down() {
         parked_ = false;
         if (started_ && !stopped_) {
@@ -646,8 +645,6 @@ VmSession::~VmSession() = default;
 RunReport VmSession::run(const policy::Bundle& tool, const RunRequest& req) { return vm_->run(tool, req, true); }
 
 bool VmSession::parked() const { return vm_->parked(); }
-
-uint64_t VmSession::runs() const { return vm_->runs(); }
 
 void VmSession::close() { vm_->tear_down(); }
 

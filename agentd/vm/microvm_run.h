@@ -83,7 +83,6 @@ public:
     // As run_in_microvm, the VM kept afterwards when the run ended cleanly.
     RunReport run(const policy::Bundle& tool, const RunRequest& req);
     bool parked() const;
-    uint64_t runs() const;
     void close();
 
 private:
