@@ -2,6 +2,8 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -11,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 
 #include "bulwark/abi.h"
@@ -135,21 +138,54 @@ std::expected<std::vector<std::pair<uint64_t, bw_binding>>, SysError> PolicyMaps
 size_t PolicyMaps::free_slots() const { return static_cast<size_t>(std::count(used_.begin(), used_.end(), false)); }
 
 namespace {
-// A missing path whose nearest existing ancestor is on a read-only mount
-// cannot come into existence: a deny there has nothing to hold (a microVM
-// guest's read-only view of the host, where the host's /etc/shadow is not
-// shared). Anywhere else a missing denied path fails the load.
-bool cannot_appear(const std::string& path) {
+// The nearest existing ancestor of a missing path, resolved ("" if none).
+std::string existing_ancestor(const std::string& path) {
     std::string p = path;
     while (p.size() > 1) {
         p = p.substr(0, p.rfind('/'));
         if (p.empty()) p = "/";
         struct stat st{};
         if (::stat(p.c_str(), &st) != 0) continue;
-        struct statvfs vfs{};
-        return ::statvfs(p.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY);
+        char real[PATH_MAX];
+        return ::realpath(p.c_str(), real) ? std::string(real) : std::string();
     }
-    return false;
+    return {};
+}
+
+// Whether a missing denied path can come into existence by the sandbox's
+// hand while this policy is in force. It cannot when its nearest existing
+// ancestor is on a read-only mount (a microVM guest's read-only view of the
+// host, where the host's /etc/shadow is not shared), or when the policy
+// itself refuses every new name there: in enforce mode with file rules in
+// force, no rule covering that directory grants create, or one denies it
+// (the LSM judges create, mkdir, mknod, symlink, link and rename at the new
+// name's directory, by the same ancestor walk). Such a deny has nothing to
+// hold and is skipped; any other missing denied path fails the load.
+// Returns "" (it can appear) or why it cannot.
+std::string cannot_appear(const policy::BpfTables& tables, const std::string& path) {
+    const std::string dir = existing_ancestor(path);
+    if (dir.empty()) return {};
+    struct statvfs vfs{};
+    if (::statvfs(dir.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY)) return dir + " is on a read-only mount";
+    if (tables.header.mode != BW_MODE_ENFORCE || !(tables.header.flags & BW_POL_FILES_ENFORCED)) return {};
+    // The objects the LSM's walk from `dir` meets: dir and each ancestor.
+    std::set<std::pair<dev_t, ino_t>> walk;
+    for (std::string p = dir;; p = p.substr(0, std::max<size_t>(p.rfind('/'), 1))) {
+        struct stat st{};
+        if (::stat(p.c_str(), &st) != 0) return {};
+        walk.emplace(st.st_dev, st.st_ino);
+        if (p == "/") break;
+    }
+    uint32_t allow = 0, deny = 0;
+    for (const auto& f : tables.files) {
+        if (!((f.value.allow | f.value.deny) & BW_FS_CREATE)) continue;
+        struct stat st{};
+        if (::stat(f.path.c_str(), &st) != 0 || !walk.contains({st.st_dev, st.st_ino})) continue;
+        allow |= f.value.allow;
+        deny |= f.value.deny;
+    }
+    if ((allow & ~deny) & BW_FS_CREATE) return {};
+    return "the policy refuses the creation of any name in " + dir;
 }
 }  // namespace
 
@@ -167,8 +203,13 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
         struct stat st{};
         if (::stat(f.path.c_str(), &st) != 0) {
             int err = errno;
-            if (err != ENOENT || (f.value.deny != 0 && !cannot_appear(f.path)))
-                return std::unexpected(SysError{"stat(" + f.path + ")", err});
+            if (err != ENOENT) return std::unexpected(SysError{"stat(" + f.path + ")", err});
+            if (f.value.deny != 0) {
+                std::string why = cannot_appear(tables, f.path);
+                if (why.empty()) return std::unexpected(SysError{"stat(" + f.path + ")", err});
+                report.absent_denies.push_back(f.path + " (" + why + ")");
+                continue;
+            }
             report.skipped_paths.push_back(f.path);
             continue;
         }

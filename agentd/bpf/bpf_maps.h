@@ -30,6 +30,9 @@ struct LoadReport {
     size_t net_entries = 0;
     size_t unix_entries = 0;
     std::vector<std::string> skipped_paths;  // allow-only rules on paths that do not exist
+    // Deny rules on missing paths that cannot appear while the policy is in
+    // force (nothing to hold), each with why: "path (reason)".
+    std::vector<std::string> absent_denies;
     uint64_t resolve_ns = 0;  // stat() of every file path
     uint64_t write_ns = 0;    // map updates
     bool files_batched = false, net_batched = false;  // one BPF_MAP_UPDATE_BATCH each

@@ -459,7 +459,7 @@ std::expected<BpfRuntime::Epoch, BindError> BpfRuntime::load_epoch(const policy:
     auto rep = maps.load(tables);
     if (!rep) return std::unexpected(kernel_error(rep.error(), "policy load: "));
     auto b = std::make_shared<const policy::Bundle>(bundle);
-    return Epoch{rep->handle.version, policy_version, rep->handle.slot, std::move(b)};
+    return Epoch{rep->handle.version, policy_version, rep->handle.slot, std::move(b), std::move(rep->absent_denies)};
 }
 
 std::string BpfRuntime::in_force() const {
@@ -645,10 +645,13 @@ std::expected<std::string, BindError> Attachment::bind(const std::string& cgroup
     blocks_at_bind_ = rt_->reader_blocks_.load();
     slots_.push_back(ep->slot);
     bundle_.reset();
+    std::string absent;
+    for (const auto& a : ep->absent_denies) absent += (absent.empty() ? "" : ", ") + a;
     return "cgroup " + std::to_string(cgid_) + " bound to policy slot " + std::to_string(ep->slot) + " (version " +
            std::to_string(ep->kernel_version) + ", " +
            (ep->bundle->bpf.header.mode == BW_MODE_AUDIT ? "audit mode" : "enforce mode") + ") below " + parent +
-           "; " + rt_->in_force();
+           "; " + rt_->in_force() +
+           (absent.empty() ? "" : "; denies on paths absent at launch that cannot appear there: " + absent);
 }
 
 std::expected<void, BindError> Attachment::retarget(const RunContext& run) {

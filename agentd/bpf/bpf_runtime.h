@@ -205,6 +205,7 @@ private:
         uint64_t policy_version = 0;
         uint32_t slot = 0;
         std::shared_ptr<const policy::Bundle> bundle;
+        std::vector<std::string> absent_denies;  // LoadReport::absent_denies
     };
     // A run bound by this process: which run, and each epoch's policy (an
     // event names the epoch's kernel version; its rule is named from that

@@ -69,6 +69,25 @@ api -X DELETE "http://agentd/v1/tasks/$id" >/dev/null
 for _ in $(seq 50); do [ "$(vmms)" = 0 ] && break; sleep 0.1; done
 [ "$(vmms)" = 0 ] || { echo "the task's close left $(vmms) VMMs" >&2; exit 1; }
 echo "the task's close: its warm VM gone"
+
+# A tool that may create nothing in its work directory: the denies of paths
+# absent there (base/minimal's ${home}/.ssh) hold by that refusal, in the
+# guest's BPF LSM as in its mount layer, and the tool runs; its attempt to make
+# the path fails.
+id=$(api -X POST http://agentd/v1/tasks -d '{"tools":["vmro"]}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+api -X POST "http://agentd/v1/tasks/$id/exec" \
+  -d '{"tool":"vmro","argv":["dash","-c","echo ro-ok; mkdir .ssh && echo made"]}' >"$BULWARK_DAEMON_DIR/ro.json"
+python3 - "$BULWARK_DAEMON_DIR/ro.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["stdout"] == "ro-ok\n", d
+assert d["exit_status"] != 0 and "made" not in d["stdout"], d
+bpf = next(l for l in d["report"]["layers"] if l["name"] == "bpf")
+assert bpf["state"] == "enforcing" and "cannot appear" in bpf["detail"] and "/.ssh" in bpf["detail"], bpf
+print("read-only work directory in a VM: ran; the absent ~/.ssh deny held by the refusal to create (%s)"
+      % bpf["detail"][bpf["detail"].index("denies on paths"):][:160])
+PY
+api -X DELETE "http://agentd/v1/tasks/$id" >/dev/null
 id=$(api -X POST http://agentd/v1/tasks -d '{"tools":["vmsh"]}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 
 # Cancel: a run in its VM ended by POST /v1/tasks/{id}/cancel (what MCP's

@@ -138,9 +138,23 @@ else
 fi
 
 # 7. The exec API of a real `agentd serve` routes the tool into its VM.
+#    vmro reads its work directory and may create nothing there: base/minimal's
+#    ${home}/.ssh deny (an API task's home is its work directory) names a path
+#    absent in the share that the tool cannot bring there.
+cat >"$t/rules/vmro.yaml" <<'YAML'
+tool: vmro
+extends: base/minimal
+binaries: [/usr/bin/dash]
+files:
+  read: ["${workdir}"]
+exec:
+  allow: [/usr/bin/dash, /usr/bin/cat, /usr/bin/mkdir]
+microvm: { mode: required }
+limits: { timeout: 30s }
+YAML
 if out=$("$(dirname "$0")/../support/with_agentd.sh" "$agentd" "$t/rules" 18917 -- \
            "$(dirname "$0")/microvm_api_case.sh" 2>&1); then
-  echo "$out" | grep -E "^(exec API in a VM|warm task VM|a grant narrowing|the task.s close)" | while read -r line; do pass "$line"; done
+  echo "$out" | grep -E "^(exec API in a VM|warm task VM|a grant narrowing|the task.s close|read-only work directory)" | while read -r line; do pass "$line"; done
 else
   fail "exec API: $out"
 fi

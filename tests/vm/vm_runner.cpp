@@ -1101,6 +1101,43 @@ int main(int argc, char** argv) {
         (void)M.free(audit->handle.slot);
     }
 
+    // ---- a deny on a path absent at load: nothing to hold where the policy
+    // refuses every new name in its nearest directory; anywhere a name may
+    // appear (create granted, or audit mode) the load fails, as before.
+    {
+        auto with_absent = [](const std::string& path, uint32_t mode) {
+            auto t = files_policy(false, mode);
+            t.files.push_back(rule(path, 0, BW_FS_READ, 8));
+            return t;
+        };
+        auto held = M.load(with_absent("/data/ro/absent/key", BW_MODE_ENFORCE));
+        result("absent_deny_without_create_loads", held && held->absent_denies.size() == 1,
+               held ? (held->absent_denies.empty() ? std::string("not reported") : held->absent_denies[0])
+                    : held.error().message());
+        if (held) {
+            Leaf al(parent, "absent");
+            (void)M.bind(al.id, held->handle);
+            mkdir("/data/rw/carry", 0755);
+            expect("absent_deny_path_cannot_be_made",
+                   in(al.path, [] { return err_of(mkdir("/data/ro/absent", 0700)); }), EPERM);
+            expect("absent_deny_rename_cannot_bring_it",
+                   in(al.path, [] { return err_of(rename("/data/rw/carry", "/data/ro/absent")); }), EPERM);
+            (void)M.unbind(al.id);
+            (void)M.free(held->handle.slot);
+        }
+        auto creatable = M.load(with_absent("/data/rw/absent/key", BW_MODE_ENFORCE));
+        result("absent_deny_where_create_granted_fails_load", !creatable && creatable.error().err == ENOENT,
+               creatable ? "loaded" : creatable.error().message());
+        auto audit = M.load(with_absent("/data/ro/absent/key", BW_MODE_AUDIT));
+        result("absent_deny_in_audit_mode_fails_load", !audit && audit.error().err == ENOENT,
+               audit ? "loaded" : audit.error().message());
+        if (creatable) (void)M.free(creatable->handle.slot);
+        if (audit) (void)M.free(audit->handle.slot);
+        // control: unconfined, the directory can be made
+        expect("control_absent_mkdir_unconfined", err_of(mkdir("/data/ro/absent", 0700)), 0);
+        rmdir("/data/ro/absent");
+    }
+
     // ---- subtask switch: takes effect on the next operation
     {
         Leaf sl(parent, "switch");
