@@ -36,6 +36,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -194,6 +195,13 @@ public:
     }
     int cancel_fd() const { return cancel_; }
     bool cancelled() const { return cancelled_; }
+    // Policy frames are answered by the reader at once (the tool runs on
+    // the main thread): by the handler of the run in progress, else "no run".
+    using PolicyHandler = std::function<json(const json&)>;
+    void on_policy(PolicyHandler h) {
+        std::lock_guard lk(policy_mu_);
+        policy_ = std::move(h);
+    }
 
 private:
     void read_loop() {
@@ -216,6 +224,10 @@ private:
                 auto f = reader.next();
                 if (!f) return fail("from the host: " + f.error());
                 if (!*f) break;
+                if ((*f)->type == vm::FrameType::Policy) {
+                    answer_policy((*f)->payload);
+                    continue;
+                }
                 if ((*f)->type == vm::FrameType::Cancel) {
                     cancelled_ = true;
                     uint64_t one = 1;
@@ -227,6 +239,18 @@ private:
             }
         }
     }
+    void answer_policy(const std::string& payload) {
+        auto doc = json::parse(payload, nullptr, false);
+        json ans = {{"policy_version", doc.is_object() ? doc.value("policy_version", uint64_t(0)) : 0},
+                    {"applied", false}};
+        {
+            std::lock_guard lk(policy_mu_);
+            if (!doc.is_object()) ans["detail"] = "the policy frame is not a JSON object";
+            else if (!policy_) ans["detail"] = "no run in progress in the guest";
+            else ans = policy_(doc);
+        }
+        send(vm::FrameType::PolicyApplied, ans.dump());
+    }
     void fail(std::string why) {
         std::lock_guard lk(mu_);
         error_ = std::move(why);
@@ -236,7 +260,8 @@ private:
     int fd_;
     int cancel_;
     std::atomic<bool> cancelled_{false};
-    std::mutex write_mu_, mu_;
+    std::mutex write_mu_, mu_, policy_mu_;
+    PolicyHandler policy_;
     std::condition_variable cv_;
     std::deque<vm::Frame> q_;
     std::string error_;
@@ -527,7 +552,21 @@ json run_job(Channel& ch, const Job& job, const json& facts, GuestLayers& layers
         RunBinding binding(sources, *bundle,
                            RunContext{task_id, run_id, bundle->tool, 0, std::make_shared<const policy::Bundle>(*bundle)});
         binding.prepare(req);
+        // A task's new policy epoch while the tool runs: its BPF binding in
+        // the guest follows, as a running tool's does on the host.
+        ch.on_policy([&binding, &layers](const json& doc) {
+            json ans = {{"policy_version", doc.value("policy_version", uint64_t(0))}, {"applied", false}};
+            if (!layers.bpf) return ans["detail"] = "no BPF binding in the guest: " + layers.bpf_unavailable, ans;
+            auto b = policy::bundle_from_json(doc.value("bundle", json::object()));
+            if (!b) return ans["detail"] = "the policy frame's bundle: " + b.error(), ans;
+            if (auto r = binding.rebind(*b, ans["policy_version"].get<uint64_t>()); !r)
+                return ans["detail"] = r.error().message, ans;
+            ans["applied"] = true;
+            ans["detail"] = "the tool's BPF binding in the guest now holds " + b->hash;
+            return ans;
+        });
         rep = run_tool(*bundle, req);
+        ch.on_policy(nullptr);
         auto end = binding.finish(rep);
         if (layers.reader) {
             kaudit_status = layers.reader->status();

@@ -93,8 +93,10 @@ struct TaskManager::Task {
         int cancel_fd = -1;  // eventfd, owned by exec() while running
         std::string client_ref;  // the exec's client_ref: what cancel() finds it by
         // The run's binding to the decision sources while it runs (a grant
-        // change rebinds it).
+        // change rebinds it); for a run in its VM, the VMM's, and the VM,
+        // whose guest binding a grant change switches too.
         std::shared_ptr<RunBinding> binding;
+        std::shared_ptr<vm::VmSession> vm;
 
         // Tells a running run's exec to kill it; false if it is not running.
         bool request_cancel() const {
@@ -354,11 +356,18 @@ std::expected<json, TaskError> TaskManager::switch_epoch(Task& t, const json& gr
     if (!t.epochs.empty()) t.epochs.back().ended_ns = e.started_ns;
 
     // Running tools follow the switch on their next operation (BPF binding);
-    // seccomp and Landlock are fixed at their launch.
+    // seccomp and Landlock are fixed at their launch. A tool in its VM: the
+    // guest's binding follows (a Policy frame), and the VMM's on the host
+    // takes the VMM policy composed from the new rules.
     for (auto& r : t.runs) {
         if (r.ended_ns || !r.binding) continue;
-        if (auto rb = r.binding->rebind(*e.bundles.at(r.tool), e.policy_version); !rb)
-            spdlog::warn("task {} run {}: epoch {} not applied to the running tool: {}", t.id, r.run_id, e.n, rb.error().message);
+        const policy::Bundle& tool = *e.bundles.at(r.tool);
+        if (r.vm) r.vm->switch_policy(tool, e.policy_version);
+        auto rb = r.vm ? r.binding->rebind(r.vm->vmm_bundle_for(tool), e.policy_version)
+                       : r.binding->rebind(tool, e.policy_version);
+        if (!rb)
+            spdlog::warn("task {} run {}: epoch {} not applied to the running tool{}: {}", t.id, r.run_id, e.n,
+                         r.vm ? "'s VMM" : "", rb.error().message);
     }
     if (store_) {
         for (const auto& name : t.tools) {
@@ -805,10 +814,12 @@ void TaskManager::ExecRun::plan() {
                                                           vm_launch ? vmm_bundle : epoch_bundle});
         binding->prepare(vm_launch ? vmm_rr : rr);
     }
+    if (warm) vm_session = warm->session;
+    else if (vm_launch) vm_session = std::make_shared<vm::VmSession>(*vm_launch, bundle(), std::move(vmm_rr));
     {
         std::lock_guard lk(m.mu_);
         for (auto& r : task->runs)
-            if (r.run_id == run_id) r.binding = binding;
+            if (r.run_id == run_id) r.binding = binding, r.vm = vm_session;
     }
     t_run = std::chrono::steady_clock::now();
     if (m.opts_.metrics) m.opts_.metrics->runs_running.fetch_add(1, std::memory_order_relaxed);
@@ -839,12 +850,8 @@ RunReport TaskManager::ExecRun::launch_in_task_vm() {
             warm.reset();
             return rep;
         }
-        vm_session = warm->session;
-        rep = vm_session->run(bundle(), rr);
-    } else {
-        vm_session = std::make_shared<vm::VmSession>(*vm_launch, bundle(), std::move(vmm_rr));
-        rep = vm_session->run(bundle(), rr);
     }
+    rep = vm_session->run(bundle(), rr, version);
     keep_vm = vm_session->parked();
     return rep;
 }

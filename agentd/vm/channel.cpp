@@ -13,7 +13,8 @@ bool from_guest(FrameType t) {
         case FrameType::Stderr:
         case FrameType::Exit:
         case FrameType::Record:
-        case FrameType::Log: return true;
+        case FrameType::Log:
+        case FrameType::PolicyApplied: return true;
         default: return false;
     }
 }
@@ -24,7 +25,8 @@ bool from_host(FrameType t) {
         case FrameType::Stdin:
         case FrameType::StdinEof:
         case FrameType::Cancel:
-        case FrameType::Ack: return true;
+        case FrameType::Ack:
+        case FrameType::Policy: return true;
         default: return false;
     }
 }
@@ -42,6 +44,8 @@ std::string_view frame_name(FrameType t) {
         case FrameType::Record: return "record";
         case FrameType::Ack: return "ack";
         case FrameType::Log: return "log";
+        case FrameType::Policy: return "policy";
+        case FrameType::PolicyApplied: return "policy-applied";
     }
     return "?";
 }

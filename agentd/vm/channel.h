@@ -8,11 +8,14 @@
 // guest -> host: Hello (JSON: kernel, lsm, landlock ABI, agent digest),
 //   Stdout, Stderr (bytes), Record (JSON: one decision of the guest's
 //   layers), Exit (JSON: the guest's run report), Log (text: the agent's own
-//   diagnostics).
+//   diagnostics), PolicyApplied (JSON: policy_version, applied, detail: the
+//   answer to a Policy frame).
 // host -> guest: Start (JSON: bundle, argv, workdir, ids, environment),
 //   Stdin (bytes), StdinEof, Cancel, Ack (of Exit: the guest powers off;
 //   with the payload kAckPark it waits for the next Start instead: a task's
-//   VM kept warm across its runs).
+//   VM kept warm across its runs), Policy (JSON: bundle, policy_version: a
+//   task's new policy epoch for the running tool, bound in the guest as on
+//   the host: its BPF binding follows; seccomp and Landlock stay as launched).
 // A frame longer than kMaxFrame, of an unknown type, or sent the wrong way
 // is a protocol error: the reader stops and the VM is torn down.
 #include <cstdint>
@@ -35,6 +38,8 @@ enum class FrameType : uint8_t {
     Record = 9,
     Ack = 10,
     Log = 11,
+    Policy = 12,
+    PolicyApplied = 13,
 };
 
 inline constexpr uint32_t kMaxFrame = 4u << 20;  // a Start frame carries the compiled bundle

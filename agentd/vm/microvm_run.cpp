@@ -107,7 +107,8 @@ std::expected<MicroVmLaunch, std::string> plan_microvm(const policy::Bundle& too
     if (!vmm) return std::unexpected("the VMM's rules do not instantiate: " + vmm.error().message);
     std::string snaps = "/var/cache/bulwark/microvm";
     if (const char* e = std::getenv("BULWARK_MICROVM_SNAPSHOTS"); e && *e) snaps = std::string(e) == "off" ? "" : e;
-    return MicroVmLaunch{compose_vmm_bundle(*vmm, tool, host.image->dir), *host.vmm, *host.image, snaps};
+    auto composed = compose_vmm_bundle(*vmm, tool, host.image->dir);
+    return MicroVmLaunch{std::move(composed), std::move(*vmm), *host.vmm, *host.image, snaps};
 }
 
 namespace {
@@ -145,10 +146,10 @@ public:
           vreq_(std::move(vmm_req)) {}
     ~MicroVmRun() { tear_down(); }
 
-    RunReport run(const policy::Bundle& tool, const RunRequest& req, bool keep) {
+    RunReport run(const policy::Bundle& tool, const RunRequest& req, bool keep, uint64_t policy_version = 0) {
         tool_ = &tool;
         req_ = &req;
-        begin_run();
+        begin_run(policy_version);
         if (!started_) {
             started_ = true;
             if (auto e = open_channel(); !e.empty()) return end_run(failed(e));
@@ -187,8 +188,50 @@ public:
         }
     }
 
+    void switch_policy(const policy::Bundle& tool, uint64_t version) {
+        std::lock_guard lk(policy_mu_);
+        if (version <= run_version_) return;
+        if (!start_sent_) {  // the run's Start carries it
+            if (!next_ || version > next_->second) next_.emplace(tool, version);
+            return;
+        }
+        run_version_ = version;
+        json frame = {{"bundle", hashed_guest_bundle(tool)}, {"policy_version", version}};
+        bool sent = send(FrameType::Policy, frame.dump());
+        switches_.push_back({{"policy_version", version},
+                             {"hash", tool.hash},
+                             {"at_ms", ms_since(t0_)},
+                             {"applied", false},
+                             {"detail", sent ? "sent to the guest, no answer yet"
+                                             : std::string("the channel to the guest: write: ") + std::strerror(errno)}});
+    }
+
+    policy::Bundle vmm_bundle_for(const policy::Bundle& tool) const {
+        policy::Bundle b = compose_vmm_bundle(launch_.vmm_rules, tool, launch_.image.dir);
+        b.limits = launch_.vmm_bundle.limits;  // a warm VM's life, not the run's
+        return b;
+    }
+
 private:
-    void begin_run() {
+    static uint64_t ms_since(Clock::time_point t) {
+        return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+    }
+    // The tool's instantiated bundle as the guest binds it, hashed again
+    // (the guest checks the hash).
+    static json hashed_guest_bundle(const policy::Bundle& tool) {
+        policy::Bundle sent = guest_bundle(tool);
+        sent.hash = policy::bundle_hash(sent);
+        return policy::bundle_to_json(sent);
+    }
+
+    void begin_run(uint64_t policy_version) {
+        {
+            std::lock_guard lk(policy_mu_);
+            run_version_ = policy_version;
+            start_sent_ = false;
+            switches_ = json::array();
+            if (next_ && next_->second <= policy_version) next_.reset();
+        }
         ++runs_;
         t0_ = Clock::now();
         warm_ = false;
@@ -202,6 +245,11 @@ private:
         log_.clear();
     }
     RunReport end_run(RunReport rep) {
+        {
+            std::lock_guard lk(policy_mu_);
+            start_sent_ = false;
+            next_.reset();
+        }
         tool_ = nullptr;
         req_ = nullptr;
         return rep;
@@ -338,13 +386,30 @@ private:
         (void)!::write(kill_.get(), &one, sizeof one);
     }
 
-    bool send(FrameType t, std::string_view p) { return write_all(mine_.get(), encode(t, p)); }
+    bool send(FrameType t, std::string_view p) {
+        std::lock_guard lk(send_mu_);
+        return write_all(mine_.get(), encode(t, p));
+    }
 
     void send_start() {
-        // The instantiated bundle, hashed again (the guest checks the hash).
-        policy::Bundle sent = guest_bundle(*tool_);
-        sent.hash = policy::bundle_hash(sent);
-        json start = {{"bundle", policy::bundle_to_json(sent)},
+        std::lock_guard lk(policy_mu_);
+        // The run's policy, or the newer epoch a switch brought before the
+        // Start went out.
+        json bundle;
+        if (next_ && next_->second > run_version_) {
+            bundle = hashed_guest_bundle(next_->first);
+            run_version_ = next_->second;
+            switches_.push_back({{"policy_version", run_version_},
+                                 {"hash", next_->first.hash},
+                                 {"at_ms", ms_since(t0_)},
+                                 {"applied", true},
+                                 {"detail", "switched before the tool started: the run's Start carries it"}});
+        } else {
+            bundle = hashed_guest_bundle(*tool_);
+        }
+        next_.reset();
+        start_sent_ = true;
+        json start = {{"bundle", std::move(bundle)},
                       {"argv", req_->argv},
                       {"workdir", req_->workdir},
                       {"hostname", req_->hostname},
@@ -499,6 +564,21 @@ private:
             case FrameType::Log:
                 if (log_.size() < 100) log_.push_back(f.payload.substr(0, 1000));
                 return;
+            case FrameType::PolicyApplied: {
+                auto a = json::parse(f.payload, nullptr, false);
+                if (a.is_discarded() || !a.is_object() || !a.contains("policy_version")) {
+                    error_ = "the guest's answer to a policy switch is not a JSON object with its version";
+                    return;
+                }
+                std::lock_guard lk(policy_mu_);
+                for (auto& sw : switches_)
+                    if (sw["policy_version"] == a["policy_version"]) {
+                        sw["applied"] = a.value("applied", false);
+                        sw["detail"] = a.value("detail", std::string());
+                        sw["answered_ms"] = ms_since(t0_);
+                    }
+                return;
+            }
             case FrameType::Exit: {
                 auto doc = json::parse(f.payload, nullptr, false);
                 auto rep = doc.is_discarded() ? std::unexpected(std::string("not JSON")) : report_from_json(doc);
@@ -599,6 +679,10 @@ private:
                        {"decisions", std::move(records_)},
                        {"decisions_dropped", records_dropped_},
                        {"log", log_}};
+        {
+            std::lock_guard lk(policy_mu_);
+            if (!switches_.empty()) rep.microvm["policy_switches"] = switches_;
+        }
         return rep;
     }
 
@@ -626,6 +710,13 @@ private:
     json records_ = json::array();
     uint64_t records_dropped_ = 0;
     std::vector<std::string> log_;
+    // Policy switches (switch_policy, any thread): the version the guest
+    // holds, a newer epoch waiting for the Start, what was sent and answered.
+    std::mutex send_mu_, policy_mu_;
+    uint64_t run_version_ = 0;
+    bool start_sent_ = false;
+    std::optional<std::pair<policy::Bundle, uint64_t>> next_;
+    json switches_ = json::array();
 };
 
 
@@ -642,7 +733,15 @@ VmSession::VmSession(MicroVmLaunch launch, const policy::Bundle& tool, RunReques
 
 VmSession::~VmSession() = default;
 
-RunReport VmSession::run(const policy::Bundle& tool, const RunRequest& req) { return vm_->run(tool, req, true); }
+RunReport VmSession::run(const policy::Bundle& tool, const RunRequest& req, uint64_t policy_version) {
+    return vm_->run(tool, req, true, policy_version);
+}
+
+void VmSession::switch_policy(const policy::Bundle& tool, uint64_t policy_version) {
+    vm_->switch_policy(tool, policy_version);
+}
+
+policy::Bundle VmSession::vmm_bundle_for(const policy::Bundle& tool) const { return vm_->vmm_bundle_for(tool); }
 
 bool VmSession::parked() const { return vm_->parked(); }
 

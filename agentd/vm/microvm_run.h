@@ -48,6 +48,7 @@ bool route(const policy::Bundle& tool, const MicroVmHost& host, RunRequest& req,
 
 struct MicroVmLaunch {
     policy::Bundle vmm_bundle;  // instantiated: what the caller binds for the VMM's run
+    policy::Bundle vmm_rules;   // the VMM's own rules, instantiated: vmm_bundle before the tool's part
     Vmm vmm;
     GuestImage image;
     // Where snapshots of the parked guest agent are kept (one per image,
@@ -81,9 +82,18 @@ public:
     VmSession(const VmSession&) = delete;
     VmSession& operator=(const VmSession&) = delete;
     // As run_in_microvm, the VM kept afterwards when the run ended cleanly.
-    RunReport run(const policy::Bundle& tool, const RunRequest& req);
+    // policy_version: the task's version of `tool` (switch_policy).
+    RunReport run(const policy::Bundle& tool, const RunRequest& req, uint64_t policy_version = 0);
     bool parked() const;
     void close();
+    // A task's new policy epoch for the run in progress or about to start
+    // (any thread): the guest's BPF binding follows it (a Policy frame, or
+    // the run's Start if not sent yet); the run's report lists each switch
+    // and the guest's answer. Older than the run's own version: ignored.
+    void switch_policy(const policy::Bundle& tool, uint64_t policy_version);
+    // The VMM's policy for the tool's rules `tool` (compose_vmm_bundle), as
+    // the VMM's binding on the host takes it at a switch.
+    policy::Bundle vmm_bundle_for(const policy::Bundle& tool) const;
 
 private:
     std::unique_ptr<MicroVmRun> vm_;

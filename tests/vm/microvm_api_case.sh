@@ -88,6 +88,36 @@ print("read-only work directory in a VM: ran; the absent ~/.ssh deny held by the
       % bpf["detail"][bpf["detail"].index("denies on paths"):][:160])
 PY
 api -X DELETE "http://agentd/v1/tasks/$id" >/dev/null
+
+# A grant while the tool runs in its VM: the guest's BPF binding follows it
+# (as a running tool's does on the host). The tool appends to a file of its
+# work directory (the control: allowed by its rules), waits for a file the
+# test makes once the grant confined writes to ${workdir}/out, and appends
+# again: refused in the guest.
+id=$(api -X POST http://agentd/v1/tasks -d '{"tools":["vmsh"]}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+wd=$(api "http://agentd/v1/tasks/$id" | python3 -c 'import json,sys; print(json.load(sys.stdin)["workdir"])')
+api -X POST "http://agentd/v1/tasks/$id/exec" \
+  -d '{"tool":"vmsh","argv":["dash","-c","echo 1 >> f && echo before-ok; while [ ! -e go ]; do :; done; echo 2 >> f && echo after-ok || echo after-denied"]}' \
+  >"$BULWARK_DAEMON_DIR/switch.json" &
+exec_pid=$!
+t0=$(date +%s)
+until [ -s "$wd/f" ] || [ $(( $(date +%s) - t0 )) -ge 60 ]; do sleep 0.2; done
+api -X PUT "http://agentd/v1/tasks/$id/grant" -d '{"grant":{"files":[{"path":"${workdir}/out","rights":["write"]}]}}' >/dev/null
+sleep 2  # the Policy frame is on its way before the PUT answers; the guest applies it at once
+touch "$wd/go"
+wait "$exec_pid"
+python3 - "$BULWARK_DAEMON_DIR/switch.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["stdout"] == "before-ok\nafter-denied\n", d
+sw = d["report"]["microvm"].get("policy_switches")
+assert sw and sw[0]["applied"] and sw[0]["policy_version"] > 0, d["report"]["microvm"]
+denied = [x for x in d["denials"] if x.get("layer") == "bpf_lsm"]
+assert denied, d["denials"]
+print("a grant while the tool runs in its VM: the guest's BPF binding switched (%s), the next write refused there"
+      % sw[0]["detail"][:80])
+PY
+api -X DELETE "http://agentd/v1/tasks/$id" >/dev/null
 id=$(api -X POST http://agentd/v1/tasks -d '{"tools":["vmsh"]}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 
 # Cancel: a run in its VM ended by POST /v1/tasks/{id}/cancel (what MCP's

@@ -44,9 +44,15 @@ TEST_CASE("each end accepts only the other end's frames", "[vm][channel]") {
     FrameReader guest(from_host);
     guest.feed(encode(FrameType::Stdout, "x"));
     CHECK_FALSE(guest.next());
-    for (auto t : {FrameType::Start, FrameType::Stdin, FrameType::StdinEof, FrameType::Cancel, FrameType::Ack}) {
+    for (auto t : {FrameType::Start, FrameType::Stdin, FrameType::StdinEof, FrameType::Cancel, FrameType::Ack,
+                   FrameType::Policy}) {
         CHECK(from_host(t));
         CHECK_FALSE(from_guest(t));
+    }
+    for (auto t : {FrameType::Hello, FrameType::Stdout, FrameType::Stderr, FrameType::Exit, FrameType::Record,
+                   FrameType::Log, FrameType::PolicyApplied}) {
+        CHECK(from_guest(t));
+        CHECK_FALSE(from_host(t));
     }
 }
 
