@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <ctime>
 #include <condition_variable>
@@ -54,7 +55,9 @@
 #include "kaudit/kernel_audit.h"
 #include "kaudit/run_registry.h"
 #include "sandbox/landlock.h"
+#include "sandbox/ns_net.h"
 #include "sandbox/run_report.h"
+#include "sandbox/seccomp_install.h"
 #include "sandbox/spawner.h"
 #include "tasks/run_binding.h"
 #include "vm/channel.h"
@@ -323,6 +326,7 @@ struct Job {
     json start;
     std::string stdin_data;
     bool has_stdin = false;
+    double parse_ms = 0;  // the Start frame's JSON
 };
 
 std::expected<Job, StepError> await_job(Channel& ch) {
@@ -334,7 +338,11 @@ std::expected<Job, StepError> await_job(Channel& ch) {
         switch (f->type) {
             case vm::FrameType::Start:
                 if (started) return std::unexpected(StepError{"start", "a second start frame"});
-                job.start = json::parse(f->payload, nullptr, false);
+                {
+                    auto t = std::chrono::steady_clock::now();
+                    job.start = json::parse(f->payload, nullptr, false);
+                    job.parse_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+                }
                 if (job.start.is_discarded() || !job.start.is_object())
                     return std::unexpected(StepError{"start", "the start frame is not a JSON object"});
                 started = true;
@@ -516,10 +524,44 @@ void start_layers(Channel& ch, GuestLayers& g) {
         g.bpf_unavailable = "BPF runtime did not start in the guest: " + rt.error().message();
 }
 
+// Where a job's time in the guest goes (the exit report's guest.timings_ms):
+// each step from the job's Start on, in milliseconds.
+class StepClock {
+public:
+    void mark(const char* step) {
+        auto now = std::chrono::steady_clock::now();
+        out_[step] = std::chrono::duration<double, std::milli>(now - last_).count();
+        last_ = now;
+    }
+    void set(const char* step, double ms) { out_[step] = ms; }
+    const json& steps() const { return out_; }
+
+private:
+    std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+    json out_ = json::object();
+};
+
+// What every launch would otherwise make or prove again, done once before
+// Hello so that each restore of the snapshot finds it: the seccomp and
+// Landlock canaries' verdicts (the same guest kernel after a restore) and a
+// network namespace in the pool (a `none`/`loopback` tool's; creating one
+// costs tens of milliseconds under TCG).
+void prewarm_launches() {
+    (void)seccomp_canary();
+    (void)landlock_canary();
+    std::string err;
+    if (auto ns = NetnsPool::instance().acquire(err)) NetnsPool::instance().release(std::move(*ns));
+    else console("network namespace pool: " + err);
+}
+
 // 6. The tool, under the rule file's bundle, with every layer of the guest.
-json run_job(Channel& ch, const Job& job, const json& facts, GuestLayers& layers) {
+json run_job(Channel& ch, const Job& job, const json& facts, GuestLayers& layers, StepClock& clock) {
     const auto& s = job.start;
-    auto bundle = policy::bundle_from_json(s.value("bundle", json::object()));
+    // The host compiled and hashed it; the channel is the host's own byte
+    // stream: the hash is not computed again here (bundle_from_json's cost
+    // under TCG is tens of milliseconds).
+    auto bundle = policy::bundle_from_own_json(s.value("bundle", json::object()));
+    clock.mark("bundle");
     if (!bundle) return exit_document(step_failed({"bundle", bundle.error()}), facts, nullptr, nullptr);
     fresh_entropy_and_clock(s);
     make_deny_points(*bundle);
@@ -557,7 +599,7 @@ json run_job(Channel& ch, const Job& job, const json& facts, GuestLayers& layers
         ch.on_policy([&binding, &layers](const json& doc) {
             json ans = {{"policy_version", doc.value("policy_version", uint64_t(0))}, {"applied", false}};
             if (!layers.bpf) return ans["detail"] = "no BPF binding in the guest: " + layers.bpf_unavailable, ans;
-            auto b = policy::bundle_from_json(doc.value("bundle", json::object()));
+            auto b = policy::bundle_from_own_json(doc.value("bundle", json::object()));
             if (!b) return ans["detail"] = "the policy frame's bundle: " + b.error(), ans;
             if (auto r = binding.rebind(*b, ans["policy_version"].get<uint64_t>()); !r)
                 return ans["detail"] = r.error().message, ans;
@@ -565,15 +607,21 @@ json run_job(Channel& ch, const Job& job, const json& facts, GuestLayers& layers
             ans["detail"] = "the tool's BPF binding in the guest now holds " + b->hash;
             return ans;
         });
+        clock.mark("prepare");
         rep = run_tool(*bundle, req);
+        clock.mark("run_tool");
+        clock.set("tool", double(rep.usage.wall_us) / 1000.0);  // of run_tool: the tool's exec to its exit
         ch.on_policy(nullptr);
         auto end = binding.finish(rep);
+        clock.mark("finish");
         if (layers.reader) {
             kaudit_status = layers.reader->status();
             kaudit_status["state"] = end.kaudit_read ? "read" : "incomplete";
         }
     }
-    return exit_document(std::move(rep), facts, bpf_status, kaudit_status);
+    json doc = exit_document(std::move(rep), facts, bpf_status, kaudit_status);
+    doc["guest"]["timings_ms"] = clock.steps();
+    return doc;
 }
 
 [[noreturn]] void power_off() {
@@ -597,13 +645,18 @@ int agent_main() {
     }
     Channel ch(*fd);
     GuestLayers layers;
-    if (!early) start_layers(ch, layers);
+    if (!early) {
+        start_layers(ch, layers);
+        prewarm_launches();
+    }
     json facts = guest_facts(network);
     ch.send(vm::FrameType::Hello, facts.dump());
     // One job, or (a task's warm VM) one after another while the host parks
     // the guest after each: the shares are mounted once, the layers stay.
     for (bool shared = false;;) {
         auto job = await_job(ch);
+        StepClock clock;
+        if (job) clock.set("start_parse", job->parse_ms);
         json doc;
         if (early) {
             doc = exit_document(step_failed(*early), facts, nullptr, nullptr);
@@ -619,7 +672,8 @@ int agent_main() {
                                            : "unchanged: " + dns;
             }
             shared = true;
-            doc = run_job(ch, *job, facts, layers);
+            clock.mark("shares");
+            doc = run_job(ch, *job, facts, layers, clock);
         }
         ::sync();  // the tool's writes reach the host's work directory before the host reads the report
         ch.send(vm::FrameType::Exit, doc.dump());

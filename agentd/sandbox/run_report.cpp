@@ -67,7 +67,8 @@ nlohmann::json to_json(const RunReport& r) {
           {"cpu_user_us", r.usage.cpu_user_us},
           {"cpu_system_us", r.usage.cpu_system_us},
           {"peak_memory_bytes", r.usage.peak_memory_bytes},
-          {"source", r.usage.source}}},
+          {"source", r.usage.source},
+          {"setup_us", r.usage.setup_us}}},
         {"layers", layers},
         {"hardening", r.hardening},
         {"warnings", r.warnings},
@@ -115,6 +116,7 @@ std::expected<RunReport, std::string> report_from_json(const nlohmann::json& j) 
             r.usage.cpu_system_us = u.value("cpu_system_us", uint64_t(0));
             r.usage.peak_memory_bytes = u.value("peak_memory_bytes", uint64_t(0));
             r.usage.source = u.value("source", "");
+            r.usage.setup_us = u.value("setup_us", std::vector<std::pair<std::string, uint64_t>>{});
         }
         for (const auto& l : j.value("layers", nlohmann::json::array())) {
             LayerStatus s;

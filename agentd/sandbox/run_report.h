@@ -34,6 +34,9 @@ struct RunUsage {
     uint64_t cpu_system_us = 0;
     uint64_t peak_memory_bytes = 0;  // memory cgroup high-water mark (or ru_maxrss)
     std::string source;              // where the figures come from
+    // run_tool's launch steps in order (spawner.cpp's p1..p13b), each one's
+    // time in microseconds: where a launch's time goes before the tool runs.
+    std::vector<std::pair<std::string, uint64_t>> setup_us;
 };
 
 struct RunReport {

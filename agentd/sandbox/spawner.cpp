@@ -153,6 +153,9 @@ public:
     // The tool runs: supervision, then what it used and hit, then nothing
     // of the run left behind.
     RunReport supervise_to_end();
+    void took(const char* step, Clock::duration d) {
+        rep_.usage.setup_us.emplace_back(step, uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
+    }
     // A step failed: a child is killed and reaped, its cgroup removed.
     RunReport fail(LaunchError e);
 
@@ -645,28 +648,38 @@ RunReport Launch::fail(LaunchError e) {
 // are in launch_child.cpp. A step that fails ends the launch: the child, if
 // there is one, is killed and reaped, and the report says why.
 RunReport run_tool(const policy::Bundle& bundle, const RunRequest& req) {
-    static constexpr Step (Launch::*kSteps[])() = {
-        &Launch::resolve_binary,             // p1
-        &Launch::prepare_env_and_hardening,  // p2
-        &Launch::prepare_seccomp,            // p3
-        &Launch::prepare_landlock,           // p4
-        &Launch::choose_netns,               // p5
-        &Launch::resolve_ids,                // p6
-        &Launch::plan_filesystem,            // p7
-        &Launch::judge_rules,                // p7b: every rule held, or no launch
-        &Launch::take_netns,                 // p7c
-        &Launch::create_cgroups,             // p8
-        &Launch::open_pipes,                 // p9
-        &Launch::prepare_child,              // p9b
-        &Launch::clone_child,                // p10: the child waits for 'G'
-        &Launch::init_parent,                // p11: id maps, BPF binding
-        &Launch::await_ready,                // p12: v1 leaves joined; the child built its sandbox
-        &Launch::verify_posture,             // p13: read from outside
-        &Launch::release_to_exec,            // p13b: 'X'
+    struct NamedStep {
+        const char* name;
+        Step (Launch::*run)();
+    };
+    static constexpr NamedStep kSteps[] = {
+        {"resolve_binary", &Launch::resolve_binary},                        // p1
+        {"prepare_env_and_hardening", &Launch::prepare_env_and_hardening},  // p2
+        {"prepare_seccomp", &Launch::prepare_seccomp},                      // p3
+        {"prepare_landlock", &Launch::prepare_landlock},                    // p4
+        {"choose_netns", &Launch::choose_netns},                            // p5
+        {"resolve_ids", &Launch::resolve_ids},                              // p6
+        {"plan_filesystem", &Launch::plan_filesystem},                      // p7
+        {"judge_rules", &Launch::judge_rules},                              // p7b: every rule held, or no launch
+        {"take_netns", &Launch::take_netns},                                // p7c
+        {"create_cgroups", &Launch::create_cgroups},                        // p8
+        {"open_pipes", &Launch::open_pipes},                                // p9
+        {"prepare_child", &Launch::prepare_child},                          // p9b
+        {"clone_child", &Launch::clone_child},                              // p10: the child waits for 'G'
+        {"init_parent", &Launch::init_parent},                              // p11: id maps, BPF binding
+        {"await_ready", &Launch::await_ready},        // p12: v1 leaves joined; the child built its sandbox
+        {"verify_posture", &Launch::verify_posture},  // p13: read from outside
+        {"release_to_exec", &Launch::release_to_exec},  // p13b: 'X'
     };
     Launch launch(bundle, req);
-    for (auto step : kSteps)
-        if (auto r = (launch.*step)(); !r) return launch.fail(std::move(r.error()));
+    auto t = Clock::now();
+    for (const auto& step : kSteps) {
+        auto r = (launch.*step.run)();
+        auto now = Clock::now();
+        launch.took(step.name, now - t);
+        t = now;
+        if (!r) return launch.fail(std::move(r.error()));
+    }
     return launch.supervise_to_end();  // p14..p16
 }
 

@@ -217,7 +217,7 @@ private:
         return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
     }
     // The tool's instantiated bundle as the guest binds it, hashed again
-    // (the guest checks the hash).
+    // (guest_bundle changed it; the guest takes the hash as sent).
     static json hashed_guest_bundle(const policy::Bundle& tool) {
         policy::Bundle sent = guest_bundle(tool);
         sent.hash = policy::bundle_hash(sent);

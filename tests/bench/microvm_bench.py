@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The microVM tier against the host sandbox, side by side (docs/microvm.md).
 
-    microvm_bench.py AGENTD RULES_DIR [--rounds N] [--cold K]
+    microvm_bench.py AGENTD RULES_DIR [--rounds N] [--cold K] [--steps]
 
 The same shell tool (dash over its work directory) run by `agentd run`:
   host      microvm.mode off: the host sandbox
@@ -41,7 +41,11 @@ def run(agentd, rules, wd, tool, env):
     d = json.loads(p.stdout)
     if d["exit_status"] != 0 or d["stdout"]["data"] != "bench\n":
         sys.exit(f"{tool}: exit {d['exit_status']}: {d.get('error', '')[:500]}")
-    return wall, d.get("microvm")
+    m = d.get("microvm")
+    if m:  # the report is the guest's: its launch steps are the guest's
+        m["setup_us_total"] = sum(us for _, us in d["usage"]["setup_us"])
+        m["steps"] = guest_steps(d)
+    return wall, m
 
 
 def run_runsc(wd):
@@ -102,7 +106,7 @@ def warm_execs(agentd, rules, t, rounds):
     api = Api(agentd, rules, t)
     try:
         task = api.call("POST", "/v1/tasks", {"tools": ["hostsh", "vmsh"]})["id"]
-        host, warm, first = [], [], None
+        host, warm, first, steps = [], [], None, []
         for i in range(rounds + 1):
             for tool, into in (("hostsh", host), ("vmsh", warm)):
                 t0 = time.monotonic()
@@ -116,11 +120,35 @@ def warm_execs(agentd, rules, t, rounds):
                     continue
                 if tool == "vmsh":
                     assert start.startswith("warm"), start
+                    steps.append(guest_steps(d["report"]))
                 into.append(took)
         api.call("DELETE", f"/v1/tasks/{task}")
-        return host, warm, first
+        return host, warm, first, steps
     finally:
         api.close()
+
+
+def restore_to_exec(m):
+    """The VMM's start to the tool's exec in the guest: restore to Start
+    (boot_ms), then the guest's steps (guest.timings_ms) and its launch's
+    steps before the exec (usage.setup_us of the guest's report)."""
+    g = m["guest"]["timings_ms"]
+    guest = sum(g.get(k, 0) for k in ("start_parse", "bundle", "shares", "prepare"))
+    return (m["boot_ms"] + guest) / 1000 + m["setup_us_total"] / 1e6
+
+
+def guest_steps(report):
+    """A VM run's steps in the guest, in ms: the agent's (guest.timings_ms)
+    and its launch's (usage.setup_us)."""
+    out = dict(report["microvm"]["guest"].get("timings_ms", {}))
+    for name, us in report["usage"]["setup_us"]:
+        out["launch." + name] = us / 1000
+    return out
+
+
+def median_steps(runs):
+    keys = sorted({k for r in runs for k in r})
+    return "  ".join(f"{k}={statistics.median([r.get(k, 0) for r in runs]):.1f}" for k in keys)
 
 
 def pct(xs, q):
@@ -134,6 +162,7 @@ def main():
     ap.add_argument("rules")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--cold", type=int, default=3)
+    ap.add_argument("--steps", action="store_true", help="also the guest's steps, median per step")
     a = ap.parse_args()
     t = tempfile.mkdtemp(prefix="bw-microvm-bench.")
     try:
@@ -155,7 +184,7 @@ def main():
             f.write("bench\n")
         env = dict(os.environ, BULWARK_MICROVM_SNAPSHOTS=os.path.join(t, "snapshots"))
         run(a.agentd, rules, wd, "vmsh", env)  # the first VM run makes the snapshot
-        host, restored, boot, vmwall, gvisor = [], [], [], [], []
+        host, restored, boot, vmwall, gvisor, to_exec, restored_steps = [], [], [], [], [], [], []
         have_runsc = shutil.which("runsc") is not None
         accel = None
         for _ in range(a.rounds):
@@ -167,6 +196,8 @@ def main():
             restored.append(w)
             boot.append(m["boot_ms"] / 1000)
             vmwall.append(m["wall_ms"] / 1000)
+            to_exec.append(restore_to_exec(m))
+            restored_steps.append(m["steps"])
             accel = m["accel"]
         cold_env = dict(env, BULWARK_MICROVM_SNAPSHOTS="off")
         cold, cold_boot = [], []
@@ -174,7 +205,7 @@ def main():
             w, m = run(a.agentd, rules, wd, "vmsh", cold_env)
             cold.append(w)
             cold_boot.append(m["boot_ms"] / 1000)
-        api_host, api_warm, api_first = warm_execs(a.agentd, rules, t, a.rounds)
+        api_host, api_warm, api_first, warm_steps = warm_execs(a.agentd, rules, t, a.rounds)
         h = statistics.median(host)
         print(f"microvm_bench: accel {accel}, {a.rounds} alternating rounds, {a.cold} cold boots "
               f"(load {os.getloadavg()[0]:.2f})")
@@ -182,12 +213,18 @@ def main():
         print(f"  microVM, restored   agentd run  p50 {statistics.median(restored):.3f} s  p90 {pct(restored, .9):.3f} s"
               f"  ({statistics.median(restored) / h:.1f}x host)  restore to Start p50 {statistics.median(boot):.3f} s"
               f"  VM wall p50 {statistics.median(vmwall):.3f} s")
-        print(f"  microVM, cold boot  agentd run  p50 {statistics.median(cold):.3f} s"
-              f"  ({statistics.median(cold) / h:.1f}x host)  boot to Start p50 {statistics.median(cold_boot):.3f} s")
+        print(f"  microVM, restored   restore to the tool's exec p50 {statistics.median(to_exec):.3f} s"
+              f"  p90 {pct(to_exec, .9):.3f} s  (target <= 0.4 s)")
+        if cold:
+            print(f"  microVM, cold boot  agentd run  p50 {statistics.median(cold):.3f} s"
+                  f"  ({statistics.median(cold) / h:.1f}x host)  boot to Start p50 {statistics.median(cold_boot):.3f} s")
         ah, aw = statistics.median(api_host), statistics.median(api_warm)
         print(f"  exec API, host      reply p50 {ah:.3f} s  p90 {pct(api_host, .9):.3f} s")
         print(f"  exec API, warm VM   reply p50 {aw:.3f} s  p90 {pct(api_warm, .9):.3f} s  ({aw / ah:.1f}x the host's;"
               f" target <= 10x)  the task's first VM exec {api_first:.3f} s")
+        if a.steps:
+            print(f"  restored, guest steps p50 (ms): {median_steps(restored_steps)}")
+            print(f"  warm, guest steps p50 (ms): {median_steps(warm_steps)}")
         if gvisor:
             print(f"  gVisor runsc do     p50 {statistics.median(gvisor):.3f} s  p90 {pct(gvisor, .9):.3f} s"
                   f"  ({statistics.median(gvisor) / h:.1f}x host; restored microVM "
