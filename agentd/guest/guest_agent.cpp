@@ -555,12 +555,28 @@ void prewarm_launches() {
 }
 
 // 6. The tool, under the rule file's bundle, with every layer of the guest.
-json run_job(Channel& ch, const Job& job, const json& facts, GuestLayers& layers, StepClock& clock) {
+// The run's bundle: the Start's, or (a warm VM's next run of the same
+// policy) the one the guest holds from its last Start, named by its hash.
+// The host compiled and hashed it; the channel is the host's own byte
+// stream: the hash is not computed again here (bundle_from_json's cost under
+// TCG is tens of milliseconds). `held` keeps the last one taken.
+std::expected<policy::Bundle, std::string> job_bundle(const json& start, std::optional<policy::Bundle>& held) {
+    std::expected<policy::Bundle, std::string> b;
+    if (start.contains("bundle")) {
+        b = policy::bundle_from_own_json(start["bundle"]);
+    } else {
+        std::string want = start.value("bundle_hash", "");
+        if (held && !want.empty() && held->hash == want) return *held;
+        return std::unexpected("the start frame names bundle " + want + ", which the guest does not hold");
+    }
+    if (b) held = *b;
+    return b;
+}
+
+json run_job(Channel& ch, const Job& job, const json& facts, GuestLayers& layers, StepClock& clock,
+             std::optional<policy::Bundle>& held) {
     const auto& s = job.start;
-    // The host compiled and hashed it; the channel is the host's own byte
-    // stream: the hash is not computed again here (bundle_from_json's cost
-    // under TCG is tens of milliseconds).
-    auto bundle = policy::bundle_from_own_json(s.value("bundle", json::object()));
+    auto bundle = job_bundle(s, held);
     clock.mark("bundle");
     if (!bundle) return exit_document(step_failed({"bundle", bundle.error()}), facts, nullptr, nullptr);
     fresh_entropy_and_clock(s);
@@ -645,6 +661,7 @@ int agent_main() {
     }
     Channel ch(*fd);
     GuestLayers layers;
+    std::optional<policy::Bundle> held;  // the bundle of the last Start
     if (!early) {
         start_layers(ch, layers);
         prewarm_launches();
@@ -673,8 +690,9 @@ int agent_main() {
             }
             shared = true;
             clock.mark("shares");
-            doc = run_job(ch, *job, facts, layers, clock);
+            doc = run_job(ch, *job, facts, layers, clock, held);
         }
+        if (doc.contains("guest") && doc["guest"].is_object()) doc["guest"]["holds_bundle"] = held ? held->hash : "";
         ::sync();  // the tool's writes reach the host's work directory before the host reads the report
         ch.send(vm::FrameType::Exit, doc.dump());
         // The host acknowledges the exit: parked, the next job; else it
