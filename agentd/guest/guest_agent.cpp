@@ -651,6 +651,14 @@ json run_job(Channel& ch, const Job& job, const json& facts, GuestLayers& layers
 int agent_main() {
     spdlog::set_level(spdlog::level::warn);
     if (auto e = mount_kernel_filesystems()) console(e->step + ": " + e->why);
+    // A canary VM (vm/kvm_canary.h): the host asks whether this kernel and
+    // this agent run under its accelerator; the answer is on the console.
+    if (std::string cmd = " " + read_file("/proc/cmdline") + " "; cmd.find(" bulwark.canary ") != std::string::npos) {
+        utsname u{};
+        ::uname(&u);
+        console(std::string(vm::kCanaryAnswer) + " " + u.release);
+        power_off();
+    }
     if (auto e = load_modules()) console(e->step + ": " + e->why);
     auto early = leave_initramfs();
     const std::string network = configure_network();

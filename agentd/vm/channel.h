@@ -50,6 +50,11 @@ inline constexpr std::string_view kAckPark = "park";
 // /etc/resolv.conf) as the VMM's own (vmm_bundle.h, guest_bundle).
 inline constexpr const char* kGuestDnsForwarder = "10.0.2.3";
 
+// A canary VM's guest agent (booted with `bulwark.canary` on its kernel
+// command line) prints this on its console, then powers off: the guest ran
+// to its first program under the VMM's accelerator (vm/kvm_canary.h).
+inline constexpr const char* kCanaryAnswer = "canary: the guest agent runs";
+
 struct Frame {
     FrameType type;
     std::string payload;

@@ -21,6 +21,7 @@
 #include "bulwark/policy/compiler.h"
 #include "common/fd.h"
 #include "vm/channel.h"
+#include "vm/kvm_canary.h"
 #include "vm/qmp.h"
 #include "vm/vmm_bundle.h"
 
@@ -47,6 +48,7 @@ MicroVmHost probe_microvm_host(const std::vector<std::string>& rules_dirs, const
         image_why += (image_why.empty() ? "" : "; ") + img.error();
     }
     if (!h.image) why.push_back(image_why.empty() ? "no guest image directory configured" : image_why);
+    if (h.vmm && h.image) settle_accel(*h.vmm, *h.image);  // KVM only where a canary VM of this image ran
     std::string rules_why = "no vmm/qemu.yaml in the rules directories";
     for (const auto& d : rules_dirs) {
         fs::path f = fs::path(d) / "vmm" / "qemu.yaml";

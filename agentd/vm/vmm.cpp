@@ -55,14 +55,16 @@ std::expected<Vmm, std::string> find_vmm() {
     for (const char* f : {"/usr/share/qemu/qboot.rom"})
         if (fs::exists(f, ec)) v.firmware = f;
     if (v.firmware.empty()) return std::unexpected("no /usr/share/qemu/qboot.rom (Debian package qemu-system-data)");
+    // KVM by its signs only: kvm_canary.h's settle_accel proves it with the
+    // guest image before a VM runs under it.
     if (auto why = kvm_unusable(); why.empty()) {
         v.accel = "kvm";
-        v.why_accel = "hardware virtualisation";
+        v.why_accel = "hardware virtualisation (not yet proven by a canary VM)";
     } else {
         v.accel = "tcg";
         v.why_accel = "no usable KVM: " + why;
-        v.tsc_khz = host_tsc_khz();
     }
+    v.tsc_khz = host_tsc_khz();  // for TCG, also where a canary sends a KVM choice back to it
     return v;
 }
 
@@ -74,6 +76,7 @@ std::vector<std::string> qemu_argv(const Vmm& vmm, const GuestImage& img, const 
         // guest kernel's speculation mitigations guard nothing there.
         append += " mitigations=off";
     }
+    if (shape.canary) append += " bulwark.canary";
     const std::string fs_opts = ",security_model=none,multidevs=remap";
     std::vector<std::string> argv = {
         vmm.binary,
@@ -88,15 +91,16 @@ std::vector<std::string> qemu_argv(const Vmm& vmm, const GuestImage& img, const 
         "-kernel", img.vmlinux,
         "-initrd", img.initramfs,
         "-append", append,
-        "-fsdev", "local,id=root,path=/,readonly=on" + fs_opts,
-        "-device", "virtio-9p-device,fsdev=root,mount_tag=root",
-        "-fsdev", "local,id=work,path=" + shape.workdir + fs_opts,
-        "-device", "virtio-9p-device,fsdev=work,mount_tag=work",
-        "-chardev", "socket,id=ctl,fd=" + std::to_string(shape.channel_fd),
-        "-device", "virtio-serial-device",
-        "-device", "virtserialport,chardev=ctl,name=bulwark.ctl",
         "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
     };
+    if (!shape.canary)
+        argv.insert(argv.end(), {"-fsdev", "local,id=root,path=/,readonly=on" + fs_opts,
+                                 "-device", "virtio-9p-device,fsdev=root,mount_tag=root",
+                                 "-fsdev", "local,id=work,path=" + shape.workdir + fs_opts,
+                                 "-device", "virtio-9p-device,fsdev=work,mount_tag=work",
+                                 "-chardev", "socket,id=ctl,fd=" + std::to_string(shape.channel_fd),
+                                 "-device", "virtio-serial-device",
+                                 "-device", "virtserialport,chardev=ctl,name=bulwark.ctl"});
     if (shape.network)
         argv.insert(argv.end(), {"-netdev", "user,id=net0,ipv6=off,net=10.0.2.0/24,restrict=off", "-device",
                                  "virtio-net-device,netdev=net0"});

@@ -3,7 +3,8 @@
 // with KVM only where the host has hardware virtualisation it can use, TCG
 // otherwise. A /dev/kvm that opens is not proof: a PVM host's KVM cannot run
 // a stock guest kernel (it falls back to instruction emulation and fails), so
-// KVM is chosen only with vmx/svm in /proc/cpuinfo and no kvm_pvm module.
+// find_vmm() offers KVM only with vmx/svm in /proc/cpuinfo and no kvm_pvm
+// module, and a canary VM then proves it (kvm_canary.h).
 #include <cstdint>
 #include <expected>
 #include <string>
@@ -36,6 +37,9 @@ struct VmShape {
     // host at 10.0.2.2): the guest's connections leave as the VMM's own,
     // judged on the host under the VMM's policy (the tool's network rules)
     bool network = false;
+    // A canary VM (kvm_canary.h): no shares, no channel, no monitor; the
+    // guest agent answers on the console and powers off.
+    bool canary = false;
 };
 
 // qemu's command line: microvm, the image (PVH vmlinux + initramfs), the

@@ -84,6 +84,32 @@ else
   fail "restore: exit $rc: $(echo "$out" | head -c 1500) $(cat "$t/restore.txt")"
 fi
 
+# 1c. KVM only where a canary VM of the image answers under it: forced here
+#     (BULWARK_KVM_CANARY=always), the canary boots under KVM and must
+#     answer, or the run goes to TCG saying what the canary saw; the control is
+#     the same canary answering under TCG. On a host whose KVM runs it, the
+#     run is under KVM and says it was proven.
+out=$(BULWARK_KVM_CANARY=always BULWARK_KVM_CANARY_TIMEOUT_MS=5000 run vmsh dash -c 'cat notes.txt')
+rc=$?
+if [ "$rc" = 0 ] && echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+m = d["microvm"]
+r = m["accel_reason"]
+assert d["stdout"]["data"] == "hello from the host workdir\n", d["stdout"]
+if m["accel"] == "kvm":
+    assert "proven by a canary VM" in r, r
+    print("KVM here, proven by its canary:", r)
+else:
+    assert m["accel"] == "tcg" and "the KVM canary VM (BULWARK_KVM_CANARY=always): " in r, r
+    assert "the same canary under TCG answered in" in r, r
+    print("the KVM canary failed, the run under TCG:", r[r.index("the KVM canary VM"):][:260])
+' >"$t/canary.txt"; then
+  pass "$(cat "$t/canary.txt")"
+else
+  fail "KVM canary: exit $rc: $(echo "$out" | head -c 1500) $(cat "$t/canary.txt")"
+fi
+
 # 2. A host file outside the work directory: not readable from the guest
 #    (the guest's layers), and not served by the VMM (its Landlock and view);
 #    the same read works in the host's own shell (control).
