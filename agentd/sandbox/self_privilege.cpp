@@ -17,6 +17,7 @@
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/explain.h"
 #include "bulwark/policy/seccomp.h"
+#include "bulwark/policy/values.h"
 
 namespace bulwark {
 
@@ -243,6 +244,26 @@ std::vector<OwnFilterRefusal> refused_by_own_filter(const SelfFilter& f, const p
                              ": " + ref.text;
             out.push_back(std::move(r));
         }
+    }
+    // The netlink protocols: the tool's network.netlink (or every protocol),
+    // agentd's own list.
+    const uint32_t nl_refused = policy::netlink_protocols_through(tool.seccomp.program) &
+                                ~policy::netlink_protocols_through(f.program);
+    for (const auto& [name, proto] : policy::netlink_protocols()) {
+        if (!((nl_refused >> proto) & 1)) continue;
+        OwnFilterRefusal r{"socket(netlink " + name + ")", "network.families: netlink"};
+        const policy::RuleRef* by = nullptr;  // the protocol's own rule, else the family's
+        for (const auto& ref : tool.rules) {
+            if (ref.text == "network.netlink: " + name) {
+                by = &ref;
+                break;
+            }
+            if (!by && ref.text == "network.families: netlink") by = &ref;
+        }
+        if (by)
+            r.rule = by->loc.file + ":" + std::to_string(by->loc.line) + ":" + std::to_string(by->loc.col) + ": " +
+                     by->text;
+        out.push_back(std::move(r));
     }
     return out;
 }

@@ -139,6 +139,8 @@ json bundle_to_json(const Bundle& b) {
         unix_rules.push_back({{"address", u.address}, {"op_mask", u.op_mask}, {"rule_id", u.rule_id}});
     // absent when empty: a bundle without unix rules keeps the JSON (and hash) it had before they existed
     if (!unix_rules.empty()) network["unix"] = std::move(unix_rules);
+    // absent when every protocol is open (the JSON and hash bundles had before the list existed)
+    if (b.network.netlink_allow) network["netlink_allow"] = *b.network.netlink_allow;
     j["network"] = std::move(network);
     json prog = json::array();
     for (const auto& f : b.seccomp.program) prog.push_back(json::array({f.code, f.jt, f.jf, f.k}));
@@ -250,6 +252,7 @@ Bundle from_json_unchecked(const json& j) {
     b.network.af_allow = num<uint64_t>(n, "af_allow");
     b.network.sock_type_allow = num<uint32_t>(n, "sock_type_allow");
     b.network.dns = n.at("dns").get<std::vector<std::string>>();
+    if (n.contains("netlink_allow")) b.network.netlink_allow = num<uint32_t>(n, "netlink_allow");
     if (n.contains("unix"))  // bundles written before unix rules have none: every named socket is refused
         for (const auto& u : n.at("unix")) {
             UnixRule r{u.at("address").get<std::string>(), num<uint32_t>(u, "op_mask"), num<uint32_t>(u, "rule_id")};

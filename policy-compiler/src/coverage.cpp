@@ -94,6 +94,14 @@ uint64_t families_past_filter(const Bundle& b) {
            ~b.network.af_allow;
 }
 
+// network.netlink: only the seccomp filter reads socket(2)'s protocol, and
+// holds the list when no protocol left out gets through it.
+std::vector<LayerClaim> netlink_claims(const Bundle& b) {
+    if (!b.network.netlink_allow || b.seccomp.program.empty()) return {};
+    if (netlink_protocols_through(b.seccomp.program) & ~*b.network.netlink_allow) return {};
+    return {{"seccomp", "socket(2) in the netlink family only with a listed protocol (argument 2)"}};
+}
+
 // network.families: the LSM's socket_create hook sees every family; the
 // cgroup sock_create program only inet and inet6 ones; the seccomp filter
 // the families the compiler narrowed socket(2) to.
@@ -191,7 +199,9 @@ std::vector<RuleCoverage> rule_coverage(const Bundle& b) {
         // `network: none|loopback` of a base that a later `network:` mapping
         // replaced no longer applies (the mapping's rules have rows of their own).
         if (c.kind == "network" && b.network.mode == NetMode::Rules) continue;
-        c.layers = c.kind == "network.families" ? family_claims(b) : claims_for(c.kind);
+        c.layers = c.kind == "network.families"  ? family_claims(b)
+                   : c.kind == "network.netlink" ? netlink_claims(b)
+                                                 : claims_for(c.kind);
         // A microvm rule of a tool that may run on the host (off, preferred)
         // is also held by the host sandbox falling back, which its report says.
         if (c.kind.starts_with("microvm.") && c.kind != "microvm.confidential" &&

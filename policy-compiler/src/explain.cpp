@@ -1,5 +1,7 @@
 #include "bulwark/policy/explain.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <sstream>
 
@@ -90,7 +92,19 @@ std::string explain_text(const Bundle& b) {
     o << "\nnetwork (network namespace, cgroup sock_addr and sock_create, Landlock TCP ports)\n";
     const auto& n = b.network;
     o << "  mode: " << (n.mode == NetMode::None ? "none" : n.mode == NetMode::Loopback ? "loopback only" : "rules")
-      << "; socket families: " << family_names(n.af_allow) << "\n";
+      << "; socket families: " << family_names(n.af_allow);
+    if (n.af_allow & (uint64_t{1} << AF_NETLINK)) {
+        o << "; netlink protocols: ";
+        if (!n.netlink_allow) {
+            o << "every one";
+        } else {
+            std::string list;
+            for (const auto& [name, proto] : netlink_protocols())
+                if ((*n.netlink_allow >> proto) & 1) list += (list.empty() ? "" : ", ") + name;
+            o << (list.empty() ? "none" : list);
+        }
+    }
+    o << "\n";
     for (const auto& r : n.rules) o << "  " << pad(format_net_rule(r), 64) << rule_where(b, r.rule_id) << "\n";
     if (!n.dns.empty()) {
         o << "  dns resolvers:";

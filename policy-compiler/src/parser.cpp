@@ -24,7 +24,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& accepted_ke
         {"files", {"read", "write", "create", "remove", "exec", "deny"}},
         {"files.deny", {"path", "rights", "unenforceable"}},
         {"exec", {"allow"}},
-        {"network", {"families", "connect", "bind", "send", "deny", "dns", "unix"}},
+        {"network", {"families", "netlink", "connect", "bind", "send", "deny", "dns", "unix"}},
         {"network.unix", {"connect", "send", "bind", "unenforceable"}},
         {"network.rule", {"host", "cidr", "ports", "proto", "unenforceable"}},
         {"syscalls", {"baseline", "allow", "deny", "on_violation", "architectures"}},
@@ -633,6 +633,7 @@ void Parser::parse_network(const YAML::Node& n, ast::Network& net) {
     each_key(n, "network", "network", [&](const std::string& k, const YAML::Node& v) {
         std::string what = "network." + k;
         if (k == "families") scalar_list(v, "network", what, "family names", net.families);
+        else if (k == "netlink") scalar_list(v, "network", what, "netlink protocol names", net.netlink);
         else if (k == "dns") scalar_list(v, "network", what, "addresses", net.dns);
         else if (k == "connect") parse_net_rules(v, what, net.connect);
         else if (k == "bind") parse_net_rules(v, what, net.bind);

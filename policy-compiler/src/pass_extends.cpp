@@ -70,6 +70,7 @@ void merge_into(ast::RuleFile& dst, ast::RuleFile& src) {
             dn.rule_id = sn.rule_id;
         }
         append(dn.families, sn.families);
+        append(dn.netlink, sn.netlink);
         append(dn.connect, sn.connect);
         append(dn.bind, sn.bind);
         append(dn.send, sn.send);

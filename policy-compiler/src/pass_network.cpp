@@ -26,9 +26,61 @@ const std::vector<std::pair<std::string, int>>& socket_families() {
     return fams;
 }
 
+const std::vector<std::pair<std::string, int>>& netlink_protocols() {
+    // linux/netlink.h (NETLINK_* numbers are ABI)
+    static const std::vector<std::pair<std::string, int>> protos = {
+        {"route", 0},         {"usersock", 2},   {"firewall", 3},  {"sock_diag", 4},      {"nflog", 5},
+        {"xfrm", 6},          {"selinux", 7},    {"iscsi", 8},     {"audit", 9},          {"fib_lookup", 10},
+        {"connector", 11},    {"netfilter", 12}, {"ip6_fw", 13},   {"dnrtmsg", 14},       {"kobject_uevent", 15},
+        {"generic", 16},      {"scsitransport", 18}, {"ecryptfs", 19}, {"rdma", 20},      {"crypto", 21},
+        {"smc", 22},
+    };
+    return protos;
+}
+
 namespace {
 
 constexpr uint64_t bit(int af) { return uint64_t(1) << af; }
+
+// network.netlink: the netlink protocols a tool with the netlink family may
+// open; without the list every one is open, which the compiler says.
+void netlink_protocol_list(CompileContext& ctx) {
+    auto& a = ctx.ast.network;
+    auto& net = ctx.bundle.network;
+    const bool netlink = net.af_allow & bit(AF_NETLINK);
+    if (a.netlink.empty()) {
+        auto named = std::find_if(a.families.begin(), a.families.end(),
+                                  [](const ast::Scalar& f) { return f.value == "netlink"; });
+        if (netlink && named != a.families.end())
+            ctx.warning(named->span, "netlink-every-protocol",
+                        "network.families lists netlink: every netlink protocol is open to the tool (route, "
+                        "sock_diag, xfrm, audit, netfilter, kobject_uevent, generic, ...)",
+                        {"list the protocols the tool needs in network.netlink, e.g. netlink: [route]"});
+        return;
+    }
+    if (!netlink) {
+        ctx.error(a.netlink.front().span, "family-missing",
+                  "network.netlink lists netlink protocols but network.families leaves netlink out",
+                  {"add netlink to network.families, or remove network.netlink"});
+        return;
+    }
+    uint32_t allow = 0;
+    std::vector<std::string> names;
+    for (const auto& [n, _] : netlink_protocols()) names.push_back(n);
+    for (const auto& p : a.netlink) {
+        auto it = std::find_if(netlink_protocols().begin(), netlink_protocols().end(),
+                               [&](const auto& e) { return e.first == p.value; });
+        if (it == netlink_protocols().end()) {
+            std::vector<std::string> hints;
+            if (auto m = closest_match(p.value, names); !m.empty()) hints.push_back("did you mean \"" + m + "\"?");
+            ctx.error(p.span, "unknown-netlink-protocol", "unknown netlink protocol \"" + p.value + "\"",
+                      std::move(hints));
+            continue;
+        }
+        allow |= uint32_t(1) << it->second;
+    }
+    net.netlink_allow = allow;
+}
 
 void add_items(CompileContext& ctx, const std::vector<ast::NetItem>& items, uint8_t ops, uint8_t action) {
     auto& net = ctx.bundle.network;
@@ -225,6 +277,7 @@ void run_network(CompileContext& ctx) {
             net.af_allow |= bit(it->second);
         }
     }
+    netlink_protocol_list(ctx);
     uint8_t protos = 0;
     for (const auto& r : net.rules)
         if (r.action == BW_NET_ACTION_ALLOW) protos |= r.proto_mask;

@@ -1,5 +1,7 @@
 // syscalls: -> SeccompSpec (names checked against known_syscalls(), argument
 // conditions, actions and errno values), plus the bundle's summary.
+#include <sys/socket.h>
+
 #include <cerrno>
 #include <algorithm>
 #include <filesystem>
@@ -306,6 +308,12 @@ void socket_families(CompileContext& ctx, SeccompSpec& spec) {
         if ((af >> f) & 1) spec.socket_families->push_back(f);
     const auto& written = ctx.ast.network.families;
     spec.socket_families_rule_id = written.empty() ? ctx.ast.network.rule_id : written.front().rule_id;
+    if (const auto& nl = ctx.bundle.network.netlink_allow; nl && ((af >> AF_NETLINK) & 1)) {
+        spec.netlink_protocols.emplace();
+        for (int p = 0; p < 32; ++p)
+            if ((*nl >> p) & 1) spec.netlink_protocols->push_back(p);
+        spec.netlink_rule_id = ctx.ast.network.netlink.empty() ? 0 : ctx.ast.network.netlink.front().rule_id;
+    }
 }
 
 void run_syscalls(CompileContext& ctx) {

@@ -10,6 +10,7 @@
 // different actions never overlap. What cannot be expressed that way is a
 // compile error naming both rules, never a silently wider filter.
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -326,9 +327,16 @@ std::expected<std::vector<std::pair<Term, const Entry*>>, SeccompError> resolve(
                 }
                 if (never) continue;
                 std::vector<Term> next;
-                for (const Term& t : terms)
+                for (const Term& t : terms) {
+                    // A term ft cannot meet keeps as it is (t && !ft == t):
+                    // splitting it would only add terms it already covers.
+                    if (std::ranges::any_of(ft, [&](const Cond& c) { return conjoin(t, c).empty(); })) {
+                        add_unique(next, t);
+                        continue;
+                    }
                     for (const Cond& alt : alts)
                         for (Term& nt : conjoin(t, alt)) add_unique(next, std::move(nt));
+                }
                 terms = std::move(next);
                 if (terms.size() > kMaxRulesPerSyscall)
                     return error(f.rule_id,
@@ -600,6 +608,7 @@ private:
     }
     Entry entry(const SyscallRule& r, int tier, std::string what) const;
     Built add(const SyscallRule& r, int tier, std::string what);
+    Built refuse_netlink_protocols(const std::vector<Term>& allowed, std::vector<Entry>& entries);
     Built add_arch(const detail::FilterArch& arch, Ctx& ctx, bool accepted);
     Built add_syscall(const detail::FilterArch& arch, Ctx& ctx, const std::string& name,
                       const std::vector<Entry>& entries);
@@ -773,10 +782,50 @@ Built SeccompBuild::restrict_families() {
             e.terms = std::move(narrowed);
         }
         if (allowed.empty()) continue;
+        if (std::string_view(call) == "socket" && spec.netlink_protocols &&
+            std::ranges::find(families, AF_NETLINK) != families.end())
+            if (auto r = refuse_netlink_protocols(allowed, it->second); !r) return r;
         Entry refusal = entry(family_refusal(call), kFamilyTier, "network.families");
         refusal.terms = std::move(allowed);
         it->second.push_back(std::move(refusal));
     }
+    return {};
+}
+
+// network.netlink: socket(2) in the netlink family only with a listed
+// protocol (argument 2). The protocols left out are refused above the allows
+// (tier 3, where a `syscalls.allow` of socket cannot reopen them), as the
+// family refusal answers, traced to network.netlink: for each term the allows
+// covered, the netlink family and argument 2 outside the list, written as
+// "below the first", "above the last" and each protocol number between
+// (equalities: cutting the allows by them adds one condition each, where a
+// masked compare's negation would add one per bit).
+Built SeccompBuild::refuse_netlink_protocols(const std::vector<Term>& allowed, std::vector<Entry>& entries) {
+    std::vector<uint64_t> listed(spec.netlink_protocols->begin(), spec.netlink_protocols->end());
+    std::ranges::sort(listed);
+    std::vector<Cond> outside;  // argument 2 is none of the listed protocols
+    if (listed.empty()) {
+        outside.push_back(Cond{2, Op::Ge, 0, 0});
+    } else {
+        if (listed.front() > 0) outside.push_back(Cond{2, Op::Le, listed.front() - 1, 0});
+        for (size_t i = 0; i + 1 < listed.size(); ++i)
+            for (uint64_t p = listed[i] + 1; p < listed[i + 1]; ++p) outside.push_back(Cond{2, Op::Eq, p, 0});
+        outside.push_back(Cond{2, Op::Gt, listed.back(), 0});
+    }
+    SyscallRule r = family_refusal("socket");
+    r.rule_id = spec.netlink_rule_id;
+    Entry refusal = entry(r, 3, "network.netlink");
+    refusal.terms.clear();
+    for (const Term& t : allowed)
+        for (Term& nl : conjoin(t, Cond{0, Op::Eq, static_cast<uint64_t>(AF_NETLINK), 0}))
+            for (const Cond& c : outside)
+                for (Term& nt : conjoin(nl, c)) add_unique(refusal.terms, std::move(nt));
+    if (refusal.terms.size() > kMaxRulesPerSyscall)
+        return error(spec.netlink_rule_id,
+                     detail::format("network.netlink: refusing the protocols the list leaves out needs more than {} "
+                                    "libseccomp rules",
+                                    kMaxRulesPerSyscall));
+    if (!refusal.terms.empty()) entries.push_back(std::move(refusal));
     return {};
 }
 

@@ -56,6 +56,23 @@ uint64_t socket_families_through(std::span<const sock_filter> prog, const char* 
     return through;
 }
 
+uint32_t netlink_protocols_through(std::span<const sock_filter> prog) {
+    seccomp_data d{};
+    d.nr = seccomp_syscall_resolve_name("socket");
+    d.arch = seccomp_arch_native();
+    d.args[0] = AF_NETLINK;
+    uint32_t through = 0;
+    for (uint32_t proto = 0; proto < 32; ++proto) {
+        d.args[2] = proto;
+        for (uint64_t type : {SOCK_RAW, SOCK_DGRAM}) {
+            d.args[1] = type;
+            const uint32_t act = seccomp_ret_action(run_seccomp_filter(prog, d));
+            if (act == SECCOMP_RET_ALLOW || act == SECCOMP_RET_LOG) through |= uint32_t{1} << proto;
+        }
+    }
+    return through;
+}
+
 std::expected<std::vector<sock_filter>, SeccompError> narrow_socket_families(std::span<const sock_filter> prog,
                                                                              uint64_t af_allow, bool audit) {
     const int socket_nr = seccomp_syscall_resolve_name("socket");

@@ -121,6 +121,8 @@ def warm_execs(agentd, rules, t, rounds):
                 if tool == "vmsh":
                     assert start.startswith("warm"), start
                     steps.append(guest_steps(d["report"]))
+                    steps[-1]["host.vm_run_wall"] = d["report"]["microvm"]["wall_ms"]
+                    steps[-1]["host.reply"] = took * 1000
                 into.append(took)
         api.call("DELETE", f"/v1/tasks/{task}")
         return host, warm, first, steps

@@ -8,6 +8,7 @@
 #include <mqueue.h>
 #include <netinet/in.h>
 #include <sys/shm.h>
+#include <linux/netlink.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -626,9 +627,12 @@ Expectation tool_expectation(const policy::Bundle& b, const Attempt& a, const st
     if (n == "cpu_spin" && lim.timeout_ms.value_or(0) > uint64_t(spin_seconds) * 1000)
         return {"allowed", "limits.timeout " + std::to_string(*lim.timeout_ms / 1000) + " s > the probe's " +
                                std::to_string(spin_seconds) + " s spin (the timeout itself: the hand-built policy's row)"};
+    if (n == "netlink_audit" && b.network.netlink_allow && !((*b.network.netlink_allow >> NETLINK_AUDIT) & 1))
+        return {"seccomp", "network.netlink leaves out audit"};
     if (n == "netlink_audit")
-        return {"allowed", "its network.families include netlink and no layer judges netlink protocols; the "
-                           "socket is harmless without CAP_AUDIT_WRITE/READ (init namespace), which the tool lacks"};
+        return {"allowed", "its network.families include netlink with no network.netlink list, so every protocol "
+                           "is open; the socket is harmless without CAP_AUDIT_WRITE/READ (init namespace), which "
+                           "the tool lacks"};
     if (host_net) {
         // network rules: the tool stays in the host's network namespace
         if (n == "tcp_loopback_host" || n == "tcp6_loopback_host")

@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <asm/unistd_64.h>
+#include <linux/netlink.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -228,4 +230,49 @@ TEST_CASE("the kernel and the cBPF checker agree on what is a valid filter", "[s
         CHECK(o.exited);
         CHECK((o.code == 0) == ours);
     }
+}
+
+TEST_CASE("network.netlink: a netlink socket opens only with a listed protocol", "[seccomp][install][netlink]") {
+    SeccompSpec spec = tool_spec();
+    spec.socket_families = std::vector<int>{AF_UNIX, AF_NETLINK};
+    spec.netlink_protocols = std::vector<int>{NETLINK_ROUTE, NETLINK_SOCK_DIAG};
+    spec.netlink_rule_id = 21;
+    const auto plan = compiled(spec);
+    auto open_netlink = [](int proto) {
+        return [proto] {
+            int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, proto);
+            if (fd < 0) return errno == EPERM ? 10 : 11;
+            close(fd);
+            return 0;
+        };
+    };
+    // Control: unfiltered, the audit and netfilter protocols open (creating
+    // the socket needs no capability).
+    for (int proto : {NETLINK_AUDIT, NETLINK_NETFILTER, NETLINK_ROUTE}) {
+        INFO("control, protocol " << proto);
+        CHECK(in_child(nullptr, open_netlink(proto)).code == 0);
+    }
+    // Filtered: the listed protocols open, the rest answer EPERM, as a family
+    // the list leaves out does; a protocol number with high bits set, which
+    // the kernel would truncate to a listed one, is refused too.
+    CHECK(in_child(&plan.program, open_netlink(NETLINK_ROUTE)).code == 0);
+    CHECK(in_child(&plan.program, open_netlink(NETLINK_SOCK_DIAG)).code == 0);
+    for (int proto : {NETLINK_AUDIT, NETLINK_NETFILTER, NETLINK_XFRM, NETLINK_KOBJECT_UEVENT, NETLINK_GENERIC, 31}) {
+        INFO("protocol " << proto);
+        CHECK(in_child(&plan.program, open_netlink(proto)).code == 10);
+    }
+    auto o = in_child(&plan.program, [] {
+        long fd = syscall(__NR_socket, AF_NETLINK, SOCK_RAW, (1ull << 32) | NETLINK_ROUTE);
+        return fd < 0 && errno == EPERM ? 0 : 12;
+    });
+    CHECK(o.code == 0);
+    CHECK(netlink_protocols_through(plan.program) == ((1u << NETLINK_ROUTE) | (1u << NETLINK_SOCK_DIAG)));
+    // Other families keep their own verdicts: unix opens, inet is refused.
+    o = in_child(&plan.program, [] {
+        int u = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (u < 0) return 13;
+        close(u);
+        return socket(AF_INET, SOCK_STREAM, 0) < 0 && errno == EPERM ? 0 : 14;
+    });
+    CHECK(o.code == 0);
 }

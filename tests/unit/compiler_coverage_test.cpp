@@ -2,11 +2,17 @@
 // `unenforceable: run` opt-out (rule, file, extends, bundle JSON).
 #include "compiler_support.h"
 
+#include <linux/netlink.h>
+#include <sys/socket.h>
+
 #include <filesystem>
 #include <fstream>
 
+#include "bulwark/policy/cbpf.h"
 #include "bulwark/policy/compiler.h"
 #include "bulwark/policy/coverage.h"
+#include "bulwark/policy/grants.h"
+#include "bulwark/policy/instantiate.h"
 
 using namespace bulwark::test;
 
@@ -282,4 +288,67 @@ TEST_CASE("network.families is held by the BPF LSM and the seccomp filter, whate
     const auto* row = find_rule(open_cov, open, "network.families: netlink");
     REQUIRE(row);
     CHECK(layer_names(*row) == V{"bpf_lsm"});
+}
+
+TEST_CASE("network.netlink narrows netlink sockets to the listed protocols, held by the seccomp filter",
+          "[compiler][coverage][netlink]") {
+    using V = std::vector<std::string>;
+    const char* text = "tool: t\nnetwork:\n  families: [unix, netlink]\n  netlink: [route, sock_diag]\n";
+    auto compiled = compile_string(text, "t.yaml", {});  // the real seccomp compiler
+    INFO(render_diagnostics(compiled));
+    REQUIRE(compiled.ok());
+    const Bundle& b = *compiled.bundle;
+    REQUIRE(b.network.netlink_allow);
+    CHECK(*b.network.netlink_allow == ((1u << NETLINK_ROUTE) | (1u << NETLINK_SOCK_DIAG)));
+    // The filter: route and sock_diag open, every other protocol refused.
+    CHECK(netlink_protocols_through(b.seccomp.program) == *b.network.netlink_allow);
+    CHECK(socket_families_through(b.seccomp.program, "socket") == ((1ull << AF_UNIX) | (1ull << AF_NETLINK)));
+    const auto cov = rule_coverage(b);
+    for (const char* rule : {"network.netlink: route", "network.netlink: sock_diag"}) {
+        const auto* row = find_rule(cov, b, rule);
+        INFO(rule);
+        REQUIRE(row);
+        CHECK(layer_names(*row) == V{"seccomp"});
+    }
+    // The list survives the bundle's JSON; a bundle without it has none.
+    auto back = bundle_from_json(bundle_to_json(b));
+    REQUIRE(back);
+    CHECK(back->network.netlink_allow == b.network.netlink_allow);
+    CHECK(back->hash == b.hash);
+
+    // The control: netlink without a list opens every protocol, and the
+    // compiler says so at the family's entry.
+    auto open = compile_string("tool: t\nnetwork:\n  families: [unix, netlink]\n", "t.yaml", {});
+    INFO(render_diagnostics(open));
+    REQUIRE(open.ok());
+    CHECK_FALSE(open.bundle->network.netlink_allow);
+    CHECK(netlink_protocols_through(open.bundle->seccomp.program) & (1u << NETLINK_AUDIT));
+    const Diagnostic* w = find_diag(open, "netlink-every-protocol");
+    REQUIRE(w);
+    CHECK(w->severity == Severity::Warning);
+    CHECK(w->loc.line == 3);
+    CHECK(w->loc.col == 20);
+    CHECK_FALSE(bundle_to_json(*open.bundle)["network"].contains("netlink_allow"));
+
+    // A grant narrowing the families keeps the protocol list behind its check.
+    Grant g;
+    g.families = (1ull << AF_NETLINK);
+    auto inst = instantiate(b, TaskVars{}, {});
+    REQUIRE(inst);
+    auto narrowed = apply_grant(*inst, g, std::chrono::system_clock::now());
+    REQUIRE(narrowed);
+    CHECK(netlink_protocols_through(narrowed->bundle.seccomp.program) == *b.network.netlink_allow);
+    CHECK(socket_families_through(narrowed->bundle.seccomp.program, "socket") == (1ull << AF_NETLINK));
+}
+
+TEST_CASE("network.netlink: unknown protocols and a list without the family are errors", "[compiler][netlink]") {
+    require_error_at("tool: t\nnetwork:\n  families: [netlink]\n  netlink: [rout]\n", "unknown-netlink-protocol", 4, 13,
+                     "unknown netlink protocol \"rout\"");
+    auto r = compile("tool: t\nnetwork:\n  families: [netlink]\n  netlink: [rout]\n");
+    const Diagnostic* d = find_diag(r, "unknown-netlink-protocol");
+    REQUIRE(d);
+    REQUIRE_FALSE(d->hints.empty());
+    CHECK(d->hints[0] == "did you mean \"route\"?");
+    require_error_at("tool: t\nnetwork:\n  families: [unix, inet]\n  netlink: [route]\n", "family-missing", 4, 13,
+                     "network.families leaves netlink out");
 }

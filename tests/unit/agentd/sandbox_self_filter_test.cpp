@@ -98,10 +98,36 @@ network:
         if (x.syscall == "socket(packet)") CHECK(x.rule.starts_with("sniffer.yaml:6:20: network.families: packet"));
     }
     CHECK(names == std::vector<std::string>{"socket(packet)", "socketpair(packet)"});
-    // The control: netlink is in agentd-self.yaml's families, and so not named.
+    // The control: netlink is in agentd-self.yaml's families with the route
+    // protocol, and so a tool listing route alone is not named.
     auto nl = policy::compile_string("tool: ip\ndescription: lists links\nextends: base/minimal\n"
-                                     "binaries: [/usr/bin/true]\nnetwork:\n  families: [unix, netlink]\n",
+                                     "binaries: [/usr/bin/true]\nnetwork:\n  families: [unix, netlink]\n"
+                                     "  netlink: [route]\n",
                                      "ip.yaml", {.rules_dirs = {kRules}});
     REQUIRE(nl.ok());
     CHECK(refused_by_own_filter(self, *nl.bundle).empty());
+    // A protocol beyond agentd's own list is named with the tool's rule for
+    // it; a tool with every netlink protocol open, with its family's rule.
+    auto xfrm = policy::compile_string("tool: ip\ndescription: lists links\nextends: base/minimal\n"
+                                       "binaries: [/usr/bin/true]\nnetwork:\n  families: [unix, netlink]\n"
+                                       "  netlink: [route, xfrm]\n",
+                                       "ip.yaml", {.rules_dirs = {kRules}});
+    REQUIRE(xfrm.ok());
+    auto named = refused_by_own_filter(self, *xfrm.bundle);
+    REQUIRE(named.size() == 1);
+    CHECK(named[0].syscall == "socket(netlink xfrm)");
+    CHECK(named[0].rule == "ip.yaml:7:20: network.netlink: xfrm");
+    auto open = policy::compile_string("tool: ip\ndescription: lists links\nextends: base/minimal\n"
+                                       "binaries: [/usr/bin/true]\nnetwork:\n  families: [unix, netlink]\n",
+                                       "ip.yaml", {.rules_dirs = {kRules}});
+    REQUIRE(open.ok());
+    named = refused_by_own_filter(self, *open.bundle);
+    std::vector<std::string> protos;
+    for (const auto& x : named) {
+        protos.push_back(x.syscall);
+        CHECK(x.rule == "ip.yaml:6:20: network.families: netlink");
+    }
+    CHECK(std::find(protos.begin(), protos.end(), "socket(netlink sock_diag)") != protos.end());
+    CHECK(std::find(protos.begin(), protos.end(), "socket(netlink route)") == protos.end());
+    CHECK(std::find(protos.begin(), protos.end(), "socket(netlink audit)") == protos.end());
 }

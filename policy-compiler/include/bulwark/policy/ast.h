@@ -77,6 +77,7 @@ struct Network {
     Span span;
     uint32_t rule_id = 0;
     std::vector<Scalar> families;
+    std::vector<Scalar> netlink;  // netlink protocols (route, audit, ...) with netlink in families
     std::vector<NetItem> connect, bind, send, deny;
     std::vector<Scalar> dns;
     // network.unix: { connect: [...], send: [...], bind: [...] }: addresses, each its own rule

@@ -100,6 +100,9 @@ struct NetworkPolicy {
     NetMode mode = NetMode::None;
     std::vector<NetRule> rules;
     uint64_t af_allow = 0;         // bit n: socket family n
+    // With netlink in af_allow: the netlink protocols socket(2) may open (bit
+    // n: NETLINK_* n, network.netlink); nullopt: every one.
+    std::optional<uint32_t> netlink_allow;
     uint32_t sock_type_allow = 0;  // bit n: SOCK_* type n
     std::vector<std::string> dns;  // resolver addresses the tool may query (port 53)
     std::vector<UnixRule> unix_rules;  // in every mode (unix sockets need no IP network)

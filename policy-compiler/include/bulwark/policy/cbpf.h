@@ -39,6 +39,9 @@ uint32_t run_seccomp_filter(std::span<const sock_filter> prog, const seccomp_dat
 // usual types, run through the interpreter as the kernel would
 // (policy-compiler/src/seccomp_families.cpp).
 uint64_t socket_families_through(std::span<const sock_filter> prog, const char* call);
+// The netlink protocols (bit n: NETLINK_* n) a filter lets socket(2) open
+// in the netlink family (raw and datagram sockets).
+uint32_t netlink_protocols_through(std::span<const sock_filter> prog);
 
 // Action part of a SECCOMP_RET_* value, and its data part (errno for ERRNO).
 constexpr uint32_t seccomp_ret_action(uint32_t ret) { return ret & SECCOMP_RET_ACTION_FULL; }

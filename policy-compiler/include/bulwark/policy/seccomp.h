@@ -63,6 +63,11 @@ struct SeccompSpec {
     // a 32-bit program's socket and socketpair calls are refused outright.
     std::optional<std::vector<int>> socket_families;
     uint32_t socket_families_rule_id = 0;
+    // With AF_NETLINK among socket_families: the netlink protocols
+    // (argument 2) socket(2) may open (network.netlink; nullopt: any). The
+    // rest answer socket_families_errno, traced to netlink_rule_id.
+    std::optional<std::vector<int>> netlink_protocols;
+    uint32_t netlink_rule_id = 0;
     uint16_t socket_families_errno = EPERM;
     // What an import changed or left out of the profile (capability-gated
     // rules, names this libseccomp does not know, ...), one sentence each.

@@ -63,6 +63,8 @@ std::string net_ops_to_string(uint32_t ops, std::string_view sep);
 
 // Socket family names of `network.families` and their AF_* numbers.
 const std::vector<std::pair<std::string, int>>& socket_families();
+// Netlink protocol names of `network.netlink` and their NETLINK_* numbers.
+const std::vector<std::pair<std::string, int>>& netlink_protocols();
 
 // A tool's name: [a-z0-9][a-z0-9._+-]{0,63}.
 bool valid_tool_name(std::string_view name);
