@@ -80,7 +80,7 @@ std::optional<Fd> NetnsPool::acquire(std::string& error) {
 void NetnsPool::release(Fd netns) {
     if (!netns) return;
     std::lock_guard lk(mu_);
-    if (free_.size() < 16) free_.push_back(std::move(netns));
+    if (free_.size() < kMaxFree) free_.push_back(std::move(netns));
 }
 
 bool enter_thread_netns(int netns, int& saved_own) {

@@ -28,6 +28,8 @@ namespace bulwark {
 // one sandbox at a time, so concurrent sandboxes never share one.
 class NetnsPool {
 public:
+    // Free namespaces kept for reuse at most (more are closed on release).
+    static constexpr size_t kMaxFree = 16;
     static NetnsPool& instance();
     // A netns fd for one run (from the pool, or freshly made).
     std::optional<Fd> acquire(std::string& error);

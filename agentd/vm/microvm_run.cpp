@@ -233,9 +233,9 @@ private:
             start_sent_ = false;
             switches_ = json::array();
             if (next_ && next_->second <= policy_version) next_.reset();
+            t0_ = Clock::now();  // switch_policy reads it on another thread
         }
         ++runs_;
-        t0_ = Clock::now();
         warm_ = false;
         exited_ = cancelled_ = timed_out_ = false;
         guest_rep_.reset();

@@ -3,6 +3,8 @@
 // AF numbers. Host names stay as NetRule::host (resolved at instantiate()).
 #include <sys/socket.h>
 
+#include <optional>
+
 #include "bulwark/policy/bpf_tables.h"
 #include "passes.h"
 
@@ -42,6 +44,20 @@ namespace {
 
 constexpr uint64_t bit(int af) { return uint64_t(1) << af; }
 
+// The number `table` gives the name written; an unknown name is an error at
+// its entry, with the closest known one.
+std::optional<int> named_number(CompileContext& ctx, const ast::Scalar& s,
+                                const std::vector<std::pair<std::string, int>>& table, const char* code,
+                                const std::string& what) {
+    for (const auto& [name, n] : table)
+        if (name == s.value) return n;
+    std::vector<std::string> names, hints;
+    for (const auto& [name, _] : table) names.push_back(name);
+    if (auto m = closest_match(s.value, names); !m.empty()) hints.push_back("did you mean \"" + m + "\"?");
+    ctx.error(s.span, code, "unknown " + what + " \"" + s.value + "\"", std::move(hints));
+    return std::nullopt;
+}
+
 // network.netlink: the netlink protocols a tool with the netlink family may
 // open; without the list every one is open, which the compiler says.
 void netlink_protocol_list(CompileContext& ctx) {
@@ -65,20 +81,9 @@ void netlink_protocol_list(CompileContext& ctx) {
         return;
     }
     uint32_t allow = 0;
-    std::vector<std::string> names;
-    for (const auto& [n, _] : netlink_protocols()) names.push_back(n);
-    for (const auto& p : a.netlink) {
-        auto it = std::find_if(netlink_protocols().begin(), netlink_protocols().end(),
-                               [&](const auto& e) { return e.first == p.value; });
-        if (it == netlink_protocols().end()) {
-            std::vector<std::string> hints;
-            if (auto m = closest_match(p.value, names); !m.empty()) hints.push_back("did you mean \"" + m + "\"?");
-            ctx.error(p.span, "unknown-netlink-protocol", "unknown netlink protocol \"" + p.value + "\"",
-                      std::move(hints));
-            continue;
-        }
-        allow |= uint32_t(1) << it->second;
-    }
+    for (const auto& p : a.netlink)
+        if (auto n = named_number(ctx, p, netlink_protocols(), "unknown-netlink-protocol", "netlink protocol"))
+            allow |= uint32_t(1) << *n;
     net.netlink_allow = allow;
 }
 
@@ -263,19 +268,9 @@ void run_network(CompileContext& ctx) {
         net.af_allow = bit(AF_UNIX) | bit(AF_INET) | bit(AF_INET6);
     } else {
         net.af_allow = 0;
-        std::vector<std::string> names;
-        for (const auto& [n, _] : socket_families()) names.push_back(n);
-        for (const auto& f : a.families) {
-            auto it = std::find_if(socket_families().begin(), socket_families().end(),
-                                   [&](const auto& p) { return p.first == f.value; });
-            if (it == socket_families().end()) {
-                std::vector<std::string> hints;
-                if (auto m = closest_match(f.value, names); !m.empty()) hints.push_back("did you mean \"" + m + "\"?");
-                ctx.error(f.span, "unknown-family", "unknown socket family \"" + f.value + "\"", std::move(hints));
-                continue;
-            }
-            net.af_allow |= bit(it->second);
-        }
+        for (const auto& f : a.families)
+            if (auto n = named_number(ctx, f, socket_families(), "unknown-family", "socket family"))
+                net.af_allow |= bit(*n);
     }
     netlink_protocol_list(ctx);
     uint8_t protos = 0;
