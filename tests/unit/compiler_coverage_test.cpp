@@ -30,6 +30,14 @@ std::vector<std::string> layer_names(const RuleCoverage& c) {
     return out;
 }
 
+// Compiled by the real seccomp compiler (compile() records the spec instead).
+Bundle compiled_with_seccomp(const char* text) {
+    auto compiled = compile_string(text, "t.yaml", {});
+    INFO(render_diagnostics(compiled));
+    REQUIRE(compiled.ok());
+    return *compiled.bundle;
+}
+
 }  // namespace
 
 TEST_CASE("a deny below an allowed subtree is held by the BPF LSM and the mount layer, not Landlock",
@@ -270,10 +278,7 @@ TEST_CASE("network.families is held by the BPF LSM and the seccomp filter, whate
           "[compiler][coverage]") {
     using V = std::vector<std::string>;
     const char* text = "tool: t\nnetwork:\n  families: [unix, inet, netlink]\n  connect: [{ cidr: 10.0.0.0/8 }]\n";
-    auto compiled = compile_string(text, "t.yaml", {});  // the real seccomp compiler
-    INFO(render_diagnostics(compiled));
-    REQUIRE(compiled.ok());
-    const Bundle& b = *compiled.bundle;
+    const Bundle b = compiled_with_seccomp(text);
     const auto cov = rule_coverage(b);
     for (const char* rule : {"network.families: unix", "network.families: netlink"}) {
         const auto* row = find_rule(cov, b, rule);
@@ -294,10 +299,7 @@ TEST_CASE("network.netlink narrows netlink sockets to the listed protocols, held
           "[compiler][coverage][netlink]") {
     using V = std::vector<std::string>;
     const char* text = "tool: t\nnetwork:\n  families: [unix, netlink]\n  netlink: [route, sock_diag]\n";
-    auto compiled = compile_string(text, "t.yaml", {});  // the real seccomp compiler
-    INFO(render_diagnostics(compiled));
-    REQUIRE(compiled.ok());
-    const Bundle& b = *compiled.bundle;
+    const Bundle b = compiled_with_seccomp(text);
     REQUIRE(b.network.netlink_allow);
     CHECK(*b.network.netlink_allow == ((1u << NETLINK_ROUTE) | (1u << NETLINK_SOCK_DIAG)));
     // The filter: route and sock_diag open, every other protocol refused.
