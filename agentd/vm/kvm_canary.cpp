@@ -12,12 +12,12 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "bulwark/policy/private_files.h"
 #include "common/fd.h"
 #include "vm/channel.h"
 
@@ -26,7 +26,6 @@ extern char** environ;
 namespace bulwark::vm {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -42,8 +41,10 @@ std::string console_tail(const std::string& console) {
     return t.empty() ? "(nothing)" : t;
 }
 
-// Where this boot's verdict for this qemu and image is kept.
+// Where this boot's verdict for this qemu and image is kept ("" for none:
+// the directory cannot be made this user's alone).
 std::string verdict_path(const Vmm& v, const GuestImage& img) {
+    if (!policy::make_private_dir(kVerdictDir).empty()) return "";
     struct stat st{};
     if (::stat(v.binary.c_str(), &st) != 0) return "";
     std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -63,35 +64,15 @@ struct Verdict {
 // A verdict kept by this user in a directory only it writes, else none.
 std::optional<Verdict> kept_verdict(const std::string& path) {
     if (path.empty()) return std::nullopt;
-    struct stat dir{};
-    if (::stat(kVerdictDir, &dir) != 0 || dir.st_uid != ::geteuid() || (dir.st_mode & 022)) return std::nullopt;
-    Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    struct stat st{};
-    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 022) ||
-        st.st_size > 65536)
-        return std::nullopt;
-    std::string text(size_t(st.st_size), '\0');
-    if (::read(fd.get(), text.data(), text.size()) != ssize_t(text.size())) return std::nullopt;
-    auto j = json::parse(text, nullptr, false);
+    auto text = policy::read_private_file(path, 65536);
+    if (!text) return std::nullopt;
+    auto j = json::parse(*text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("why") || !j["why"].is_string()) return std::nullopt;
     return Verdict{j["why"].get<std::string>(), j.value("ms", uint64_t(0))};
 }
 
 void keep_verdict(const std::string& path, const Verdict& v) {
-    if (path.empty()) return;
-    ::mkdir("/run/bulwark", 0755);
-    ::mkdir(kVerdictDir, 0700);
-    std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    {
-        Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-        if (!fd) return;
-        std::string text = json{{"why", v.why}, {"ms", v.ms}}.dump();
-        if (::write(fd.get(), text.data(), text.size()) != ssize_t(text.size())) {
-            ::unlink(tmp.c_str());
-            return;
-        }
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
+    if (!path.empty()) (void)policy::write_private_file(path, json{{"why", v.why}, {"ms", v.ms}}.dump());
 }
 
 }  // namespace

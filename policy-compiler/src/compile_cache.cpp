@@ -1,6 +1,7 @@
 // The bundle cache: one JSON entry per (compiler build, rule file, options,
 // working directory), holding the facts the compile learnt and its bundle.
 #include "bulwark/policy/compile_cache.h"
+#include "bulwark/policy/private_files.h"
 
 #include <dirent.h>
 #include <elf.h>
@@ -27,31 +28,6 @@ constexpr int kFormat = 1;
 constexpr size_t kMaxEntryBytes = 64u << 20;
 // Entries beyond this many are pruned, oldest first, when one is stored.
 constexpr size_t kKeepEntries = 256;
-
-std::string errno_text(int err) { return std::strerror(err); }
-
-// All `len` bytes at `p` through read(2) or write(2), EINTR retried: how
-// many went before an error or the end of the file.
-template <class Byte, class Io>
-size_t whole(int fd, Byte* p, size_t len, Io io) {
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = io(fd, p + done, len - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        done += size_t(n);
-    }
-    return done;
-}
-
-// Owned by this user and writable by no one else.
-std::string untrusted(const struct stat& st, bool want_dir) {
-    if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
-        return want_dir ? "not a directory" : "not a regular file";
-    if (st.st_uid != ::geteuid()) return "owned by uid " + std::to_string(st.st_uid) + ", not " + std::to_string(::geteuid());
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) return "writable by group or others";
-    return "";
-}
 
 int note_build_id(struct dl_phdr_info* info, size_t, void* out) {
     auto& id = *static_cast<std::string*>(out);
@@ -104,28 +80,15 @@ json key_material(const std::string& build, const std::string& path, const Compi
 
 // The entry's bytes, when it is one this user may trust.
 std::expected<std::string, std::string> read_entry(const std::string& file) {
-    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return std::unexpected(errno == ENOENT ? "no entry" : "entry: " + errno_text(errno));
-    struct stat st{};
-    std::string text;
-    if (::fstat(fd, &st) != 0) {
-        int err = errno;
-        ::close(fd);
-        return std::unexpected("entry: " + errno_text(err));
+    auto text = read_private_file(file, kMaxEntryBytes);
+    if (text) return std::move(*text);
+    switch (text.error().kind) {
+        case PrivateReadError::Kind::Absent: return std::unexpected("no entry");
+        case PrivateReadError::Kind::Untrusted: return std::unexpected("entry " + file + " ignored: " + text.error().why);
+        case PrivateReadError::Kind::TooLarge: return std::unexpected("entry larger than 64 MiB");
+        case PrivateReadError::Kind::Io: break;
     }
-    if (auto bad = untrusted(st, false); !bad.empty()) {
-        ::close(fd);
-        return std::unexpected("entry " + file + " ignored: " + bad);
-    }
-    if (size_t(st.st_size) > kMaxEntryBytes) {
-        ::close(fd);
-        return std::unexpected("entry larger than 64 MiB");
-    }
-    text.resize(size_t(st.st_size));
-    const size_t got = whole(fd, text.data(), text.size(), ::read);
-    ::close(fd);
-    if (got != text.size()) return std::unexpected("entry: short read");
-    return text;
+    return std::unexpected("entry: " + text.error().why);
 }
 
 // FNV-1a, 64 bits, as hex: the entry's name from its key, and the checksum
@@ -194,16 +157,7 @@ void prune(const std::string& dir) {
 std::string store(const std::string& dir, const std::string& file, json head, const Bundle& bundle) {
     std::string body = dump(bundle_to_json(bundle));
     head["bundle_fnv1a"] = fnv_hex(body);
-    std::string text = dump(head) + "\n" + body;
-    std::string tmp = file + ".tmp." + std::to_string(::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) return "cannot write " + tmp + ": " + errno_text(errno);
-    bool ok = whole(fd, text.data(), text.size(), ::write) == text.size() && ::close(fd) == 0;
-    if (!ok || ::rename(tmp.c_str(), file.c_str()) != 0) {
-        std::string why = "cannot write " + file + ": " + errno_text(errno);
-        ::unlink(tmp.c_str());
-        return why;
-    }
+    if (std::string why = write_private_file(file, dump(head) + "\n" + body); !why.empty()) return why;
     prune(dir);
     return "";
 }
@@ -239,21 +193,8 @@ std::optional<CompileCache> CompileCache::at(const std::string& dir, std::string
         return std::nullopt;
     }
     // Its parents as the system made them; the directory itself this user's.
-    for (size_t end = dir.find('/', 1);; end = dir.find('/', end + 1)) {
-        std::string upto = dir.substr(0, end);
-        if (::mkdir(upto.c_str(), end == std::string::npos ? 0700 : 0755) != 0 && errno != EEXIST) {
-            why_not = "off: cannot make " + upto + ": " + errno_text(errno);
-            return std::nullopt;
-        }
-        if (end == std::string::npos) break;
-    }
-    struct stat st{};
-    if (::lstat(dir.c_str(), &st) != 0) {
-        why_not = "off: " + dir + ": " + errno_text(errno);
-        return std::nullopt;
-    }
-    if (auto bad = untrusted(st, true); !bad.empty()) {
-        why_not = "off: " + dir + " is " + bad;
+    if (std::string bad = make_private_dir(dir); !bad.empty()) {
+        why_not = "off: " + bad;
         return std::nullopt;
     }
     return CompileCache(dir, build);
