@@ -141,11 +141,14 @@ void InputLog::note(Look how, const std::string& path, std::string seen) {
     facts_.push_back({how, path, std::move(seen)});
 }
 
-void InputLog::note_inode(const std::string& path, const struct stat& st) {
+bool inode_settled(const struct stat& st) {
     struct timespec now{};
     ::clock_gettime(CLOCK_REALTIME, &now);
-    const int64_t latest = std::max(ns_of(st.st_mtim), ns_of(st.st_ctim));
-    if (latest > ns_of(now) - kSettledAfterNs) settled_ = false;
+    return std::max(ns_of(st.st_mtim), ns_of(st.st_ctim)) <= ns_of(now) - kSettledAfterNs;
+}
+
+void InputLog::note_inode(const std::string& path, const struct stat& st) {
+    if (!inode_settled(st)) settled_ = false;
     facts_.push_back({Look::Inode, path, inode_stamp(st)});
 }
 

@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,7 +17,6 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <tuple>
 
 namespace bulwark {
 namespace {
@@ -233,36 +231,28 @@ std::vector<std::string> ld_cache_dirs(const std::string& sysroot, policy::Input
     return dirs;
 }
 
-// Files parsed before, by identity: a process that inspects the same
-// binaries launch after launch (agentd, a warm microVM's guest agent, where
-// a parse of libc costs milliseconds under emulation) parses each once. A
-// file changed in place changes its ctime, except within the kernel's coarse
-// timestamp granularity of the moment it was looked at: only files settled
-// for 3 s are kept (the bundle cache's rule, compile_cache.h).
+// Files parsed before, by identity (inode_stamp: device, inode, mode, size,
+// mtime, ctime): a process that inspects the same binaries launch after
+// launch (agentd, a warm microVM's guest agent, where a parse of libc costs
+// milliseconds under emulation) parses each once. Only settled files are
+// kept (inode_settled: the bundle cache's rule), whose stamp changes with
+// their content.
 class ParsedFiles {
 public:
-    using Key = std::tuple<dev_t, ino_t, off_t, int64_t, int64_t>;  // dev, ino, size, mtime, ctime (ns)
-    static std::optional<Key> key_of(const struct stat& st) {
-        auto ns = [](const timespec& t) { return int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec; };
-        timespec now{};
-        ::clock_gettime(CLOCK_REALTIME, &now);
-        if (ns(now) - ns(st.st_ctim) < 3'000'000'000 || ns(now) - ns(st.st_mtim) < 3'000'000'000) return std::nullopt;
-        return Key{st.st_dev, st.st_ino, st.st_size, ns(st.st_mtim), ns(st.st_ctim)};
-    }
-    std::optional<ElfProps> find(const Key& k) {
+    std::optional<ElfProps> find(const std::string& stamp) {
         std::lock_guard lk(mu_);
-        auto it = parsed_.find(k);
+        auto it = parsed_.find(stamp);
         return it == parsed_.end() ? std::nullopt : std::optional<ElfProps>(it->second);
     }
-    void keep(const Key& k, const ElfProps& p) {
+    void keep(const std::string& stamp, const ElfProps& p) {
         std::lock_guard lk(mu_);
         if (parsed_.size() >= 512) parsed_.clear();
-        parsed_.emplace(k, p);
+        parsed_.emplace(stamp, p);
     }
 
 private:
     std::mutex mu_;
-    std::map<Key, ElfProps> parsed_;
+    std::map<std::string, ElfProps> parsed_;
 };
 
 ParsedFiles& parsed_files() {
@@ -276,9 +266,9 @@ std::expected<ElfProps, std::string> read_elf_props_fd(int fd, const std::string
     struct stat st{};
     if (::fstat(fd, &st) != 0) return std::unexpected(name + ": fstat: " + std::strerror(errno));
     if (!S_ISREG(st.st_mode) || st.st_size == 0) return std::unexpected(name + ": not a regular file");
-    auto key = ParsedFiles::key_of(st);
-    if (key)
-        if (auto seen = parsed_files().find(*key)) {
+    const std::string key = policy::inode_settled(st) ? policy::inode_stamp(st) : std::string();
+    if (!key.empty())
+        if (auto seen = parsed_files().find(key)) {
             seen->path = name;
             return std::move(*seen);
         }
@@ -286,7 +276,7 @@ std::expected<ElfProps, std::string> read_elf_props_fd(int fd, const std::string
     if (m == MAP_FAILED) return std::unexpected(name + ": mmap: " + std::strerror(errno));
     auto r = parse(static_cast<const uint8_t*>(m), st.st_size, name);
     ::munmap(m, st.st_size);
-    if (r && key) parsed_files().keep(*key, *r);
+    if (r && !key.empty()) parsed_files().keep(key, *r);
     return r;
 }
 

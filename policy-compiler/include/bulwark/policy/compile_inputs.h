@@ -30,6 +30,10 @@ bool look_from_name(const std::string& name, Look& how);
 std::string look(Look how, const std::string& path);
 // The Inode answer for a file already open (its fstat).
 std::string inode_stamp(const struct stat& st);
+// Whether the file's stamp can be trusted to change with its content: its
+// last change is older than a few seconds (a file written again within the
+// kernel's timestamp granularity keeps its stamp).
+bool inode_settled(const struct stat& st);
 
 struct InputFact {
     Look how;
