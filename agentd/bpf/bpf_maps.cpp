@@ -13,7 +13,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <set>
 #include <tuple>
 
 #include "bulwark/abi.h"
@@ -152,37 +151,35 @@ std::string existing_ancestor(const std::string& path) {
     return {};
 }
 
+// The policy's file rules as the LSM reads them: by object (device as the
+// kernel numbers it, inode), aliases merged.
+using FileRules = std::map<std::tuple<uint64_t, uint64_t>, bw_file_rule>;
+
 // Whether a missing denied path can come into existence by the sandbox's
 // hand while this policy is in force. It cannot when its nearest existing
 // ancestor is on a read-only mount (a microVM guest's read-only view of the
 // host, where the host's /etc/shadow is not shared), or when the policy
 // itself refuses every new name there: in enforce mode with file rules in
-// force, no rule covering that directory grants create, or one denies it
-// (the LSM judges create, mkdir, mknod, symlink, link and rename at the new
-// name's directory, by the same ancestor walk). Such a deny has nothing to
-// hold and is skipped; any other missing denied path fails the load.
-// Returns "" (it can appear) or why it cannot.
-std::string cannot_appear(const policy::BpfTables& tables, const std::string& path) {
+// force, no rule on that directory or an ancestor grants create, or one
+// denies it (the LSM judges create, mkdir, mknod, symlink, link and rename
+// at the new name's directory, by the same ancestor walk over `files`). Such
+// a deny has nothing to hold and is skipped; any other missing denied path
+// fails the load. Returns "" (it can appear) or why it cannot.
+std::string cannot_appear(const bw_policy& header, const FileRules& files, const std::string& path) {
     const std::string dir = existing_ancestor(path);
     if (dir.empty()) return {};
     struct statvfs vfs{};
     if (::statvfs(dir.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY)) return dir + " is on a read-only mount";
-    if (tables.header.mode != BW_MODE_ENFORCE || !(tables.header.flags & BW_POL_FILES_ENFORCED)) return {};
-    // The objects the LSM's walk from `dir` meets: dir and each ancestor.
-    std::set<std::pair<dev_t, ino_t>> walk;
+    if (header.mode != BW_MODE_ENFORCE || !(header.flags & BW_POL_FILES_ENFORCED)) return {};
+    uint32_t allow = 0, deny = 0;
     for (std::string p = dir;; p = p.substr(0, std::max<size_t>(p.rfind('/'), 1))) {
         struct stat st{};
         if (::stat(p.c_str(), &st) != 0) return {};
-        walk.emplace(st.st_dev, st.st_ino);
+        if (auto it = files.find({kernel_dev_of(st.st_dev), st.st_ino}); it != files.end()) {
+            allow |= it->second.allow;
+            deny |= it->second.deny;
+        }
         if (p == "/") break;
-    }
-    uint32_t allow = 0, deny = 0;
-    for (const auto& f : tables.files) {
-        if (!((f.value.allow | f.value.deny) & BW_FS_CREATE)) continue;
-        struct stat st{};
-        if (::stat(f.path.c_str(), &st) != 0 || !walk.contains({st.st_dev, st.st_ino})) continue;
-        allow |= f.value.allow;
-        deny |= f.value.deny;
     }
     if ((allow & ~deny) & BW_FS_CREATE) return {};
     return "the policy refuses the creation of any name in " + dir;
@@ -198,19 +195,15 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
     auto ns_now = [] { return static_cast<uint64_t>(steady_now_ns()); };
     const uint64_t t0 = ns_now();
     // Merge aliases: several rule paths may name one inode.
-    std::map<std::tuple<uint64_t, uint64_t>, bw_file_rule> files;
+    FileRules files;
+    std::vector<const std::string*> absent_denies;  // judged once every path is resolved
     for (const auto& f : tables.files) {
         struct stat st{};
         if (::stat(f.path.c_str(), &st) != 0) {
             int err = errno;
             if (err != ENOENT) return std::unexpected(SysError{"stat(" + f.path + ")", err});
-            if (f.value.deny != 0) {
-                std::string why = cannot_appear(tables, f.path);
-                if (why.empty()) return std::unexpected(SysError{"stat(" + f.path + ")", err});
-                report.absent_denies.push_back(f.path + " (" + why + ")");
-                continue;
-            }
-            report.skipped_paths.push_back(f.path);
+            if (f.value.deny != 0) absent_denies.push_back(&f.path);
+            else report.skipped_paths.push_back(f.path);
             continue;
         }
         auto [pos, inserted] = files.try_emplace({kernel_dev_of(st.st_dev), st.st_ino}, f.value);
@@ -221,6 +214,11 @@ std::expected<LoadReport, SysError> PolicyMaps::load(const policy::BpfTables& ta
             r.allow |= f.value.allow;
             r.deny |= f.value.deny;
         }
+    }
+    for (const std::string* path : absent_denies) {
+        std::string why = cannot_appear(tables.header, files, *path);
+        if (why.empty()) return std::unexpected(SysError{"stat(" + *path + ")", ENOENT});
+        report.absent_denies.push_back(*path + " (" + why + ")");
     }
     if (files.size() > BW_MAX_FILE_RULES || tables.net.size() > BW_MAX_NET_RULES ||
         tables.unix_sockets.size() > BW_MAX_UNIX_RULES)
