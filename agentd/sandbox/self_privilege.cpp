@@ -203,6 +203,23 @@ std::expected<SelfFilter, std::string> load_self_filter(const std::string& bundl
     return f;
 }
 
+namespace {
+
+// "file:line:col: text"
+std::string located(const policy::RuleRef& r) {
+    return r.loc.file + ":" + std::to_string(r.loc.line) + ":" + std::to_string(r.loc.col) + ": " + r.text;
+}
+
+// The tool's rule written as `text` (the last, where extends repeat it), or none.
+const policy::RuleRef* written_as(const policy::Bundle& tool, const std::string& text) {
+    const policy::RuleRef* found = nullptr;
+    for (const auto& ref : tool.rules)
+        if (ref.text == text) found = &ref;
+    return found;
+}
+
+}  // namespace
+
 std::vector<OwnFilterRefusal> refused_by_own_filter(const SelfFilter& f, const policy::Bundle& tool) {
     std::vector<OwnFilterRefusal> out;
     const auto native = policy::audit_arch_of("native");
@@ -224,9 +241,7 @@ std::vector<OwnFilterRefusal> refused_by_own_filter(const SelfFilter& f, const p
             continue;
         OwnFilterRefusal r{name, "baseline " + tool.seccomp.baseline};
         if (auto it = rule_of.find(name); it != rule_of.end())
-            if (const auto* ref = tool.rule(it->second))
-                r.rule = ref->loc.file + ":" + std::to_string(ref->loc.line) + ":" + std::to_string(ref->loc.col) +
-                         ": " + ref->text;
+            if (const auto* ref = tool.rule(it->second)) r.rule = located(*ref);
         out.push_back(std::move(r));
     }
     // The socket families: the tool's filter narrows socket(2) to its
@@ -238,10 +253,7 @@ std::vector<OwnFilterRefusal> refused_by_own_filter(const SelfFilter& f, const p
             if (!((refused >> family) & 1)) continue;
             const std::string name = policy::family_names(uint64_t{1} << family);
             OwnFilterRefusal r{std::string(call) + "(" + name + ")", "network.families"};
-            for (const auto& ref : tool.rules)
-                if (ref.text == "network.families: " + name)
-                    r.rule = ref.loc.file + ":" + std::to_string(ref.loc.line) + ":" + std::to_string(ref.loc.col) +
-                             ": " + ref.text;
+            if (const auto* ref = written_as(tool, "network.families: " + name)) r.rule = located(*ref);
             out.push_back(std::move(r));
         }
     }
@@ -252,17 +264,10 @@ std::vector<OwnFilterRefusal> refused_by_own_filter(const SelfFilter& f, const p
     for (const auto& [name, proto] : policy::netlink_protocols()) {
         if (!((nl_refused >> proto) & 1)) continue;
         OwnFilterRefusal r{"socket(netlink " + name + ")", "network.families: netlink"};
-        const policy::RuleRef* by = nullptr;  // the protocol's own rule, else the family's
-        for (const auto& ref : tool.rules) {
-            if (ref.text == "network.netlink: " + name) {
-                by = &ref;
-                break;
-            }
-            if (!by && ref.text == "network.families: netlink") by = &ref;
-        }
-        if (by)
-            r.rule = by->loc.file + ":" + std::to_string(by->loc.line) + ":" + std::to_string(by->loc.col) + ": " +
-                     by->text;
+        // the protocol's own rule, else the family's
+        const policy::RuleRef* by = written_as(tool, "network.netlink: " + name);
+        if (!by) by = written_as(tool, "network.families: netlink");
+        if (by) r.rule = located(*by);
         out.push_back(std::move(r));
     }
     return out;
