@@ -560,25 +560,25 @@ void prewarm_launches() {
 // The host compiled and hashed it; the channel is the host's own byte
 // stream: the hash is not computed again here (bundle_from_json's cost under
 // TCG is tens of milliseconds). `held` keeps the last one taken.
-std::expected<policy::Bundle, std::string> job_bundle(const json& start, std::optional<policy::Bundle>& held) {
-    std::expected<policy::Bundle, std::string> b;
-    if (start.contains("bundle")) {
-        b = policy::bundle_from_own_json(start["bundle"]);
-    } else {
+using Held = std::shared_ptr<const policy::Bundle>;
+std::expected<Held, std::string> job_bundle(const json& start, Held& held) {
+    if (!start.contains("bundle")) {
         std::string want = start.value("bundle_hash", "");
-        if (held && !want.empty() && held->hash == want) return *held;
+        if (held && !want.empty() && held->hash == want) return held;
         return std::unexpected("the start frame names bundle " + want + ", which the guest does not hold");
     }
-    if (b) held = *b;
-    return b;
+    auto b = policy::bundle_from_own_json(start["bundle"]);
+    if (!b) return std::unexpected(b.error());
+    held = std::make_shared<const policy::Bundle>(std::move(*b));
+    return held;
 }
 
-json run_job(Channel& ch, const Job& job, const json& facts, GuestLayers& layers, StepClock& clock,
-             std::optional<policy::Bundle>& held) {
+json run_job(Channel& ch, const Job& job, const json& facts, GuestLayers& layers, StepClock& clock, Held& held) {
     const auto& s = job.start;
-    auto bundle = job_bundle(s, held);
+    auto found = job_bundle(s, held);
     clock.mark("bundle");
-    if (!bundle) return exit_document(step_failed({"bundle", bundle.error()}), facts, nullptr, nullptr);
+    if (!found) return exit_document(step_failed({"bundle", found.error()}), facts, nullptr, nullptr);
+    const Held& bundle = *found;
     fresh_entropy_and_clock(s);
     make_deny_points(*bundle);
     RunRequest req;
@@ -608,7 +608,7 @@ json run_job(Channel& ch, const Job& job, const json& facts, GuestLayers& layers
     RunReport rep;
     {
         RunBinding binding(sources, *bundle,
-                           RunContext{task_id, run_id, bundle->tool, 0, std::make_shared<const policy::Bundle>(*bundle)});
+                           RunContext{task_id, run_id, bundle->tool, 0, bundle});
         binding.prepare(req);
         // A task's new policy epoch while the tool runs: its BPF binding in
         // the guest follows, as a running tool's does on the host.
@@ -669,7 +669,7 @@ int agent_main() {
     }
     Channel ch(*fd);
     GuestLayers layers;
-    std::optional<policy::Bundle> held;  // the bundle of the last Start
+    Held held;  // the bundle of the last Start
     if (!early) {
         start_layers(ch, layers);
         prewarm_launches();
@@ -700,7 +700,7 @@ int agent_main() {
             clock.mark("shares");
             doc = run_job(ch, *job, facts, layers, clock, held);
         }
-        if (doc.contains("guest") && doc["guest"].is_object()) doc["guest"]["holds_bundle"] = held ? held->hash : "";
+        doc["guest"]["holds_bundle"] = held ? held->hash : "";  // exit_document's "guest"
         ::sync();  // the tool's writes reach the host's work directory before the host reads the report
         ch.send(vm::FrameType::Exit, doc.dump());
         // The host acknowledges the exit: parked, the next job; else it
