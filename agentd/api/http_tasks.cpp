@@ -397,10 +397,13 @@ int http_status(TaskErrc code) {
     case TaskErrc::GrantWidens: return 403;
     case TaskErrc::UnknownTask:
     case TaskErrc::UnknownTool:
-    case TaskErrc::UnknownContainer: return 404;
+    case TaskErrc::UnknownContainer:
+    case TaskErrc::UnknownProfile:
+    case TaskErrc::UnknownFinding: return 404;
     case TaskErrc::ContainerExists:
     case TaskErrc::TaskClosed:
-    case TaskErrc::WorkdirGone: return 409;
+    case TaskErrc::WorkdirGone:
+    case TaskErrc::ProfileHold: return 409;
     case TaskErrc::FileRefused:
     case TaskErrc::InstantiateFailed:
     case TaskErrc::CandidateInvalid:

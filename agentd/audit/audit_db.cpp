@@ -819,8 +819,9 @@ void AuditStore::report_source_drops(std::string source, uint64_t count) {
     I.work_cv.notify_one();
 }
 
-std::unique_ptr<RunWatch> AuditStore::watch_run(uint64_t task_id, uint64_t run_id, size_t limit) {
-    std::unique_ptr<RunWatch> w(new RunWatch(this, task_id, run_id, limit));
+std::unique_ptr<RunWatch> AuditStore::watch_run(uint64_t task_id, uint64_t run_id, size_t limit,
+                                                RunWatch::Observer observer) {
+    std::unique_ptr<RunWatch> w(new RunWatch(this, task_id, run_id, limit, std::move(observer)));
     std::lock_guard lk(impl_->mu);
     impl_->watches.push_back(w.get());
     return w;
@@ -833,6 +834,7 @@ RunWatch::~RunWatch() {
 
 void RunWatch::offer(const AuditRecord& r) {
     if (r.kind != RecordKind::Decision || r.run_id != run_id_ || r.task_id != task_id_) return;
+    if (observer_) observer_(r);
     std::lock_guard lk(mu_);
     if (records_.size() < limit_)
         records_.push_back(r);

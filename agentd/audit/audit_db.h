@@ -144,15 +144,21 @@ public:
         bool truncated = false;            // more than `limit` of them were accepted
     };
     Taken decisions_before(uint64_t before) const;
+    // Told about every decision record of the run as the store takes it,
+    // past the limit too (a profile counts everything a run did). Called on
+    // the producer's thread with the store's queue lock held: it must not
+    // block and must not call the store.
+    using Observer = std::function<void(const AuditRecord&)>;
 
 private:
     friend class AuditStore;
-    RunWatch(const AuditStore* store, uint64_t task_id, uint64_t run_id, size_t limit)
-        : store_(store), task_id_(task_id), run_id_(run_id), limit_(limit) {}
+    RunWatch(const AuditStore* store, uint64_t task_id, uint64_t run_id, size_t limit, Observer observer)
+        : store_(store), task_id_(task_id), run_id_(run_id), limit_(limit), observer_(std::move(observer)) {}
     void offer(const AuditRecord& r);
     const AuditStore* store_;
     uint64_t task_id_, run_id_;
     size_t limit_;
+    Observer observer_;
     mutable std::mutex mu_;
     std::vector<AuditRecord> records_;
     std::optional<uint64_t> first_dropped_;  // seq of the first record past the limit
@@ -175,7 +181,8 @@ public:
     void report_source_drops(std::string source, uint64_t count);
 
     // Watches the decision records of (task_id, run_id) accepted from now on.
-    std::unique_ptr<RunWatch> watch_run(uint64_t task_id, uint64_t run_id, size_t limit);
+    std::unique_ptr<RunWatch> watch_run(uint64_t task_id, uint64_t run_id, size_t limit,
+                                        RunWatch::Observer observer = {});
 
     uint64_t committed_seq() const;
     uint64_t last_seq() const;

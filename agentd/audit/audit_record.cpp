@@ -30,8 +30,8 @@ static_assert(std::ranges::none_of(kOpNames, [](std::string_view n) { return n.e
 
 constexpr std::array<std::string_view, 4> kDecisionNames = {"allow", "deny", "audit", "observe"};
 
-constexpr std::array<std::string_view, 7> kKindNames = {
-    "", "decision", "run_start", "run_exit", "policy_epoch", "gap", "host_status"};
+constexpr std::array<std::string_view, 9> kKindNames = {
+    "", "decision", "run_start", "run_exit", "policy_epoch", "gap", "host_status", "finding", "profile"};
 
 int64_t clock_ns(clockid_t c) {
     timespec ts{};

@@ -28,6 +28,8 @@ enum class RecordKind : uint8_t {
     Gap = 5,         // records were lost: detail {source, count, after_seq}; the loss
                      // happened between seq-1 and seq+1 (dropped records get no seq)
     HostStatus = 6,  // snapshot of which layers are enforced on this host
+    Finding = 7,     // a run departed from its tool's profile: detail {findings, response, baseline}
+    Profile = 8,     // a tool's profile: a snapshot of what it learned, or a change (reset, pin, accept)
 };
 
 struct AuditRecord {

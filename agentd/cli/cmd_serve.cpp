@@ -27,9 +27,11 @@
 #include "audit/event_bus.h"
 #include "api/http_api.h"
 #include "api/http_server.h"
+#include "api/http_profiles.h"
 #include "api/http_tasks.h"
 #include "cli/host_layers.h"
 #include "kaudit/kernel_audit.h"
+#include "profiles/profile_book.h"
 #include "tasks/containers.h"
 #include "tasks/reconcile.h"
 #include "kaudit/run_registry.h"
@@ -72,7 +74,8 @@ nlohmann::json plan_catalog(const ToolCatalog& catalog, const std::filesystem::p
         return out;
     }
     PlanContext ctx{dir.string(), rt ? rt->layer_states() : std::map<std::string, std::string>{},
-                    rt ? std::string() : bpf_unavailable, rt ? rt->cgroup_parent() : std::string()};
+                    rt ? std::string() : bpf_unavailable, rt ? rt->cgroup_parent() : std::string(),
+                    /*profile_scoring=*/true};
     for (const auto& t : catalog.tools()) {
         policy::TaskVars vars = policy::task_vars(ctx.workdir, "coverage");
         auto b = instantiate_tool(t.bundle, vars, planning_resolver());
@@ -163,6 +166,7 @@ private:
     std::string kaudit_error_;
     LeftCgroups left_cgroups_;  // run cgroups not removed at their run's end, retried until they go
     vm::MicroVmHost microvm_;   // what this host offers the microVM tier
+    std::optional<profiles::ProfileBook> profiles_;
     TaskOptions topts_;
     std::optional<TaskManager> tasks_;
     bool default_listener_ = false;
@@ -396,6 +400,15 @@ Started Daemon::start_tasks() {
     else
         spdlog::info("microVM tier unavailable: {}", microvm_.unavailable);
     topts_.microvm = &microvm_;
+    // The tools whose rules keep a profile, each rebuilt from the store.
+    std::map<std::string, policy::ProfilePlan> profiled;
+    for (const auto& t : catalog_->tools())
+        if (t.bundle.profile.enabled) profiled[t.name] = t.bundle.profile;
+    profiles_.emplace(store_.get());
+    for (const auto& e : profiles_->load(profiled))
+        spdlog::error("profile of {}; it starts empty and learns again", e);
+    if (!profiled.empty()) spdlog::info("profiles: {} tool(s) learned and scored", profiled.size());
+    topts_.profiles = &*profiles_;
     if (auto r = ensure_dir(topts_.work_root, 0711); !r) return r;
     tasks_.emplace(*catalog_, store_.get(), topts_);
     return {};
@@ -463,6 +476,7 @@ Started Daemon::register_routes() {
     http::register_v1_routes(router_, ctx_);
     http::register_task_routes(router_, {.catalog = &*catalog_, .tasks = &*tasks_, .store = store_.get(),
                                          .containers = &*containers_});
+    http::register_profile_routes(router_, &*profiles_);
     if (cfg_.dashboard.enabled) dashboard::register_routes(router_, assets_);
     return {};
 }

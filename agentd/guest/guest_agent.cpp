@@ -593,6 +593,7 @@ json run_job(Channel& ch, const Job& job, const json& facts, GuestLayers& layers
     req.hostname = s.value("hostname", "bulwark");
     req.cancel_fd = ch.cancel_fd();
     req.vm_layers = {{"microvm", ""}, {"tee", "the guest is not a confidential guest (no TEE on this host)"}};
+    req.profile_scoring = s.value("profile_scoring", false);
     req.on_output = [&ch](int stream, std::string_view data) {
         ch.send(stream == 1 ? vm::FrameType::Stdout : vm::FrameType::Stderr, data);
     };

@@ -94,6 +94,9 @@ LayersInForce layers_in_force(const LandlockPrep& ll, const SeccompPrep& sc, boo
                       : std::string_view(l) == "tee" ? "the tool does not run in a confidential guest"
                                                      : "the tool runs in the host sandbox";
     }
+    in.state["profile"] = req.profile_scoring ? ""
+                                              : "no profile scores this run (profiles are learned and scored by "
+                                                "agentd serve from its audit store)";
     in.mount = [&mounts](const policy::RuleCoverage& c) -> std::string {
         for (const auto& m : mounts.masks)
             if (m.rule_id == c.rule_id) return m.held ? "" : m.how;

@@ -66,6 +66,10 @@ struct RunRequest {
     // -> "" when in force, else why not). Unset: the host sandbox, and the
     // reason says so; the guest agent sets "microvm" in force.
     std::map<std::string, std::string> vm_layers;
+    // The run is scored against its tool's profile when it ends, and a
+    // finding gets the response the rules ask for (coverage layer "profile":
+    // agentd serve sets it; `agentd run` keeps no profiles).
+    bool profile_scoring = false;
     // Absolute cgroup v2 directory the run's leaf is created in: the BPF
     // runtime's cgroup parent, where its cgroup programs are attached. Empty:
     // the cgroup this process runs in.

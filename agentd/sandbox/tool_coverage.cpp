@@ -20,6 +20,7 @@ RunReport plan_tool_launch(const policy::Bundle& b, const PlanContext& ctx) {
     req.bpf_layers = ctx.bpf_layers;
     req.bpf_unavailable = ctx.bpf_unavailable;
     req.cgroup_v2_parent = ctx.cgroup_parent;
+    req.profile_scoring = ctx.profile_scoring;
     return run_tool(b, req);
 }
 

@@ -19,6 +19,7 @@ struct PlanContext {
     std::map<std::string, std::string> bpf_layers;  // BpfRuntime::layer_states(); empty: no BPF
     std::string bpf_unavailable;                    // why there is no BPF layer
     std::string cgroup_parent;
+    bool profile_scoring = false;  // agentd serve: runs are scored against their tools' profiles
 };
 
 // `instantiated`: the tool's bundle with task variables resolved.

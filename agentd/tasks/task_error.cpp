@@ -13,6 +13,9 @@ std::string_view code_name(TaskErrc code) {
     case TaskErrc::CandidateInvalid: return "candidate_invalid";
     case TaskErrc::UnknownTask: return "unknown_task";
     case TaskErrc::UnknownContainer: return "unknown_container";
+    case TaskErrc::UnknownProfile: return "unknown_profile";
+    case TaskErrc::UnknownFinding: return "unknown_finding";
+    case TaskErrc::ProfileHold: return "profile_hold";
     case TaskErrc::ContainerExists: return "container_exists";
     case TaskErrc::UnknownTool: return "unknown_tool";
     case TaskErrc::TaskClosed: return "task_closed";

@@ -26,6 +26,8 @@ enum class TaskErrc : uint8_t {
     UnknownTask,
     UnknownTool,
     UnknownContainer,
+    UnknownProfile,   // a tool no profile is kept for
+    UnknownFinding,
     ContainerExists,  // a container id already bound
     TaskClosed,
     WorkdirGone,  // the task's work directory is gone from the host
@@ -35,6 +37,7 @@ enum class TaskErrc : uint8_t {
     BpfUnavailable,       // the BPF layer could not take the run now
     StoreRefusing,        // the audit store refuses new runs (disk full, ...)
     StoreUnacknowledged,  // the run's start record was not taken or not committed
+    ProfileHold,          // the tool's profile found a run unusual; its runs wait for a grant update
     NoStore,
     ShuttingDown,
     // agentd itself

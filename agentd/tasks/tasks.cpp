@@ -20,6 +20,7 @@
 #include "audit/metrics.h"
 #include "tasks/record_operation.h"
 #include "kaudit/run_registry.h"
+#include "profiles/profile_book.h"
 #include "tasks/run_binding.h"
 #include "vm/guest_records.h"
 #include "vm/microvm_run.h"
@@ -124,6 +125,10 @@ struct TaskManager::Task {
     // policy. A run takes it out (so no two runs share one); the task's
     // close tears them down.
     std::map<std::string, WarmVm> warm;
+    // Tools whose profile found a run unusual and whose rules answer with
+    // `respond: require-grant`: tool -> the finding's summary. Their runs
+    // are refused until the task's grant is updated.
+    std::map<std::string, std::string> profile_holds;
 
     const Epoch& current() const { return epochs.back(); }
 
@@ -153,6 +158,7 @@ struct TaskManager::Task {
         size_t running = std::count_if(runs.begin(), runs.end(), [](const Run& r) { return !r.ended_ns; });
         j["running"] = running;
         j["runs"] = runs.size();
+        if (!profile_holds.empty()) j["profile_holds"] = profile_holds;
         return j;
     }
 
@@ -414,6 +420,7 @@ std::expected<json, TaskError> TaskManager::update_grant(uint64_t id, const Gran
     auto r = switch_epoch(t, update.grant, box, box ? "timebox" : "update");
     if (!r) return std::unexpected(r.error());
     if (box) t.epochs.back().revert_to = base;
+    t.profile_holds.clear();  // someone decided what the task may do next
     return t.summary();
 }
 
@@ -602,6 +609,7 @@ struct TaskManager::ExecRun {
     std::optional<uint64_t> start_seq;
     bool start_enqueued = false, start_not_taken = false, start_unacknowledged = false, announced = false;
     std::unique_ptr<audit::RunWatch> watch;  // the run's records as the store accepts them
+    std::shared_ptr<profiles::RunObserver> observer;  // the tool's profile watching the run
     RunRequest rr;
     // route(): the tool's VM, when its rules ask for one and this host can
     // run it; then the binding is the VMM's (its policy, its cgroup).
@@ -621,12 +629,14 @@ struct TaskManager::ExecRun {
     json report;  // the run's report as the reply and the exit record show it
     json decisions = json::array(), denials = json::array();
     std::optional<uint64_t> exit_seq;
+    std::optional<profiles::RunVerdict> verdict;  // the run scored against its tool's profile
 
     RunReport launch();
     RunReport launch_in_task_vm();
     void enqueue_start(const RunReport* plan);
     void announce_start();
     void finish_run(std::string outcome, std::optional<int> status);
+    void conclude_profile(const json& exit_detail);
 };
 
 std::expected<json, TaskError> TaskManager::exec(uint64_t id, const ExecRequest& req, ExecHooks hooks) {
@@ -691,6 +701,10 @@ std::expected<void, TaskError> TaskManager::ExecRun::admit() {
     auto b = task->current().bundles.find(req.tool);
     if (b == task->current().bundles.end())
         return task_error(TaskErrc::UnknownTool, "tool: '" + req.tool + "' is not a tool of task " + id_s);
+    if (auto h = task->profile_holds.find(req.tool); h != task->profile_holds.end())
+        return task_error(TaskErrc::ProfileHold,
+                          "runs of " + req.tool + " in task " + id_s + " wait for a grant update: " + h->second,
+                          {{"tool", req.tool}, {"finding", h->second}});
     epoch_bundle = b->second;
     tool_bundle = task->instantiated.at(req.tool);
     epoch = task->current().n;
@@ -736,7 +750,17 @@ void TaskManager::ExecRun::plan() {
     if (req.traceparent) start_detail["traceparent"] = *req.traceparent;
     start = start_detail;
     start.update({{"run_id", run_id}, {"task_id", task_id}, {"tool", req.tool}, {"policy_version", version}});
-    watch = m.store_ ? m.store_->watch_run(task_id, run_id, audit::Query::kMaxLimit) : nullptr;
+    // The tool's profile sees every decision as the store takes it; a
+    // first-time binary or destination under `respond: stop` ends the run.
+    if (m.store_ && m.opts_.profiles && bundle().profile.enabled)
+        observer = m.opts_.profiles->observe(req.tool, task_id, run_id, task->vars, [fd = cancel.get()] {
+            uint64_t one = 1;
+            (void)!::write(fd, &one, sizeof one);
+        });
+    rr.profile_scoring = observer != nullptr;
+    audit::RunWatch::Observer on_decision;
+    if (observer) on_decision = [o = observer](const audit::AuditRecord& r) { o->on_decision(r); };
+    watch = m.store_ ? m.store_->watch_run(task_id, run_id, audit::Query::kMaxLimit, std::move(on_decision)) : nullptr;
 
     // The run's start record must be durable before the tool's first
     // instruction. It is enqueued once the launch is planned (on_plan: it
@@ -914,6 +938,15 @@ std::expected<void, TaskError> TaskManager::ExecRun::settle_start(RunReport& rep
     return {};
 }
 
+// The run scored against its tool's profile; `respond: require-grant` holds
+// the tool's further runs in this task until the grant is updated.
+void TaskManager::ExecRun::conclude_profile(const json& exit_detail) {
+    verdict = m.opts_.profiles->conclude(*observer, exit_detail);
+    if (verdict->response != "require-grant") return;
+    std::lock_guard lk(m.mu_);
+    task->profile_holds[req.tool] = verdict->summary;
+}
+
 // Before its exit record (and so before its decisions are read back): the
 // run's kernel audit records consumed, its BPF events delivered. Then the
 // exit record, and the run's decisions as the store took them, each denial
@@ -968,15 +1001,20 @@ void TaskManager::ExecRun::collect(RunReport& rep) {
                              : rep.outcome == RunOutcome::Exited   ? "exit"
                                                                    : outcome_name(rep.outcome);
         int code = rep.outcome == RunOutcome::Signaled ? rep.signal : rep.exit_status();
-        exit_seq = m.store_->enqueue(audit::run_exit_record(
-            task_id, run_id, req.tool, reason, code,
-            {{"exit_status", rep.exit_status()}, {"outcome", outcome_name(rep.outcome)},
-             {"cpu_user_us", rep.usage.cpu_user_us}, {"cpu_system_us", rep.usage.cpu_system_us},
-             {"peak_memory_bytes", rep.usage.peak_memory_bytes}, {"wall_us", rep.usage.wall_us},
-             {"error", rep.error}, {"denials", rep.denials}, {"hardening", rep.hardening},
-             {"layers", report["layers"]}, {"rules", rep.coverage_summary},
-             {"rules_unenforced", rep.unenforced}, {"workdir_vanished", rep.workdir_vanished},
-             {"cgroups_left", report.value("cgroups_left", json::array())}}));
+        json exit_detail = {{"exit_status", rep.exit_status()}, {"outcome", outcome_name(rep.outcome)},
+                            {"cpu_user_us", rep.usage.cpu_user_us}, {"cpu_system_us", rep.usage.cpu_system_us},
+                            {"peak_memory_bytes", rep.usage.peak_memory_bytes}, {"wall_us", rep.usage.wall_us},
+                            {"output_bytes", rep.stdout_data.size() + rep.stderr_data.size()},
+                            {"error", rep.error}, {"denials", rep.denials}, {"hardening", rep.hardening},
+                            {"layers", report["layers"]}, {"rules", rep.coverage_summary},
+                            {"rules_unenforced", rep.unenforced}, {"workdir_vanished", rep.workdir_vanished},
+                            {"cgroups_left", report.value("cgroups_left", json::array())}};
+        // Scored before the exit record: the finding record comes first in
+        // the store, so a profile rebuilt from it never learns this run when
+        // it was found unusual.
+        if (observer) conclude_profile(exit_detail);
+        exit_seq = m.store_->enqueue(audit::run_exit_record(task_id, run_id, req.tool, reason, code, exit_detail));
+        if (observer && exit_seq) m.opts_.profiles->exit_recorded(req.tool, *exit_seq);
         auto taken = watch->decisions_before(exit_seq ? *exit_seq : UINT64_MAX);
         if (taken.truncated) start["decisions_truncated"] = true;
         for (const auto& rec : taken.records) {
@@ -1010,6 +1048,7 @@ std::expected<json, TaskError> TaskManager::ExecRun::answer(const RunReport& rep
     report.erase("stderr");
     out["report"] = std::move(report);
     out["decisions"] = std::move(decisions);
+    if (verdict) out["profile"] = verdict->to_json();
     // Supervisor-level denials (limits, posture, refusals) have no kernel
     // record; they are listed with the layer that took them.
     for (const auto& s : rep.denials)

@@ -37,6 +37,9 @@
 #include "tasks/workdir_files.h"
 
 namespace bulwark {
+namespace profiles {
+class ProfileBook;
+}
 namespace vm {
 struct MicroVmHost;
 }
@@ -97,6 +100,11 @@ struct TaskOptions {
     // at start; nullptr: no tier (a `required` tool is refused by coverage,
     // a `preferred` one runs in the host sandbox).
     const vm::MicroVmHost* microvm = nullptr;
+    // The tools' behaviour profiles (profiles/profile_book.h): each run of a
+    // tool it keeps is observed, scored when it ends and learned; nullptr:
+    // no profiles (a rule that asks a profile for a response is refused by
+    // coverage).
+    profiles::ProfileBook* profiles = nullptr;
 };
 
 class TaskManager {

@@ -121,6 +121,15 @@ OcsfClass classify(const audit::AuditRecord& r, const nlohmann::json& detail) {
         c.status_id = 2, c.status = "Failure";
         break;
     case RecordKind::HostStatus: other(c, "Host Status", "Base Event: Host Status"); break;
+    case RecordKind::Finding:
+        // OCSF Detection Finding (category Findings): a run unusual for its tool.
+        c.class_uid = 2004, c.class_name = "Detection Finding";
+        c.category_uid = 2, c.category_name = "Findings";
+        c.activity_id = 1, c.activity_name = "Create";
+        c.type_name = "Detection Finding: Create";
+        c.severity_id = 3, c.severity = "Medium";
+        break;
+    case RecordKind::Profile: other(c, "Profile", "Base Event: Profile"); break;
     }
     return c;
 }

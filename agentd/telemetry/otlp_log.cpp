@@ -396,6 +396,19 @@ void to_log_record(const audit::AuditRecord& r, const RunInfo* run, int64_t obse
         b.owned("bulwark.host.event", std::move(event));
         break;
     }
+    case RecordKind::Finding: {
+        lr.event_name = "bulwark.finding";
+        lr.body = detail.is_object() ? detail.value("summary", std::string("finding")) : std::string("finding");
+        b.str("ocsf.process.name", r.tool);
+        break;
+    }
+    case RecordKind::Profile: {
+        lr.event_name = "bulwark.profile";
+        std::string change = detail.is_object() ? detail.value("change", std::string()) : std::string();
+        lr.body = "profile " + change + " of " + r.tool;
+        b.owned("bulwark.profile.change", std::move(change));
+        break;
+    }
     }
     if (!r.detail.empty()) b.str("bulwark.detail", r.detail);
     if (auto fixed = sanitize_utf8(lr.body)) lr.body = std::move(*fixed);

@@ -423,6 +423,9 @@ private:
             start["bundle"] = std::move(bundle);
         if (req_->uid) start["uid"] = *req_->uid;
         if (req_->gid) start["gid"] = *req_->gid;
+        // The host scores the run against the tool's profile (coverage's
+        // "profile" layer is in force in the guest too).
+        if (req_->profile_scoring) start["profile_scoring"] = true;
         // A restored guest shares its snapshot's RNG state and clock: fresh
         // entropy and the time for every run.
         unsigned char seed[32];

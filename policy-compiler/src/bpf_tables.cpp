@@ -100,6 +100,8 @@ bw_policy build_policy_header(const Bundle& b) {
     h.flags = b.bpf.header.flags & (BW_POL_DENY_PTRACE | BW_POL_DENY_MOUNT | BW_POL_DENY_BPF |
                                     BW_POL_FILES_ENFORCED | BW_POL_EXEC_ENFORCED);
     h.flags |= file_policy_flags(b);
+    // A profile learns from what the tool does, not only from what it was refused.
+    if (b.profile.enabled) h.flags |= BW_POL_REPORT_ALLOW | BW_POL_TRACE_PROC;
     switch (b.network.mode) {
         case NetMode::None: h.flags |= BW_POL_NET_NONE; break;
         case NetMode::Loopback: h.flags |= BW_POL_NET_LOOPBACK; break;

@@ -36,6 +36,7 @@ constexpr std::array<const char*, 3> kNetModes = {"none", "loopback", "rules"};
 constexpr std::array<const char*, 5> kActions = {"allow", "errno", "kill", "log", "trap"};
 constexpr std::array<const char*, 3> kMte = {"off", "async", "sync"};
 constexpr std::array<const char*, 3> kMicroVm = {"off", "preferred", "required"};
+constexpr std::array<const char*, 3> kResponse = {"record", "require-grant", "stop"};
 constexpr std::array<const char*, 2> kReq = {"require", "warn"};
 
 std::string hex(const uint8_t* p, size_t n) {
@@ -198,6 +199,12 @@ json bundle_to_json(const Bundle& b) {
         j["microvm"] = {{"mode", enum_name(m.mode, kMicroVm)}, {"memory_bytes", m.memory_bytes},
                         {"vcpus", m.vcpus}, {"confidential", m.confidential}, {"rule_ids", pairs_json(m.rule_ids)}};
     }
+    // Likewise only with a `profile:` block.
+    if (b.profile.enabled) {
+        const auto& p = b.profile;
+        j["profile"] = {{"learn_runs", p.learn_runs}, {"respond", enum_name(p.respond, kResponse)},
+                        {"rule_ids", pairs_json(p.rule_ids)}};
+    }
     json props = json::array();
     for (const auto& [n, r] : b.hardening.properties) props.push_back(json::array({n, enum_name(r, kReq)}));
     j["hardening"] = {{"mte", enum_name(b.hardening.mte, kMte)}, {"properties", props},
@@ -345,6 +352,13 @@ Bundle from_json_unchecked(const json& j) {
         b.microvm.vcpus = num<uint32_t>(m, "vcpus");
         b.microvm.confidential = m.at("confidential").get<bool>();
         b.microvm.rule_ids = pairs_from<uint32_t>(m.at("rule_ids"));
+    }
+    if (j.contains("profile")) {
+        const auto& p = j.at("profile");
+        b.profile.enabled = true;
+        b.profile.learn_runs = num<uint32_t>(p, "learn_runs");
+        b.profile.respond = enum_value<ProfileResponse>(p.at("respond"), kResponse, "profile response");
+        b.profile.rule_ids = pairs_from<uint32_t>(p.at("rule_ids"));
     }
     const auto& hd = j.at("hardening");
     b.hardening.mte = enum_value<MteMode>(hd.at("mte"), kMte, "mte mode");

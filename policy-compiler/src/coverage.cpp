@@ -137,6 +137,8 @@ std::vector<LayerClaim> claims_for(const std::string& kind) {
     if (kind == "limits.open_files") return one("rlimit", "RLIMIT_NOFILE");
     if (kind == "microvm.confidential") return one("tee", "a TDX, SEV-SNP or CCA guest (docs/confidential.md)");
     if (kind.starts_with("microvm.")) return one("microvm", "a VM of its own, the tool inside under the guest's layers");
+    if (kind == "profile.respond")
+        return one("profile", "agentd serve scores the run against the tool's profile and responds to a finding");
     return {};  // a kind no layer is known to hold: never enforced by assumption
 }
 
@@ -145,7 +147,7 @@ std::vector<LayerClaim> claims_for(const std::string& kind) {
 const std::vector<std::string>& coverage_layers() {
     static const std::vector<std::string> names = {"bpf_lsm", "landlock", "mount",  "seccomp",    "sock_addr",
                                                    "sock_unix", "netns", "cgroup", "rlimit", "supervisor",
-                                                   "microvm",   "tee"};
+                                                   "microvm",   "tee",   "profile"};
     return names;
 }
 
@@ -196,6 +198,10 @@ std::vector<RuleCoverage> rule_coverage(const Bundle& b) {
         // limits no rule set), which the rows of the rules themselves cover.
         if (c.kind == "tool" || c.kind == "description" || c.kind == "extends" || r.loc.line == 0) continue;
         if (c.kind == "network.unix.unenforceable") continue;  // an opt-out, not a rule to hold
+        // What a profile learns from, and a finding that is only recorded,
+        // hold nothing back from the tool: only a response is a rule to hold.
+        if (c.kind == "profile.learn" || (c.kind == "profile.respond" && b.profile.respond == ProfileResponse::Record))
+            continue;
         // `network: none|loopback` of a base that a later `network:` mapping
         // replaced no longer applies (the mapping's rules have rows of their own).
         if (c.kind == "network" && b.network.mode == NetMode::Rules) continue;

@@ -171,6 +171,13 @@ std::string explain_text(const Bundle& b) {
         if (m.confidential) o << "  " << pad("confidential", 12) << "required (a TDX, SEV-SNP or CCA guest)\n";
     }
 
+    if (b.profile.enabled) {
+        const auto& p = b.profile;
+        o << "\nprofile (agentd serve: each run scored against the tool's usual behaviour; docs/profiles.md)\n  "
+          << pad("learn", 12) << p.learn_runs << " runs\n  " << pad("respond", 12) << response_name(p.respond)
+          << "\n  observes    allowed decisions and process exec/fork/exit (BPF)\n";
+    }
+
     const auto& h = b.hardening;
     o << "\nhardening (supervisor at launch)\n  mte: "
       << (h.mte == MteMode::Off ? "off" : h.mte == MteMode::Async ? "async" : "sync") << "\n";

@@ -19,7 +19,7 @@ namespace bulwark::policy {
 const std::vector<std::pair<std::string, std::vector<std::string>>>& accepted_keys() {
     static const std::vector<std::pair<std::string, std::vector<std::string>>> keys = {
         {"", {"tool", "description", "extends", "binaries", "mode", "mandatory", "unenforceable", "files", "exec",
-              "network", "syscalls", "limits", "microvm", "hardening", "environment"}},
+              "network", "syscalls", "limits", "microvm", "profile", "hardening", "environment"}},
         {"binaries", {"path", "sha256", "libraries"}},
         {"files", {"read", "write", "create", "remove", "exec", "deny"}},
         {"files.deny", {"path", "rights", "unenforceable"}},
@@ -35,6 +35,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& accepted_ke
         {"syscalls.on_violation", {"action", "errno"}},
         {"limits", {"memory", "pids", "cpu", "timeout", "output", "file_size", "open_files"}},
         {"microvm", {"mode", "memory", "vcpus", "confidential"}},
+        {"profile", {"learn", "respond"}},
         {"hardening", {"mte", "require", "warn", "speculation"}},
         {"hardening.speculation", {"store_bypass", "indirect_branch"}},
         {"environment", {"pass", "set", "clear"}},
@@ -489,6 +490,12 @@ void Parser::parse_top(const YAML::Node& root, ast::RuleFile& f) {
             return keyed_scalars(v, key, f.limits);
         } else if (key == "microvm") {
             return keyed_scalars(v, key, f.microvm);
+        } else if (key == "profile") {
+            // An empty block would turn nothing on while it reads as if it did.
+            if (v.IsMap() && v.size() == 0)
+                error(span(v), "empty-section", "\"profile\" is empty: it learns and scores nothing",
+                      {"write the runs to learn from and the response, e.g. profile: {learn: 20, respond: record}"});
+            return keyed_scalars(v, key, f.profile);
         } else if (key == "hardening") {
             parse_hardening(v, f.hardening);
         } else if (key == "environment") {

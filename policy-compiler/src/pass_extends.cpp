@@ -10,6 +10,22 @@
 namespace bulwark::policy {
 namespace {
 
+// A keyed-scalar section of an extension over its base's: each key the
+// extension writes replaces the base's, except the `kept` keys, where the
+// base's value stays when `strength` ranks it above the extension's.
+template <class Strength>
+void merge_keyed(std::vector<std::pair<std::string, ast::Scalar>>& dst,
+                 std::vector<std::pair<std::string, ast::Scalar>>& src, std::initializer_list<std::string_view> kept,
+                 Strength strength) {
+    for (auto& [name, value] : src) {
+        auto it = std::find_if(dst.begin(), dst.end(), [&](const auto& kv) { return kv.first == name; });
+        const bool ranked = std::find(kept.begin(), kept.end(), name) != kept.end();
+        if (it != dst.end() && ranked && strength(it->second.value) > strength(value.value)) continue;
+        if (it != dst.end()) dst.erase(it);
+        dst.emplace_back(name, std::move(value));
+    }
+}
+
 bool valid_rule_name(std::string_view n) {
     if (n.empty() || n.size() > 255) return false;
     size_t start = 0;
@@ -107,15 +123,12 @@ void merge_into(ast::RuleFile& dst, ast::RuleFile& src) {
     // microvm: memory and vcpus are replaced; mode and confidential keep the
     // stricter of base and extension (like a base's denies, an extension
     // cannot take a tool out of its VM).
-    auto strictness = [](const std::string& v) { return v == "required" ? 2 : v == "preferred" ? 1 : 0; };
-    for (auto& [name, value] : src.microvm) {
-        auto it = std::find_if(dst.microvm.begin(), dst.microvm.end(), [&](const auto& kv) { return kv.first == name; });
-        if (it != dst.microvm.end() && (name == "mode" || name == "confidential") &&
-            strictness(it->second.value) > strictness(value.value))
-            continue;
-        if (it != dst.microvm.end()) dst.microvm.erase(it);
-        dst.microvm.emplace_back(name, std::move(value));
-    }
+    merge_keyed(dst.microvm, src.microvm, {"mode", "confidential"},
+                [](const std::string& v) { return v == "required" ? 2 : v == "preferred" ? 1 : 0; });
+    // profile: learn is replaced; respond keeps the stronger response (an
+    // extension cannot turn a stop into a record).
+    merge_keyed(dst.profile, src.profile, {"respond"},
+                [](const std::string& v) { return v == "stop" ? 2 : v == "require-grant" ? 1 : 0; });
     auto& dh = dst.hardening;
     auto& sh = src.hardening;
     if (sh.present) {

@@ -17,6 +17,7 @@ const std::vector<Pass>& pipeline() {
         network_pass(),           // network: -> NetRule (v6 space), families
         limits_pass(),
         microvm_pass(),           // microvm: mode, memory, vcpus, confidential
+        profile_pass(),           // profile: learn, respond
         hardening_pass(),
         environment_pass(),
         syscalls_pass(),          // syscalls: -> SeccompSpec

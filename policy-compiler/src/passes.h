@@ -26,6 +26,7 @@ Pass libraries_pass();
 Pass network_pass();
 Pass limits_pass();
 Pass microvm_pass();
+Pass profile_pass();
 Pass hardening_pass();
 Pass environment_pass();
 Pass syscalls_pass();

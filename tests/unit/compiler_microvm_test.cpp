@@ -12,11 +12,6 @@
 using namespace bulwark::test;
 
 namespace {
-const RuleCoverage* row(const std::vector<RuleCoverage>& cov, std::string_view kind) {
-    for (const auto& c : cov)
-        if (c.kind == kind) return &c;
-    return nullptr;
-}
 std::vector<std::string> layers_of(const RuleCoverage& c) {
     std::vector<std::string> out;
     for (const auto& l : c.layers) out.push_back(l.layer);
@@ -70,19 +65,19 @@ TEST_CASE("microvm: an extension cannot take a tool out of its VM", "[compiler][
 TEST_CASE("microvm: coverage rows; confidential is never opted out", "[compiler][microvm][coverage]") {
     auto req = require_ok("tool: t\nmicrovm: { mode: required, vcpus: 1 }\n");
     auto cov = rule_coverage(req);
-    REQUIRE(row(cov, "microvm.mode"));
-    CHECK(layers_of(*row(cov, "microvm.mode")) == std::vector<std::string>{"microvm"});
-    CHECK(layers_of(*row(cov, "microvm.vcpus")) == std::vector<std::string>{"microvm"});
+    REQUIRE(coverage_row(cov, "microvm.mode"));
+    CHECK(layers_of(*coverage_row(cov, "microvm.mode")) == std::vector<std::string>{"microvm"});
+    CHECK(layers_of(*coverage_row(cov, "microvm.vcpus")) == std::vector<std::string>{"microvm"});
 
     // preferred: the host sandbox holds it too (falling back, said in the report).
     auto pref = require_ok("tool: t\nmicrovm: { mode: preferred }\n");
-    CHECK(layers_of(*row(rule_coverage(pref), "microvm.mode")) == std::vector<std::string>{"microvm", "supervisor"});
+    CHECK(layers_of(*coverage_row(rule_coverage(pref), "microvm.mode")) == std::vector<std::string>{"microvm", "supervisor"});
 
     auto conf = require_ok("tool: t\nunenforceable: run\nmicrovm: { confidential: required }\n");
     auto cc = rule_coverage(conf);
-    REQUIRE(row(cc, "microvm.confidential"));
-    CHECK(layers_of(*row(cc, "microvm.confidential")) == std::vector<std::string>{"tee"});
-    CHECK_FALSE(row(cc, "microvm.confidential")->unenforceable_run);
+    REQUIRE(coverage_row(cc, "microvm.confidential"));
+    CHECK(layers_of(*coverage_row(cc, "microvm.confidential")) == std::vector<std::string>{"tee"});
+    CHECK_FALSE(coverage_row(cc, "microvm.confidential")->unenforceable_run);
     CHECK(std::find(coverage_layers().begin(), coverage_layers().end(), "tee") != coverage_layers().end());
 }
 

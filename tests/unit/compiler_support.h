@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bulwark/policy/compiler.h"
+#include "bulwark/policy/coverage.h"
 
 namespace bulwark::test {
 
@@ -33,6 +34,13 @@ inline CompileResult compile(std::string_view text, std::vector<std::string> dir
 inline const Diagnostic* find_diag(const CompileResult& r, std::string_view code) {
     for (const auto& d : r.diagnostics)
         if (d.code == code) return &d;
+    return nullptr;
+}
+
+// The coverage row of the first rule of `kind`, or nullptr.
+inline const RuleCoverage* coverage_row(const std::vector<RuleCoverage>& cov, std::string_view kind) {
+    for (const auto& c : cov)
+        if (c.kind == kind) return &c;
     return nullptr;
 }
 

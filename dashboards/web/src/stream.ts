@@ -7,7 +7,7 @@ import { append, byId, clear, el, fmtTime, table } from "./dom";
 
 export const LAYERS = ["bpf_lsm", "sock_addr", "sock_create", "monitor", "seccomp", "landlock", "supervisor", "namespace", "cgroup", "sock_unix"];
 export const DECISIONS = ["deny", "allow", "audit", "observe"];
-export const KINDS = ["decision", "run_start", "run_exit", "policy_epoch", "gap", "host_status"];
+export const KINDS = ["decision", "run_start", "run_exit", "policy_epoch", "gap", "host_status", "finding", "profile"];
 const MAX_ROWS = 1000;
 
 interface Filters {
@@ -36,6 +36,10 @@ export function outcomeOf(r: AuditRow): string {
       return `lost ${r.detail?.count ?? (r as any).dropped ?? "?"}`;
     case "host_status":
       return r.detail?.event ?? "host";
+    case "finding":
+      return "unusual";
+    case "profile":
+      return r.detail?.change ?? "profile";
     default:
       return r.kind;
   }
@@ -48,6 +52,7 @@ export function outcomeClass(r: AuditRow): string {
     return d.reason === "exit" && d.code === 0 ? "out-ok" : "out-bad";
   }
   if (r.kind === "gap") return "out-gap";
+  if (r.kind === "finding") return "out-bad";
   return "out-info";
 }
 
@@ -62,6 +67,7 @@ export function summaryOf(r: AuditRow): string {
   if (r.kind === "run_exit") return d.outcome ? `${d.outcome}${d.error ? ": " + d.error : ""}` : "";
   if (r.kind === "policy_epoch") return d.epoch !== undefined ? `task epoch ${d.epoch}` : JSON.stringify(d).slice(0, 120);
   if (r.kind === "gap") return `${d.source ?? ""} records lost`;
+  if (r.kind === "finding" && typeof d.summary === "string") return d.summary;
   return JSON.stringify(d).slice(0, 160);
 }
 

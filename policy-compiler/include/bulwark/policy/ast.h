@@ -136,6 +136,7 @@ struct RuleFile {
     Syscalls syscalls;
     std::vector<std::pair<std::string, Scalar>> limits;   // in source order
     std::vector<std::pair<std::string, Scalar>> microvm;  // mode, memory, vcpus, confidential
+    std::vector<std::pair<std::string, Scalar>> profile;  // learn, respond
     Hardening hardening;
     Environment environment;
 };

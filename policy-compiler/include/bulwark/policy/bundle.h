@@ -190,6 +190,28 @@ struct MicroVmPlan {
     }
 };
 
+// `profile:`: agentd serve learns what the tool usually does from its
+// recorded runs and scores every run against it (docs/profiles.md). Learn:
+// the runs recorded before scoring starts. Respond: what a finding does
+// besides its record: nothing more (Record), the run's cgroup killed (Stop),
+// the task's further runs of the tool refused until a grant update
+// (RequireGrant). A bundle with a profile asks the BPF programs for allowed
+// decisions and process events (BW_POL_REPORT_ALLOW, BW_POL_TRACE_PROC).
+enum class ProfileResponse : uint8_t { Record, RequireGrant, Stop };
+
+struct ProfilePlan {
+    bool enabled = false;  // the rule file has a `profile:` block
+    uint32_t learn_runs = 20;
+    ProfileResponse respond = ProfileResponse::Record;
+    std::vector<std::pair<std::string, uint32_t>> rule_ids;  // key (learn, respond) -> rule
+    uint32_t rule_of(std::string_view key) const {
+        for (const auto& [k, id] : rule_ids)
+            if (k == key) return id;
+        return 0;
+    }
+};
+std::string_view response_name(ProfileResponse r);
+
 enum class MteMode : uint8_t { Off, Async, Sync };
 enum class Requirement : uint8_t { Require, Warn };
 
@@ -252,6 +274,7 @@ struct Bundle {
     BpfTables bpf;
     Limits limits;
     MicroVmPlan microvm;
+    ProfilePlan profile;
     HardeningPlan hardening;
     EnvPlan env;
 

@@ -9,7 +9,9 @@
 // seccomp, sock_addr (cgroup socket programs), sock_unix (cgroup unix
 // socket programs), netns, cgroup, rlimit,
 // supervisor (agentd's own checks at launch and while the tool runs),
-// microvm (the tool in a VM of its own), tee (that VM a confidential guest).
+// microvm (the tool in a VM of its own), tee (that VM a confidential guest),
+// profile (agentd serve's scoring of each run against the tool's profile,
+// and its response to a finding).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,0 +1,58 @@
+#include "api/http_profiles.h"
+
+#include "common/json_input.h"
+#include "profiles/profile_book.h"
+
+namespace bulwark::http {
+namespace {
+
+using nlohmann::json;
+using profiles::ProfileError;
+
+ApiResponse answer(const std::expected<json, ProfileError>& r) {
+    if (r) return json_response(200, *r);
+    switch (r.error().code) {
+    case ProfileError::Code::UnknownTool: return error_response(404, "unknown_profile", r.error().message);
+    case ProfileError::Code::UnknownFinding: return error_response(404, "unknown_finding", r.error().message);
+    case ProfileError::Code::Pinned: return error_response(409, "profile_pinned", r.error().message);
+    case ProfileError::Code::Store: break;
+    }
+    return error_response(500, "query_failed", r.error().message);
+}
+
+// {"finding_seq": N}, nothing else.
+std::expected<uint64_t, std::string> finding_seq_of(const std::string& body) {
+    auto j = parse_peer_json(body);
+    if (!j) return std::unexpected("the body " + j.error());
+    if (!j->is_object()) return std::unexpected("the body must be a JSON object");
+    for (auto it = j->begin(); it != j->end(); ++it)
+        if (it.key() != "finding_seq") return std::unexpected("unknown key '" + it.key() + "'");
+    auto seq = j->find("finding_seq");
+    if (seq == j->end() || !seq->is_number_unsigned() || seq->get<uint64_t>() == 0)
+        return std::unexpected("finding_seq: required, the seq of a finding record");
+    return seq->get<uint64_t>();
+}
+
+}  // namespace
+
+void register_profile_routes(Router& r, profiles::ProfileBook* book) {
+    r.add("GET", "/v1/profiles", [book](const ApiRequest&) { return json_response(200, book->list()); });
+    r.add("GET", "/v1/profiles/{tool}",
+          [book](const ApiRequest& req) { return answer(book->get(req.params.at("tool"))); });
+    r.add("POST", "/v1/profiles/{tool}/reset",
+          [book](const ApiRequest& req) { return answer(book->reset(req.params.at("tool"))); });
+    r.add("POST", "/v1/profiles/{tool}/pin",
+          [book](const ApiRequest& req) { return answer(book->pin(req.params.at("tool"), true)); });
+    r.add("POST", "/v1/profiles/{tool}/unpin",
+          [book](const ApiRequest& req) { return answer(book->pin(req.params.at("tool"), false)); });
+    r.add(
+        "POST", "/v1/profiles/{tool}/accept",
+        [book](const ApiRequest& req) {
+            auto seq = finding_seq_of(req.body);
+            if (!seq) return error_response(400, "bad_request", seq.error());
+            return answer(book->accept(req.params.at("tool"), *seq));
+        },
+        {.offload = true});
+}
+
+}  // namespace bulwark::http

@@ -1,0 +1,372 @@
+#include "profiles/profile_book.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "audit/audit_db.h"
+
+namespace bulwark::profiles {
+
+namespace {
+
+using nlohmann::json;
+
+std::string sql_text(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+    return out + "'";
+}
+
+audit::AuditRecord profile_record(const std::string& tool, json detail) {
+    audit::AuditRecord r;
+    r.kind = audit::RecordKind::Profile;
+    r.ts_ns = audit::realtime_now_ns();
+    r.tool = tool;
+    r.layer = BW_LAYER_SUPERVISOR;
+    r.detail = detail.dump();
+    return r;
+}
+
+// Every record of one run of one kind, page by page.
+std::expected<std::vector<audit::AuditRecord>, std::string> run_records(const audit::AuditStore& store,
+                                                                         uint64_t task_id, uint64_t run_id,
+                                                                         audit::RecordKind kind, size_t at_most) {
+    std::vector<audit::AuditRecord> out;
+    audit::Query q;
+    q.task_id = task_id;
+    q.run_id = run_id;
+    q.kind = kind;
+    q.limit = audit::Query::kMaxLimit;
+    while (out.size() < at_most) {
+        auto res = store.query(q);
+        if (!res) return std::unexpected(res.error().message);
+        for (auto& r : res->rows) out.push_back(std::move(r));
+        if (!res->next_after_seq) break;
+        q.after_seq = *res->next_after_seq;
+    }
+    return out;
+}
+
+}  // namespace
+
+json RunVerdict::to_json() const {
+    json f = json::array();
+    for (const auto& x : findings) f.push_back(x.to_json());
+    json j = {{"findings", std::move(f)}, {"learning", learning}, {"learned", learned}, {"profile_runs", profile_runs}};
+    if (!response.empty()) j["response"] = response;
+    if (!summary.empty()) j["summary"] = summary;
+    return j;
+}
+
+void RunObserver::on_decision(const audit::AuditRecord& r) {
+    std::lock_guard lk(mu_);
+    auto added = features_.add(r, vars_);
+    // A first-time binary or destination is judged the moment it happens:
+    // the one response that can still prevent what follows is to stop.
+    for (auto& [feature, item] : added) {
+        if (feature != kExec && feature != kDestination) continue;
+        auto f = profile_->score_item(feature, item);
+        if (!f) continue;
+        live_.push_back(std::move(*f));
+        if (plan_.respond == policy::ProfileResponse::Stop && !stopped_ && stop_) {
+            stopped_ = true;
+            stop_();
+        }
+    }
+}
+
+bool RunObserver::stopped() const {
+    std::lock_guard lk(mu_);
+    return stopped_;
+}
+
+ProfileBook::Entry* ProfileBook::find(const std::string& tool) {
+    auto it = entries_.find(tool);
+    return it == entries_.end() ? nullptr : &it->second;
+}
+const ProfileBook::Entry* ProfileBook::find(const std::string& tool) const {
+    auto it = entries_.find(tool);
+    return it == entries_.end() ? nullptr : &it->second;
+}
+
+bool ProfileBook::keeps(const std::string& tool) const {
+    std::lock_guard lk(mu_);
+    return find(tool) != nullptr;
+}
+
+std::vector<std::string> ProfileBook::load(const std::map<std::string, policy::ProfilePlan>& tools) {
+    std::vector<std::string> errors;
+    std::lock_guard lk(mu_);
+    for (const auto& [tool, plan] : tools) {
+        Entry e;
+        e.plan = plan;
+        e.profile = std::make_shared<const Profile>(tool, plan.learn_runs);
+        if (store_) {
+            if (auto r = rebuild(tool, e); !r) errors.push_back(tool + ": " + r.error());
+        }
+        entries_[tool] = std::move(e);
+    }
+    return errors;
+}
+
+std::expected<void, std::string> ProfileBook::rebuild(const std::string& tool, Entry& e) {
+    // The last snapshot ...
+    auto snap = store_->read_sql("SELECT seq, detail FROM records WHERE kind = " +
+                                     std::to_string(int(audit::RecordKind::Profile)) + " AND tool = " + sql_text(tool) +
+                                     " ORDER BY seq DESC LIMIT 1",
+                                 std::chrono::milliseconds(10000));
+    if (!snap) return std::unexpected("reading its last profile record: " + snap.error().message);
+    Profile p(tool, e.plan.learn_runs);
+    if (!snap->empty()) {
+        try {
+            json d = json::parse((*snap)[0][1].get<std::string>());
+            p = Profile::from_json(d.at("profile"));
+            e.version = d.at("version").get<uint64_t>();
+            e.through_seq = d.at("through_seq").get<uint64_t>();
+        } catch (const json::exception& ex) {
+            return std::unexpected("its last profile record (seq " + (*snap)[0][0].dump() + ") is unreadable: " + ex.what());
+        }
+    }
+    // ... and the runs that ended after it, under the live rule: learned
+    // unless a finding was recorded for the run.
+    const bool was_learning = p.learning();
+    audit::Query q;
+    q.tool = tool;
+    q.kind = audit::RecordKind::RunExit;
+    q.after_seq = e.through_seq;
+    q.limit = audit::Query::kMaxLimit;
+    uint64_t replayed = 0;
+    for (;;) {
+        auto exits = store_->query(q);
+        if (!exits) return std::unexpected("reading its runs: " + exits.error().message);
+        for (const auto& x : exits->rows) {
+            e.through_seq = std::max(e.through_seq, x.seq);
+            auto found = run_records(*store_, x.task_id, x.run_id, audit::RecordKind::Finding, 1);
+            if (!found) return std::unexpected("reading run " + std::to_string(x.run_id) + ": " + found.error());
+            if (!found->empty()) continue;
+            auto f = recorded_run_features(*store_, x.task_id, x.run_id, json::parse(x.detail, nullptr, false));
+            if (!f) return std::unexpected("reading run " + std::to_string(x.run_id) + ": " + f.error());
+            p.learn(*f);
+            ++replayed;
+        }
+        if (!exits->next_after_seq) break;
+        q.after_seq = *exits->next_after_seq;
+    }
+    if (p.learn_runs() != e.plan.learn_runs) {
+        p.set_learn_runs(e.plan.learn_runs);  // the rule file changed it
+        ++e.version;
+    }
+    if (was_learning && !p.learning()) ++e.version;
+    e.profile = std::make_shared<const Profile>(std::move(p));
+    if (replayed) spdlog::info("profile of {}: {} run(s) after its last snapshot replayed", tool, replayed);
+    return {};
+}
+
+std::expected<RunFeatures, std::string> recorded_run_features(const audit::AuditStore& store, uint64_t task_id,
+                                                              uint64_t run_id, const json& exit_detail) {
+    RunFeatures f;
+    policy::TaskVars vars;
+    auto start = run_records(store, task_id, run_id, audit::RecordKind::RunStart, 1);
+    if (!start) return std::unexpected(start.error());
+    if (!start->empty()) {
+        json d = json::parse(start->front().detail, nullptr, false);
+        std::string workdir = d.is_object() ? d.value("workdir", std::string()) : std::string();
+        if (!workdir.empty()) vars = policy::task_vars(workdir, "task-" + std::to_string(task_id));
+    }
+    auto decisions = run_records(store, task_id, run_id, audit::RecordKind::Decision, SIZE_MAX);
+    if (!decisions) return std::unexpected(decisions.error());
+    for (const auto& r : *decisions) f.add(r, vars);
+    f.add_exit(exit_detail);
+    return f;
+}
+
+std::shared_ptr<RunObserver> ProfileBook::observe(const std::string& tool, uint64_t task_id, uint64_t run_id,
+                                                  policy::TaskVars vars, std::function<void()> stop) const {
+    std::lock_guard lk(mu_);
+    const Entry* e = find(tool);
+    if (!e) return nullptr;
+    return std::shared_ptr<RunObserver>(
+        new RunObserver(tool, task_id, run_id, e->plan, e->profile, std::move(vars), std::move(stop)));
+}
+
+RunVerdict ProfileBook::conclude(RunObserver& run, const json& exit_detail) {
+    RunFeatures features;
+    std::vector<Finding> live;
+    bool stopped = false;
+    {
+        std::lock_guard lk(run.mu_);
+        run.features_.add_exit(exit_detail);
+        features = run.features_;
+        live = run.live_;
+        stopped = run.stopped_;
+    }
+    RunVerdict v;
+    std::lock_guard lk(mu_);
+    Entry* e = find(run.tool_);
+    if (!e) return v;
+    // Scored against the profile as it is now (other runs may have taught
+    // it since this one started); what was found live stays found.
+    v.findings = e->profile->score(features);
+    for (auto& f : live) {
+        bool have = std::any_of(v.findings.begin(), v.findings.end(),
+                                [&](const Finding& x) { return x.feature == f.feature && x.item == f.item; });
+        if (!have) v.findings.push_back(std::move(f));
+    }
+    v.learning = e->profile->learning();
+    ++e->pending;
+    if (v.findings.empty()) {
+        if (!e->profile->pinned()) {
+            auto p = std::make_shared<Profile>(*e->profile);
+            p->learn(features);
+            v.learned = true;
+            if (v.learning && !p->learning()) {
+                ++e->version;
+                e->due = "learned";
+            } else if (++e->since_snapshot >= kSnapshotEvery && e->due.empty()) {
+                e->due = "snapshot";
+            }
+            e->profile = std::move(p);
+        }
+    } else {
+        const auto respond = run.plan_.respond;
+        v.response = stopped ? "stopped"
+                     : respond == policy::ProfileResponse::RequireGrant ? "require-grant"
+                                                                       : "recorded";
+        v.summary = "unusual for " + run.tool_ + ": " + v.findings.front().message;
+        if (v.findings.size() > 1) v.summary += " (and " + std::to_string(v.findings.size() - 1) + " more)";
+        if (store_) {
+            json fs = json::array();
+            for (const auto& f : v.findings) fs.push_back(f.to_json());
+            audit::AuditRecord r;
+            r.kind = audit::RecordKind::Finding;
+            r.ts_ns = audit::realtime_now_ns();
+            r.task_id = run.task_id_;
+            r.run_id = run.run_id_;
+            r.tool = run.tool_;
+            r.layer = BW_LAYER_SUPERVISOR;
+            r.detail = json{{"summary", v.summary},
+                            {"findings", std::move(fs)},
+                            {"response", v.response},
+                            {"profile_version", e->version},
+                            {"profile_runs", e->profile->runs()},
+                            {"features", features.to_json()}}
+                           .dump();
+            (void)store_->enqueue(std::move(r));
+        }
+    }
+    v.profile_runs = e->profile->runs();
+    return v;
+}
+
+void ProfileBook::exit_recorded(const std::string& tool, uint64_t exit_seq) {
+    std::lock_guard lk(mu_);
+    Entry* e = find(tool);
+    if (!e) return;
+    e->through_seq = std::max(e->through_seq, exit_seq);
+    if (e->pending) --e->pending;
+    if (e->pending == 0 && !e->due.empty()) snapshot(tool, *e, e->due);
+}
+
+void ProfileBook::snapshot(const std::string& tool, Entry& e, std::string_view change, json extra) {
+    e.due.clear();
+    e.since_snapshot = 0;
+    if (!store_) return;
+    json d = extra.is_object() ? extra : json::object();
+    d.update({{"change", change},
+              {"version", e.version},
+              {"through_seq", e.through_seq},
+              {"profile", e.profile->to_json()}});
+    (void)store_->enqueue(profile_record(tool, std::move(d)));
+}
+
+json ProfileBook::summary(const std::string& tool, const Entry& e) const {
+    const Profile& p = *e.profile;
+    return {{"tool", tool},
+            {"version", e.version},
+            {"runs", p.runs()},
+            {"learn_runs", p.learn_runs()},
+            {"learning", p.learning()},
+            {"pinned", p.pinned()},
+            {"respond", policy::response_name(e.plan.respond)}};
+}
+
+json ProfileBook::list() const {
+    std::lock_guard lk(mu_);
+    json out = json::array();
+    for (const auto& [tool, e] : entries_) out.push_back(summary(tool, e));
+    return {{"profiles", std::move(out)}};
+}
+
+std::expected<json, ProfileError> ProfileBook::get(const std::string& tool) const {
+    std::lock_guard lk(mu_);
+    const Entry* e = find(tool);
+    if (!e) return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
+    json j = summary(tool, *e);
+    j["profile"] = e->profile->to_json();
+    return j;
+}
+
+std::expected<json, ProfileError> ProfileBook::reset(const std::string& tool) {
+    std::lock_guard lk(mu_);
+    Entry* e = find(tool);
+    if (!e) return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
+    auto p = std::make_shared<Profile>(*e->profile);
+    p->reset();
+    e->profile = std::move(p);
+    ++e->version;
+    snapshot(tool, *e, "reset");
+    return summary(tool, *e);
+}
+
+std::expected<json, ProfileError> ProfileBook::pin(const std::string& tool, bool pinned) {
+    std::lock_guard lk(mu_);
+    Entry* e = find(tool);
+    if (!e) return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
+    if (e->profile->pinned() != pinned) {
+        auto p = std::make_shared<Profile>(*e->profile);
+        p->set_pinned(pinned);
+        e->profile = std::move(p);
+        ++e->version;
+        snapshot(tool, *e, pinned ? "pin" : "unpin");
+    }
+    return summary(tool, *e);
+}
+
+std::expected<json, ProfileError> ProfileBook::accept(const std::string& tool, uint64_t finding_seq) {
+    if (!keeps(tool)) return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
+    if (!store_) return std::unexpected(ProfileError{ProfileError::Code::Store, "no audit store"});
+    auto rows = store_->read_sql("SELECT detail, run_id FROM records WHERE seq = " + std::to_string(finding_seq) +
+                                     " AND kind = " + std::to_string(int(audit::RecordKind::Finding)) +
+                                     " AND tool = " + sql_text(tool),
+                                 std::chrono::milliseconds(5000));
+    if (!rows) return std::unexpected(ProfileError{ProfileError::Code::Store, rows.error().message});
+    if (rows->empty())
+        return std::unexpected(ProfileError{ProfileError::Code::UnknownFinding,
+                                            "no finding of " + tool + " with seq " + std::to_string(finding_seq)});
+    RunFeatures f;
+    try {
+        json d = json::parse((*rows)[0][0].get<std::string>());
+        for (const auto& [k, v] : d.at("features").items()) {
+            if (v.is_array()) f.sets[k] = v.get<std::set<std::string>>();
+            else if (v.is_number()) f.numbers[k] = v.get<double>();
+        }
+    } catch (const json::exception& ex) {
+        return std::unexpected(ProfileError{ProfileError::Code::Store,
+                                            "finding " + std::to_string(finding_seq) + " is unreadable: " + ex.what()});
+    }
+    std::lock_guard lk(mu_);
+    Entry* e = find(tool);
+    if (!e) return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
+    auto p = std::make_shared<Profile>(*e->profile);
+    if (p->pinned())
+        return std::unexpected(ProfileError{ProfileError::Code::Pinned,
+                                            "the profile of " + tool + " is pinned: unpin it to accept a finding"});
+    p->learn(f);
+    e->profile = std::move(p);
+    ++e->version;
+    snapshot(tool, *e, "accept", {{"finding_seq", finding_seq}, {"run_id", (*rows)[0][1]}});
+    return summary(tool, *e);
+}
+
+}  // namespace bulwark::profiles

@@ -1,0 +1,150 @@
+#pragma once
+// The profiles of the tools whose rules have a `profile:` block, kept by
+// agentd serve: each run observed while it runs (RunObserver: its decision
+// records as the store takes them; a first-time binary or destination is a
+// finding the moment it happens, and `respond: stop` ends the run there),
+// concluded when it ends (scored, then learned or not), and the results
+// recorded in the audit store:
+//   finding  one record per run with findings: the findings, the baseline
+//            they depart from, the response taken, the run's features (so
+//            that accepting it teaches the profile without re-reading it);
+//   profile  a snapshot of a tool's profile (every kSnapshotEvery learned
+//            runs, when its learning window fills, and at each change:
+//            reset, pin, unpin, accept), with the seq of the last run exit
+//            it accounts for.
+// Crash-only: nothing lives only in memory. At start (load) a profile is
+// its last snapshot and the runs recorded after it, replayed through the
+// same extraction and the same rule (learned unless a finding was recorded
+// for the run), so a daemon killed at any instant comes back with the
+// profile its live runs had built.
+//
+// Threads: every call may come from any thread; the book's mutex guards the
+// profiles, which are replaced, never changed in place (an observer keeps
+// the profile its run started with). RunObserver::on_decision runs on the
+// producer's thread under the store's queue lock: it takes only its own
+// mutex and, for `respond: stop`, writes the run's cancel eventfd.
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "audit/audit_record.h"
+#include "bulwark/policy/bundle.h"
+#include "bulwark/policy/instantiate.h"
+#include "profiles/profile.h"
+
+namespace bulwark::audit {
+class AuditStore;
+}
+
+namespace bulwark::profiles {
+
+inline constexpr uint64_t kSnapshotEvery = 10;
+
+struct ProfileError {
+    enum class Code { UnknownTool, UnknownFinding, Pinned, Store } code = Code::Store;
+    std::string message;
+};
+
+class RunObserver {
+public:
+    // One decision record of the run (RunWatch::Observer).
+    void on_decision(const audit::AuditRecord& r);
+    bool stopped() const;
+
+private:
+    friend class ProfileBook;
+    RunObserver(std::string tool, uint64_t task_id, uint64_t run_id, policy::ProfilePlan plan,
+                std::shared_ptr<const Profile> profile, policy::TaskVars vars, std::function<void()> stop)
+        : tool_(std::move(tool)), task_id_(task_id), run_id_(run_id), plan_(std::move(plan)),
+          profile_(std::move(profile)), vars_(std::move(vars)), stop_(std::move(stop)) {}
+    const std::string tool_;
+    const uint64_t task_id_, run_id_;
+    const policy::ProfilePlan plan_;
+    const std::shared_ptr<const Profile> profile_;  // as the run started
+    const policy::TaskVars vars_;
+    const std::function<void()> stop_;
+    mutable std::mutex mu_;
+    RunFeatures features_;
+    std::vector<Finding> live_;  // found while the run ran
+    bool stopped_ = false;
+};
+
+// What the book concluded of one run: the exec reply's `profile` section.
+struct RunVerdict {
+    std::vector<Finding> findings;
+    std::string response;      // "" (none), "recorded", "stopped", "require-grant"
+    std::string summary;       // "unusual for curl: first-time destination ... in 412 runs"
+    bool learning = false;     // the profile was still in its learning window
+    bool learned = false;      // this run was learned
+    uint64_t profile_runs = 0; // runs learned, after this one
+    nlohmann::json to_json() const;
+};
+
+class ProfileBook {
+public:
+    explicit ProfileBook(audit::AuditStore* store) : store_(store) {}
+
+    // The tools to keep profiles for, with their plans, each rebuilt from the
+    // store (last snapshot + runs after it). A tool whose records cannot be
+    // read starts empty, and the error says which.
+    std::vector<std::string> load(const std::map<std::string, policy::ProfilePlan>& tools);
+    bool keeps(const std::string& tool) const;
+
+    // A run of `tool` starting; `stop` ends it (respond: stop). nullptr for a
+    // tool the book keeps no profile for.
+    std::shared_ptr<RunObserver> observe(const std::string& tool, uint64_t task_id, uint64_t run_id,
+                                         policy::TaskVars vars, std::function<void()> stop) const;
+    // The run ended: its exit figures (the exit record's detail) added, scored
+    // (live findings and those of its end), learned or not, and the finding
+    // record enqueued before the caller enqueues the exit record.
+    RunVerdict conclude(RunObserver& run, const nlohmann::json& exit_detail);
+    // The seq of the run's exit record once enqueued: what the next snapshot
+    // accounts for.
+    void exit_recorded(const std::string& tool, uint64_t exit_seq);
+
+    nlohmann::json list() const;
+    std::expected<nlohmann::json, ProfileError> get(const std::string& tool) const;
+    std::expected<nlohmann::json, ProfileError> reset(const std::string& tool);
+    std::expected<nlohmann::json, ProfileError> pin(const std::string& tool, bool pinned);
+    // The run of finding record `seq` learned as usual.
+    std::expected<nlohmann::json, ProfileError> accept(const std::string& tool, uint64_t finding_seq);
+
+private:
+    struct Entry {
+        policy::ProfilePlan plan;
+        std::shared_ptr<const Profile> profile;
+        uint64_t version = 1;       // changes: learning window filled, reset, pin, unpin, accept
+        uint64_t through_seq = 0;   // the last run exit accounted for
+        uint64_t since_snapshot = 0;
+        // Runs concluded whose exit record is not enqueued yet: a snapshot
+        // waits for them, so that it never accounts for a run whose exit
+        // record comes after its through_seq (a replay would learn it twice).
+        uint64_t pending = 0;
+        std::string due;  // the change a snapshot is due for, "" when none
+    };
+    Entry* find(const std::string& tool);
+    const Entry* find(const std::string& tool) const;
+    nlohmann::json summary(const std::string& tool, const Entry& e) const;
+    // Enqueues a profile record of `e` (mu_ held).
+    void snapshot(const std::string& tool, Entry& e, std::string_view change, nlohmann::json extra = {});
+    std::expected<void, std::string> rebuild(const std::string& tool, Entry& e);
+
+    audit::AuditStore* store_;
+    mutable std::mutex mu_;
+    std::map<std::string, Entry> entries_;
+};
+
+// The features of one recorded run, read back from the store: its decision
+// records, its start record's work directory and its exit record's figures.
+std::expected<RunFeatures, std::string> recorded_run_features(const audit::AuditStore& store, uint64_t task_id,
+                                                              uint64_t run_id, const nlohmann::json& exit_detail);
+
+}  // namespace bulwark::profiles

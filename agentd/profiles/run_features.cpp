@@ -1,0 +1,145 @@
+#include "profiles/run_features.h"
+
+#include <algorithm>
+
+namespace bulwark::profiles {
+
+namespace {
+
+bool under(std::string_view path, std::string_view dir) {
+    if (dir.empty() || !path.starts_with(dir)) return false;
+    return path.size() == dir.size() || path[dir.size()] == '/' || dir.back() == '/';
+}
+
+// What a file operation does to its file, as an area's verb.
+std::string_view file_verb(const audit::AuditRecord& r) {
+    switch (r.op) {
+    case BW_OP_FILE_OPEN: {
+        auto d = nlohmann::json::parse(r.detail, nullptr, false);
+        uint32_t rights = d.is_object() ? d.value("rights", uint32_t(0)) : 0;
+        return rights & (BW_FS_WRITE | BW_FS_CREATE | BW_FS_REMOVE) ? "write" : "read";
+    }
+    case BW_OP_EXEC:
+    case BW_OP_MMAP_EXEC: return "exec";
+    case BW_OP_FILE_CREATE:
+    case BW_OP_FILE_UNLINK:
+    case BW_OP_FILE_RENAME:
+    case BW_OP_FILE_LINK:
+    case BW_OP_FILE_TRUNCATE:
+    case BW_OP_MKDIR:
+    case BW_OP_FILE_SETATTR: return "write";
+    default: return {};
+    }
+}
+
+}  // namespace
+
+std::string with_vars(std::string_view path, const policy::TaskVars& vars) {
+    std::string_view best_dir, best_name;
+    for (std::string_view name : {"workdir", "tmp", "home"}) {
+        auto it = vars.find(name);
+        if (it == vars.end() || !under(path, it->second) || it->second.size() <= best_dir.size()) continue;
+        best_dir = it->second;
+        best_name = name;
+    }
+    if (best_dir.empty()) return std::string(path);
+    std::string_view rest = path.substr(best_dir.size());
+    std::string out = "${" + std::string(best_name) + "}";
+    if (!rest.empty() && rest.front() != '/') out += '/';
+    return out + std::string(rest);
+}
+
+std::string area_of(std::string_view path) {
+    // The directory the file is in, cut to kAreaDepth components (a
+    // variable counts as one).
+    auto slash = path.rfind('/');
+    std::string_view dir = slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
+    if (dir.empty()) return path.starts_with('/') ? "/" : std::string(path);
+    size_t depth = 0, end = 0;
+    for (size_t i = 0; i <= dir.size(); ++i) {
+        if (i == dir.size() || (dir[i] == '/' && i > 0)) {
+            ++depth;
+            end = i;
+            if (depth == kAreaDepth) break;
+        }
+    }
+    return std::string(dir.substr(0, end));
+}
+
+bool credential_like(std::string_view path) {
+    auto slash = path.rfind('/');
+    std::string name(slash == std::string_view::npos ? path : path.substr(slash + 1));
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    static constexpr std::string_view exact[] = {".env",        ".netrc",         ".pgpass",  ".git-credentials",
+                                                 "credentials", ".npmrc",         ".pypirc",  "id_rsa",
+                                                 "id_ed25519",  "id_ecdsa",       "id_dsa",   "authorized_keys",
+                                                 "known_hosts", ".htpasswd",      "shadow",   ".dockercfg",
+                                                 "config.json", "kubeconfig",     "token",    "secrets.yaml"};
+    for (auto e : exact)
+        if (name == e) return e != "config.json" || path.find("/.docker/") != std::string_view::npos;
+    static constexpr std::string_view suffix[] = {".pem", ".key", ".p12", ".pfx", ".kdbx", ".gpg", ".asc", ".jks"};
+    for (auto s : suffix)
+        if (name.size() > s.size() && name.ends_with(s)) return true;
+    if (name.starts_with(".env.")) return true;
+    for (std::string_view dir : {"/.ssh/", "/.aws/", "/.gnupg/", "/.kube/", "/.config/gcloud/"})
+        if (path.find(dir) != std::string_view::npos) return true;
+    return false;
+}
+
+std::vector<std::pair<std::string_view, std::string>> RunFeatures::add(const audit::AuditRecord& r,
+                                                                       const policy::TaskVars& vars) {
+    std::vector<std::pair<std::string_view, std::string>> added;
+    auto put = [&](std::string_view feature, std::string item) {
+        auto [it, fresh] = sets[std::string(feature)].insert(std::move(item));
+        if (fresh) added.emplace_back(feature, *it);
+    };
+    if (r.kind != audit::RecordKind::Decision) return added;
+    numbers["decisions"] += 1;
+    if (r.decision == BW_DECISION_DENY || r.decision == BW_DECISION_AUDIT) numbers["denials"] += 1;
+    switch (r.op) {
+    case BW_OP_PROC_FORK: numbers["processes"] += 1; return added;
+    case BW_OP_PROC_EXIT: return added;
+    case BW_OP_PROC_EXEC: put(kExec, with_vars(r.object, vars)); return added;
+    case BW_OP_CONNECT:
+    case BW_OP_BIND:
+    case BW_OP_SENDMSG:
+        if (!r.object.empty()) put(kDestination, std::string(audit::op_name(r.op)) + " " + r.object);
+        return added;
+    case BW_OP_SYSCALL:
+        if (r.layer != BW_LAYER_MONITOR && !r.object.empty()) put(kSyscall, r.object);
+        return added;
+    default: break;
+    }
+    std::string_view verb = file_verb(r);
+    // A file named by its inode only (the kernel could not give its path)
+    // has no area to put it in.
+    if (verb.empty() || r.object.empty() || r.object.front() != '/') return added;
+    const std::string path = with_vars(r.object, vars);
+    if (verb == "exec" && r.op == BW_OP_EXEC) put(kExec, path);
+    put(kFileArea, std::string(verb) + " " + area_of(path));
+    if (credential_like(r.object)) put(kSecret, std::string(verb) + " " + path);
+    return added;
+}
+
+void RunFeatures::add_exit(const nlohmann::json& d) {
+    if (!d.is_object()) return;
+    auto num = [&](const char* k) { return d.contains(k) && d[k].is_number() ? d[k].get<double>() : 0.0; };
+    numbers["wall_ms"] = num("wall_us") / 1000.0;
+    numbers["cpu_ms"] = (num("cpu_user_us") + num("cpu_system_us")) / 1000.0;
+    numbers["memory_mib"] = num("peak_memory_bytes") / double(1 << 20);
+    numbers["output_kib"] = num("output_bytes") / 1024.0;
+    // The tool's own process and every one it forked (the monitor's count).
+    numbers["processes"] += 1;
+    // Supervisor denials (limits, posture) have no decision record.
+    if (d.contains("denials") && d["denials"].is_array()) numbers["denials"] += double(d["denials"].size());
+    for (const auto& f : kNumberFeatures) numbers.try_emplace(std::string(f.name), 0.0);
+}
+
+nlohmann::json RunFeatures::to_json() const {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [k, v] : sets) j[k] = v;
+    for (const auto& [k, v] : numbers) j[k] = v;
+    return j;
+}
+
+}  // namespace bulwark::profiles

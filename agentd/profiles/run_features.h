@@ -1,0 +1,83 @@
+#pragma once
+// What one run did, as a tool's profile learns and scores it: the sets of
+// things it touched (binaries it executed, destinations it reached, file
+// areas it read or wrote, system calls refused to it) and the run's sizes
+// (time, CPU, memory, output, processes, denials).
+//
+// The same extraction serves a live run (each decision record as the store
+// takes it, then the exit report) and a recorded one (its records read back
+// from the store), so a profile rebuilt after a restart is the one the live
+// runs built.
+//
+// Normalisation, so that a profile generalises across tasks and arguments:
+// paths under the task's work directory, home and temporary directory are
+// written with the rule language's variables (${workdir}/...), and a file
+// area is an operation on a directory prefix (at most kAreaDepth components
+// below the root or a variable), e.g. "read /usr/lib/python3.11" or
+// "write ${workdir}/build".
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "audit/audit_record.h"
+#include "bulwark/policy/instantiate.h"
+
+namespace bulwark::profiles {
+
+// The set features, in the order findings and profiles list them.
+inline constexpr std::string_view kExec = "exec";                // binaries executed
+inline constexpr std::string_view kDestination = "destination";  // network and unix peers
+inline constexpr std::string_view kFileArea = "file_area";       // "<read|write|exec> <dir prefix>"
+inline constexpr std::string_view kSecret = "secret";            // credential-like files opened
+inline constexpr std::string_view kSyscall = "syscall";          // system calls refused or audited
+inline constexpr std::string_view kSetFeatures[] = {kExec, kDestination, kFileArea, kSecret, kSyscall};
+
+// The number features: name, unit, and the least departure from the usual
+// that can be a finding (below it a run is never unusual, however steady
+// the tool was: a 3 ms tool taking 9 ms is not worth a finding).
+struct NumberFeature {
+    std::string_view name;
+    std::string_view unit;
+    double floor;
+};
+inline constexpr NumberFeature kNumberFeatures[] = {
+    {"wall_ms", "ms", 1000},        {"cpu_ms", "ms", 500},        {"memory_mib", "MiB", 64},
+    {"output_kib", "KiB", 256},     {"processes", "processes", 8}, {"denials", "denials", 3},
+    {"decisions", "decisions", 200},
+};
+
+inline constexpr size_t kAreaDepth = 3;
+
+
+struct RunFeatures {
+    std::map<std::string, std::set<std::string>, std::less<>> sets;  // feature -> items
+    std::map<std::string, double, std::less<>> numbers;             // feature -> value
+
+    // One decision record of the run (any layer, any decision). Returns the
+    // set items it added that the run had not had before.
+    std::vector<std::pair<std::string_view, std::string>> add(const audit::AuditRecord& r,
+                                                              const policy::TaskVars& vars);
+    // The run's exit figures, from its exit record's detail (audit_record's
+    // run_exit detail: wall_us, cpu_user_us, cpu_system_us,
+    // peak_memory_bytes, output_bytes, denials).
+    void add_exit(const nlohmann::json& exit_detail);
+
+    nlohmann::json to_json() const;
+};
+
+// `path` written with the task's directory variables (workdir, home, tmp)
+// where it lies under one, the longest directory first.
+std::string with_vars(std::string_view path, const policy::TaskVars& vars);
+// The directory prefix a file belongs to, at most kAreaDepth components.
+std::string area_of(std::string_view path);
+// A file whose name says it holds a credential (keys, tokens, .env, ...).
+bool credential_like(std::string_view path);
+
+}  // namespace bulwark::profiles

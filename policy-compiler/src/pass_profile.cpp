@@ -1,0 +1,48 @@
+// profile: how many recorded runs the tool's profile learns from before it
+// scores, and what a finding does besides its record (docs/profiles.md).
+#include "passes.h"
+
+namespace bulwark::policy {
+
+std::string_view response_name(ProfileResponse r) {
+    switch (r) {
+        case ProfileResponse::Record: return "record";
+        case ProfileResponse::RequireGrant: return "require-grant";
+        case ProfileResponse::Stop: return "stop";
+    }
+    return "record";
+}
+
+namespace {
+
+constexpr uint64_t kMinLearn = 3;  // fewer runs make every variation a finding
+constexpr uint64_t kMaxLearn = 100000;
+
+void run_profile(CompileContext& ctx) {
+    auto& p = ctx.bundle.profile;
+    for (const auto& [name, s] : ctx.ast.profile) {
+        p.enabled = true;
+        if (name == "learn") {
+            auto v = parse_uint(s.value, kMaxLearn);
+            if (!v || *v < kMinLearn) {
+                ctx.error(s.span, "bad-limit",
+                          "profile.learn \"" + s.value + "\" is not a whole number of runs from 3 to 100000",
+                          {"the runs recorded before the profile scores; fewer than 3 make every variation unusual"});
+                continue;
+            }
+            p.learn_runs = uint32_t(*v);
+        } else if (name == "respond") {
+            if (!ctx.check_choice(s, {"record", "require-grant", "stop"}, "profile response")) continue;
+            p.respond = s.value == "stop"            ? ProfileResponse::Stop
+                        : s.value == "require-grant" ? ProfileResponse::RequireGrant
+                                                     : ProfileResponse::Record;
+        }
+        p.rule_ids.emplace_back(name, s.rule_id);
+    }
+}
+
+}  // namespace
+
+Pass profile_pass() { return {"profile", run_profile, false}; }
+
+}  // namespace bulwark::policy

@@ -1,0 +1,295 @@
+// agentd/profiles: a run's features from its records, a profile learned and
+// scored, and the book kept in a real audit store and rebuilt from it.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+
+#include "audit/audit_db.h"
+#include "profiles/profile_book.h"
+
+using namespace bulwark;
+using namespace bulwark::profiles;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+audit::AuditRecord decision(uint16_t layer, uint16_t op, std::string object, uint8_t d = BW_DECISION_ALLOW,
+                            std::string detail = {}) {
+    audit::AuditRecord r;
+    r.kind = audit::RecordKind::Decision;
+    r.layer = layer;
+    r.op = op;
+    r.object = std::move(object);
+    r.decision = d;
+    r.detail = std::move(detail);
+    return r;
+}
+
+json exit_detail(double wall_ms, uint64_t output = 100) {
+    return {{"wall_us", uint64_t(wall_ms * 1000)}, {"cpu_user_us", 1000}, {"cpu_system_us", 500},
+            {"peak_memory_bytes", 4 << 20},       {"output_bytes", output}, {"denials", json::array()}};
+}
+
+// One usual run of a fetcher: its binary, one destination, reads under /usr/lib.
+RunFeatures usual_run(double wall_ms = 200) {
+    RunFeatures f;
+    policy::TaskVars vars = policy::task_vars("/work/t1", "task-1");
+    f.add(decision(BW_LAYER_MONITOR, BW_OP_PROC_EXEC, "/usr/bin/curl", BW_DECISION_OBSERVE), vars);
+    f.add(decision(BW_LAYER_SOCK_ADDR, BW_OP_CONNECT, "tcp 10.0.0.5:443"), vars);
+    f.add(decision(BW_LAYER_BPF_LSM, BW_OP_FILE_OPEN, "/usr/lib/x86_64-linux-gnu/libcurl.so.4", BW_DECISION_ALLOW,
+                   R"({"rights":1})"),
+          vars);
+    f.add_exit(exit_detail(wall_ms));
+    return f;
+}
+
+struct TempStore {
+    std::filesystem::path dir;
+    std::unique_ptr<audit::AuditStore> store;
+    TempStore() {
+        static std::atomic<int> n{0};
+        dir = std::filesystem::temp_directory_path() /
+              ("bw-profiles-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+        std::filesystem::create_directories(dir);
+        open();
+    }
+    void open() {
+        audit::StoreOptions o;
+        o.path = dir / "audit.db";
+        o.min_free_bytes = 0;
+        auto s = audit::AuditStore::open(std::move(o));
+        if (!s) FAIL("open: " << s.error().message);
+        store = std::move(*s);
+    }
+    void reopen() {
+        store.reset();
+        open();
+    }
+    ~TempStore() {
+        store.reset();
+        std::filesystem::remove_all(dir);
+    }
+};
+
+// One run of `tool` through the book as the task manager drives it: the
+// start record, each decision through the observer and into the store, the
+// conclusion, the exit record.
+RunVerdict drive_run(ProfileBook& book, audit::AuditStore& store, const std::string& tool, uint64_t run_id,
+                     const std::vector<audit::AuditRecord>& decisions, const json& exit, bool* stopped = nullptr) {
+    const uint64_t task = 1;
+    store.enqueue(audit::run_start_record(task, run_id, tool, 1, {{"workdir", "/work/t1"}, {"argv", {tool}}}));
+    bool stop_called = false;
+    auto obs = book.observe(tool, task, run_id, policy::task_vars("/work/t1", "task-1"), [&] { stop_called = true; });
+    REQUIRE(obs);
+    for (auto d : decisions) {
+        d.task_id = task;
+        d.run_id = run_id;
+        d.tool = tool;
+        obs->on_decision(d);
+        store.enqueue(d);
+    }
+    auto v = book.conclude(*obs, exit);
+    auto seq = store.enqueue(audit::run_exit_record(task, run_id, tool, "exit", 0, exit));
+    REQUIRE(seq);
+    book.exit_recorded(tool, *seq);
+    if (stopped) *stopped = stop_called;
+    return v;
+}
+
+std::vector<audit::AuditRecord> usual_decisions(std::string destination = "tcp 10.0.0.5:443") {
+    return {decision(BW_LAYER_MONITOR, BW_OP_PROC_EXEC, "/usr/bin/curl", BW_DECISION_OBSERVE),
+            decision(BW_LAYER_SOCK_ADDR, BW_OP_CONNECT, std::move(destination))};
+}
+
+policy::ProfilePlan plan(uint32_t learn, policy::ProfileResponse respond = policy::ProfileResponse::Record) {
+    policy::ProfilePlan p;
+    p.enabled = true;
+    p.learn_runs = learn;
+    p.respond = respond;
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("features: paths with the task's variables, areas, credential-like names", "[profiles]") {
+    auto vars = policy::task_vars("/work/t1", "task-1", "/home/agent");
+    CHECK(with_vars("/work/t1/src/main.py", vars) == "${workdir}/src/main.py");
+    CHECK(with_vars("/work/t10/x", vars) == "/work/t10/x");  // a sibling, not under it
+    CHECK(with_vars("/home/agent/.ssh/id_rsa", vars) == "${home}/.ssh/id_rsa");
+    CHECK(with_vars("/usr/bin/env", vars) == "/usr/bin/env");
+    CHECK(area_of("/usr/lib/python3.11/json/decoder.py") == "/usr/lib/python3.11");
+    CHECK(area_of("${workdir}/src/a/b/c.py") == "${workdir}/src/a");
+    CHECK(area_of("/etc/passwd") == "/etc");
+    CHECK(area_of("/vmlinuz") == "/");
+    for (auto p : {"/w/.env", "/w/.env.local", "/home/u/.ssh/config", "/w/deploy/server.pem", "/w/id_ed25519",
+                   "/home/u/.aws/credentials", "/w/.git-credentials", "/w/.netrc"})
+        CHECK(credential_like(p));
+    for (auto p : {"/w/main.py", "/w/environment.md", "/usr/lib/ssl/openssl.cnf", "/w/config.json", "/w/keys.txt"})
+        CHECK_FALSE(credential_like(p));
+
+    RunFeatures f;
+    auto added = f.add(decision(BW_LAYER_LANDLOCK, BW_OP_FILE_OPEN, "/work/t1/.env", BW_DECISION_DENY), vars);
+    CHECK(f.sets["file_area"] == std::set<std::string>{"read ${workdir}"});
+    CHECK(f.sets["secret"] == std::set<std::string>{"read ${workdir}/.env"});
+    CHECK(added.size() == 2);
+    CHECK(f.add(decision(BW_LAYER_LANDLOCK, BW_OP_FILE_OPEN, "/work/t1/.env", BW_DECISION_DENY), vars).empty());
+    f.add(decision(BW_LAYER_SECCOMP, BW_OP_SYSCALL, "ptrace", BW_DECISION_DENY), vars);
+    f.add(decision(BW_LAYER_MONITOR, BW_OP_PROC_FORK, "pid 7", BW_DECISION_OBSERVE), vars);
+    f.add(decision(BW_LAYER_BPF_LSM, BW_OP_FILE_CREATE, "/work/t1/out/x.o"), vars);
+    f.add_exit(exit_detail(1500, 4096));
+    CHECK(f.sets["syscall"] == std::set<std::string>{"ptrace"});
+    CHECK(f.sets["file_area"].contains("write ${workdir}/out"));
+    CHECK(f.numbers["denials"] == 3);  // two file denials, one syscall
+    CHECK(f.numbers["processes"] == 2);  // the tool and one fork
+    CHECK(f.numbers["wall_ms"] == 1500);
+    CHECK(f.numbers["output_kib"] == 4);
+}
+
+TEST_CASE("a profile learns its window, then scores first-time items and far outliers", "[profiles]") {
+    Profile p("curl", 5);
+    for (int i = 0; i < 4; ++i) {
+        CHECK(p.score(usual_run()).empty());  // learning: nothing is unusual yet
+        p.learn(usual_run(180 + 10 * i));
+    }
+    CHECK(p.learning());
+    p.learn(usual_run(220));
+    CHECK_FALSE(p.learning());
+    // The control: a usual run, a bit slower than any before, raises nothing.
+    CHECK(p.score(usual_run(300)).empty());
+
+    auto other = usual_run();
+    other.add(decision(BW_LAYER_SOCK_ADDR, BW_OP_CONNECT, "tcp 203.0.113.9:443"), {});
+    auto f = p.score(other);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].feature == "destination");
+    CHECK(f[0].kind == "first-time");
+    CHECK(f[0].message == "first-time destination connect tcp 203.0.113.9:443 in 5 runs");
+
+    auto slow = p.score(usual_run(120000));  // the 200 ms tool looping for two minutes
+    REQUIRE(slow.size() == 1);
+    CHECK(slow[0].feature == "wall_ms");
+    CHECK(slow[0].kind == "outlier");
+    CHECK(slow[0].bound >= 1200);
+    CHECK(slow[0].message.find("usual: median 200") != std::string::npos);
+
+    // Round trip: the same profile scores the same.
+    auto back = Profile::from_json(p.to_json());
+    CHECK(back.runs() == 5);
+    CHECK(back.score(other).size() == 1);
+    CHECK(back.score(usual_run(300)).empty());
+
+    p.set_pinned(true);
+    p.learn(other);
+    CHECK(p.runs() == 5);  // a pinned profile learns nothing
+    p.reset();
+    CHECK(p.learning());
+    CHECK(p.score(other).empty());
+}
+
+TEST_CASE("the book: findings recorded before the exit, unusual runs not learned, rebuilt after a restart",
+          "[profiles][store]") {
+    TempStore ts;
+    uint64_t run = 1;
+    {
+        ProfileBook book(ts.store.get());
+        CHECK(book.load({{"curl", plan(3)}}).empty());
+        CHECK(book.keeps("curl"));
+        CHECK_FALSE(book.observe("sh", 1, 99, {}, {}));
+        for (int i = 0; i < 3; ++i) {
+            auto v = drive_run(book, *ts.store, "curl", run++, usual_decisions(), exit_detail(200));
+            CHECK(v.learning);
+            CHECK(v.learned);
+            CHECK(v.findings.empty());
+        }
+        auto usual = drive_run(book, *ts.store, "curl", run++, usual_decisions(), exit_detail(210));
+        CHECK_FALSE(usual.learning);
+        CHECK(usual.findings.empty());
+        CHECK(usual.profile_runs == 4);
+
+        auto odd = drive_run(book, *ts.store, "curl", run++, usual_decisions("tcp 198.51.100.7:8443"), exit_detail(200));
+        REQUIRE(odd.findings.size() == 1);
+        CHECK(odd.response == "recorded");
+        CHECK_FALSE(odd.learned);
+        CHECK(odd.summary == "unusual for curl: first-time destination connect tcp 198.51.100.7:8443 in 4 runs");
+        CHECK(odd.profile_runs == 4);
+        REQUIRE(ts.store->flush(5s));
+        // The finding record precedes the run's exit record.
+        auto rows = ts.store->read_sql("SELECT kind FROM records WHERE run_id = 5 AND kind IN (3, 7) ORDER BY seq", 5s);
+        REQUIRE(rows);
+        CHECK(*rows == json::array({json::array({7}), json::array({3})}));
+        auto got = book.get("curl");
+        REQUIRE(got);
+        CHECK((*got)["runs"] == 4);
+        CHECK((*got)["profile"]["sets"]["destination"]["items"].size() == 1);
+    }
+    // A restart: the last snapshot (when the window filled) and the runs after it.
+    ts.reopen();
+    uint64_t finding_seq = 0;
+    {
+        ProfileBook book(ts.store.get());
+        CHECK(book.load({{"curl", plan(3)}}).empty());
+        auto got = book.get("curl");
+        REQUIRE(got);
+        CHECK((*got)["runs"] == 4);  // the unusual run was not learned
+        CHECK((*got)["learning"] == false);
+        auto again = drive_run(book, *ts.store, "curl", run++, usual_decisions("tcp 198.51.100.7:8443"), exit_detail(200));
+        CHECK(again.findings.size() == 1);
+        REQUIRE(ts.store->flush(5s));
+        auto seq = ts.store->read_sql("SELECT max(seq) FROM records WHERE kind = 7", 5s);
+        REQUIRE(seq);
+        finding_seq = (*seq)[0][0].get<uint64_t>();
+        // Accepted: that run is learned and the destination is usual from now on.
+        auto acc = book.accept("curl", finding_seq);
+        REQUIRE(acc);
+        CHECK((*acc)["runs"] == 5);
+        auto after = drive_run(book, *ts.store, "curl", run++, usual_decisions("tcp 198.51.100.7:8443"), exit_detail(200));
+        CHECK(after.findings.empty());
+        CHECK_FALSE(book.accept("curl", 1));  // seq 1 is no finding
+        CHECK(book.accept("wget", finding_seq).error().code == ProfileError::Code::UnknownTool);
+        auto pinned = book.pin("curl", true);
+        REQUIRE(pinned);
+        CHECK((*pinned)["pinned"] == true);
+        CHECK(book.accept("curl", finding_seq).error().code == ProfileError::Code::Pinned);
+    }
+    ts.reopen();
+    {
+        ProfileBook book(ts.store.get());
+        CHECK(book.load({{"curl", plan(3)}}).empty());
+        auto got = book.get("curl");
+        REQUIRE(got);
+        CHECK((*got)["runs"] == 6);
+        CHECK((*got)["pinned"] == true);
+        auto r = book.reset("curl");
+        REQUIRE(r);
+        CHECK((*r)["learning"] == true);
+        CHECK((*r)["runs"] == 0);
+    }
+}
+
+TEST_CASE("the book: respond stop ends a run at its first first-time binary", "[profiles][store]") {
+    TempStore ts;
+    ProfileBook book(ts.store.get());
+    CHECK(book.load({{"sh", plan(3, policy::ProfileResponse::Stop)}}).empty());
+    std::vector<audit::AuditRecord> usual = {decision(BW_LAYER_MONITOR, BW_OP_PROC_EXEC, "/usr/bin/sh", BW_DECISION_OBSERVE)};
+    for (uint64_t run = 1; run <= 3; ++run) {
+        bool stopped = true;
+        drive_run(book, *ts.store, "sh", run, usual, exit_detail(5), &stopped);
+        CHECK_FALSE(stopped);  // learning: never stopped
+    }
+    bool stopped = false;
+    auto control = drive_run(book, *ts.store, "sh", 4, usual, exit_detail(5), &stopped);
+    CHECK_FALSE(stopped);
+    CHECK(control.findings.empty());
+    auto odd = usual;
+    odd.push_back(decision(BW_LAYER_MONITOR, BW_OP_PROC_EXEC, "/usr/bin/nc", BW_DECISION_OBSERVE));
+    auto v = drive_run(book, *ts.store, "sh", 5, odd, exit_detail(5), &stopped);
+    CHECK(stopped);
+    CHECK(v.response == "stopped");
+    REQUIRE(v.findings.size() == 1);
+    CHECK(v.findings[0].message == "first-time binary /usr/bin/nc in 4 runs");
+}

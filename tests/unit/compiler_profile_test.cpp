@@ -1,0 +1,91 @@
+// profile: the block's values, what extends may do with it, its coverage
+// rows, the BPF observation it turns on and its place in the bundle JSON.
+#include "compiler_support.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "bulwark/policy/bpf_tables.h"
+#include "bulwark/policy/coverage.h"
+#include "bulwark/policy/explain.h"
+
+using namespace bulwark::test;
+
+TEST_CASE("profile: learn and respond compile, each traced to its rule", "[compiler][profile]") {
+    auto b = require_ok("tool: t\nprofile: { learn: 50, respond: stop }\n");
+    CHECK(b.profile.enabled);
+    CHECK(b.profile.learn_runs == 50u);
+    CHECK(b.profile.respond == ProfileResponse::Stop);
+    REQUIRE(b.rule(b.profile.rule_of("respond")));
+    CHECK(b.rule(b.profile.rule_of("respond"))->text == "profile.respond: stop");
+    CHECK(b.rule(b.profile.rule_of("respond"))->loc.line == 2);
+
+    auto defaults = require_ok("tool: t\nprofile: { respond: record }\n");
+    CHECK(defaults.profile.enabled);
+    CHECK(defaults.profile.learn_runs == 20u);
+
+    auto none = require_ok("tool: t\n");
+    CHECK_FALSE(none.profile.enabled);
+
+    require_error("tool: t\nprofile: {}\n", "empty-section");
+    require_error("tool: t\nprofile: { learn: 2 }\n", "bad-limit");
+    require_error("tool: t\nprofile: { learn: many }\n", "bad-limit");
+    require_error("tool: t\nprofile: { learn: 100001 }\n", "bad-limit");
+    require_error("tool: t\nprofile: { respond: shout }\n", "bad-value");
+    require_error("tool: t\nprofile: { respond: record, window: 3d }\n", "unknown-key");
+    require_error("tool: t\nprofile: record\n", "wrong-type");
+}
+
+TEST_CASE("profile: an extension cannot weaken the response", "[compiler][profile]") {
+    namespace fs = std::filesystem;
+    fs::path dir = fs::temp_directory_path() / ("bw-prof-" + std::to_string(::getpid()));
+    fs::create_directories(dir / "base");
+    std::ofstream(dir / "base" / "watched.yaml") << "tool: w\nprofile: { learn: 40, respond: stop }\n";
+    auto weaker = require_ok("tool: t\nextends: base/watched\nprofile: { learn: 10, respond: record }\n", {dir.string()});
+    CHECK(weaker.profile.respond == ProfileResponse::Stop);
+    CHECK(weaker.profile.learn_runs == 10u);
+    std::ofstream(dir / "base" / "recorded.yaml") << "tool: r\nprofile: { respond: record }\n";
+    auto stronger = require_ok("tool: t\nextends: base/recorded\nprofile: { respond: require-grant }\n", {dir.string()});
+    CHECK(stronger.profile.respond == ProfileResponse::RequireGrant);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("profile: only a response is a rule to hold, by agentd serve's scoring", "[compiler][profile][coverage]") {
+    auto stop = require_ok("tool: t\nprofile: { learn: 5, respond: stop }\n");
+    auto cov = rule_coverage(stop);
+    REQUIRE(coverage_row(cov, "profile.respond"));
+    REQUIRE(coverage_row(cov, "profile.respond")->layers.size() == 1);
+    CHECK(coverage_row(cov, "profile.respond")->layers[0].layer == "profile");
+    CHECK_FALSE(coverage_row(cov, "profile.learn"));
+    // A finding that is only recorded holds nothing back from the tool.
+    auto rec = require_ok("tool: t\nprofile: { learn: 5, respond: record }\n");
+    CHECK_FALSE(coverage_row(rule_coverage(rec), "profile.respond"));
+    CHECK(std::find(coverage_layers().begin(), coverage_layers().end(), "profile") != coverage_layers().end());
+}
+
+TEST_CASE("profile: the BPF programs report allowed decisions and processes for it", "[compiler][profile][bpf]") {
+    auto with = build_policy_header(require_ok("tool: t\nprofile: { respond: record }\n"));
+    CHECK((with.flags & BW_POL_REPORT_ALLOW));
+    CHECK((with.flags & BW_POL_TRACE_PROC));
+    CHECK_FALSE((with.flags & BW_POL_TRACE_SYSCALLS));
+    auto without = build_policy_header(require_ok("tool: t\n"));
+    CHECK_FALSE((without.flags & (BW_POL_REPORT_ALLOW | BW_POL_TRACE_PROC)));
+}
+
+TEST_CASE("profile: in the bundle JSON only when written, round-trips, shown by explain", "[compiler][profile][json]") {
+    auto plain = require_ok("tool: t\n");
+    CHECK_FALSE(bundle_to_json(plain).contains("profile"));
+    auto b = require_ok("tool: t\nprofile: { learn: 30, respond: require-grant }\n");
+    auto j = bundle_to_json(b);
+    REQUIRE(j.contains("profile"));
+    auto back = bundle_from_json(j);
+    REQUIRE(back);
+    CHECK(back->profile.enabled);
+    CHECK(back->profile.learn_runs == 30u);
+    CHECK(back->profile.respond == ProfileResponse::RequireGrant);
+    CHECK(bundle_hash(*back) == b.hash);
+    CHECK(b.hash != plain.hash);
+    auto text = explain_text(b);
+    CHECK(text.find("profile") != std::string::npos);
+    CHECK(text.find("require-grant") != std::string::npos);
+}
