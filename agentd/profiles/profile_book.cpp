@@ -76,9 +76,10 @@ void RunObserver::on_decision(const audit::AuditRecord& r) {
     }
 }
 
-bool RunObserver::stopped() const {
+std::string RunObserver::stop_reason() const {
     std::lock_guard lk(mu_);
-    return stopped_;
+    if (!stopped_ || live_.empty()) return {};
+    return "run stopped by the profile of " + tool_ + " (respond: stop): " + live_.front().message;
 }
 
 ProfileBook::Entry* ProfileBook::find(const std::string& tool) {

@@ -57,7 +57,8 @@ class RunObserver {
 public:
     // One decision record of the run (RunWatch::Observer).
     void on_decision(const audit::AuditRecord& r);
-    bool stopped() const;
+    // "" unless the run was stopped: which finding stopped it.
+    std::string stop_reason() const;
 
 private:
     friend class ProfileBook;

@@ -32,6 +32,19 @@ std::string_view file_verb(const audit::AuditRecord& r) {
     }
 }
 
+// The sandbox starts the tool from its verified binary's descriptor
+// (execveat: "/dev/fd/N", N whatever number it had): the run's first exec is
+// its launch. A later exec through a descriptor (a memfd, a deleted file) is
+// named by the form, not the number, so that it is one item, first-time
+// where it is unusual.
+std::string fd_exec_form(std::string_view path) {
+    constexpr std::string_view fd_dir = "/dev/fd/";
+    if (!path.starts_with(fd_dir) || path.size() == fd_dir.size()) return {};
+    for (char c : path.substr(fd_dir.size()))
+        if (c < '0' || c > '9') return {};
+    return "/dev/fd/N";
+}
+
 }  // namespace
 
 std::string with_vars(std::string_view path, const policy::TaskVars& vars) {
@@ -86,6 +99,16 @@ bool credential_like(std::string_view path) {
     return false;
 }
 
+std::string RunFeatures::exec_item(std::string_view path, const policy::TaskVars& vars) {
+    std::string fd_form = fd_exec_form(path);
+    if (fd_form.empty()) return with_vars(path, vars);
+    if (!launched_) {
+        launched_ = true;
+        return std::string(kLaunch);
+    }
+    return fd_form;
+}
+
 std::vector<std::pair<std::string_view, std::string>> RunFeatures::add(const audit::AuditRecord& r,
                                                                        const policy::TaskVars& vars) {
     std::vector<std::pair<std::string_view, std::string>> added;
@@ -99,7 +122,7 @@ std::vector<std::pair<std::string_view, std::string>> RunFeatures::add(const aud
     switch (r.op) {
     case BW_OP_PROC_FORK: numbers["processes"] += 1; return added;
     case BW_OP_PROC_EXIT: return added;
-    case BW_OP_PROC_EXEC: put(kExec, with_vars(r.object, vars)); return added;
+    case BW_OP_PROC_EXEC: put(kExec, exec_item(r.object, vars)); return added;
     case BW_OP_CONNECT:
     case BW_OP_BIND:
     case BW_OP_SENDMSG:

@@ -37,6 +37,9 @@ inline constexpr std::string_view kDestination = "destination";  // network and 
 inline constexpr std::string_view kFileArea = "file_area";       // "<read|write|exec> <dir prefix>"
 inline constexpr std::string_view kSecret = "secret";            // credential-like files opened
 inline constexpr std::string_view kSyscall = "syscall";          // system calls refused or audited
+// The exec item of the tool's own launch (the sandbox execs its verified
+// binary through a descriptor).
+inline constexpr std::string_view kLaunch = "(the tool's binary)";
 inline constexpr std::string_view kSetFeatures[] = {kExec, kDestination, kFileArea, kSecret, kSyscall};
 
 // The number features: name, unit, and the least departure from the usual
@@ -70,6 +73,10 @@ struct RunFeatures {
     void add_exit(const nlohmann::json& exit_detail);
 
     nlohmann::json to_json() const;
+
+private:
+    std::string exec_item(std::string_view path, const policy::TaskVars& vars);
+    bool launched_ = false;  // the tool's own exec (its launch) was seen
 };
 
 // `path` written with the task's directory variables (workdir, home, tmp)

@@ -556,6 +556,7 @@ RunReport Launch::supervise_to_end() {
     tool.stdin_w = std::move(in_w_);
     if (req_.stdin_data) tool.stdin_data = *req_.stdin_data;
     tool.cancel_fd = req_.cancel_fd;
+    tool.cancel_reason = &req_.cancel_reason;
     tool.timeout_ms = bundle_.limits.timeout_ms;
     tool.output_bytes = bundle_.limits.output_bytes.value_or(kDefaultOutputBytes);
     tool.on_output = &req_.on_output;

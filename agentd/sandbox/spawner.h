@@ -87,6 +87,9 @@ struct RunRequest {
     // An fd (e.g. an eventfd) that becomes readable to cancel the run: every
     // process of the run is killed (cgroup.kill) and the report says so.
     int cancel_fd = -1;
+    // Why the run was cancelled, asked when it is (unset or "": its task was
+    // closed or its caller cancelled it).
+    std::function<std::string()> cancel_reason;
     std::string hostname = "bulwark";
     // Stop once the launch is planned and every rule's coverage judged
     // (`agentd coverage`): the report says what would be in force; nothing

@@ -110,9 +110,9 @@ ToolExit supervise(SupervisedTool tool, const SandboxCgroup& cg, RunReport& rep)
             }
             if (idx[k] == kCancel) {
                 cancelled = true;
-                rep.denials.push_back("supervisor: run cancelled (its task was closed or its caller cancelled "
-                                      "it); every process of the run "
-                                      "killed (cgroup.kill)");
+                std::string why = tool.cancel_reason && *tool.cancel_reason ? (*tool.cancel_reason)() : "";
+                if (why.empty()) why = "run cancelled (its task was closed or its caller cancelled it)";
+                rep.denials.push_back("supervisor: " + why + "; every process of the run killed (cgroup.kill)");
                 cg.kill_all();
                 continue;
             }

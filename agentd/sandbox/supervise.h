@@ -26,6 +26,9 @@ struct SupervisedTool {
     std::string_view stdin_data;
     // Readable: cancel the run (-1: none).
     int cancel_fd = -1;
+    // Why, as the report's denial says it ("" or unset: the task was closed
+    // or its caller cancelled the run).
+    const std::function<std::string()>* cancel_reason = nullptr;
     std::optional<uint64_t> timeout_ms;
     uint64_t output_bytes = 0;
     // Each chunk captured, as it arrives (the caller's; may be null or empty).

@@ -758,6 +758,7 @@ void TaskManager::ExecRun::plan() {
             (void)!::write(fd, &one, sizeof one);
         });
     rr.profile_scoring = observer != nullptr;
+    if (observer) rr.cancel_reason = [o = observer] { return o->stop_reason(); };
     audit::RunWatch::Observer on_decision;
     if (observer) on_decision = [o = observer](const audit::AuditRecord& r) { o->on_decision(r); };
     watch = m.store_ ? m.store_->watch_run(task_id, run_id, audit::Query::kMaxLimit, std::move(on_decision)) : nullptr;

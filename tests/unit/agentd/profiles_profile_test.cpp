@@ -141,11 +141,17 @@ TEST_CASE("features: paths with the task's variables, areas, credential-like nam
     f.add(decision(BW_LAYER_SECCOMP, BW_OP_SYSCALL, "ptrace", BW_DECISION_DENY), vars);
     f.add(decision(BW_LAYER_MONITOR, BW_OP_PROC_FORK, "pid 7", BW_DECISION_OBSERVE), vars);
     f.add(decision(BW_LAYER_BPF_LSM, BW_OP_FILE_CREATE, "/work/t1/out/x.o"), vars);
+    // The launch through the binary's descriptor, then a fileless exec.
+    f.add(decision(BW_LAYER_MONITOR, BW_OP_PROC_EXEC, "/dev/fd/103", BW_DECISION_OBSERVE), vars);
+    f.add(decision(BW_LAYER_MONITOR, BW_OP_PROC_EXEC, "/dev/fd/7", BW_DECISION_OBSERVE), vars);
+    f.add(decision(BW_LAYER_MONITOR, BW_OP_PROC_EXEC, "/work/t1/run.sh", BW_DECISION_OBSERVE), vars);
+    CHECK(f.sets["exec"] == std::set<std::string>{std::string(kLaunch), "/dev/fd/N", "${workdir}/run.sh"});
     f.add_exit(exit_detail(1500, 4096));
     CHECK(f.sets["syscall"] == std::set<std::string>{"ptrace"});
     CHECK(f.sets["file_area"].contains("write ${workdir}/out"));
     CHECK(f.numbers["denials"] == 3);  // two file denials, one syscall
     CHECK(f.numbers["processes"] == 2);  // the tool and one fork
+    CHECK(f.numbers["decisions"] == 8);
     CHECK(f.numbers["wall_ms"] == 1500);
     CHECK(f.numbers["output_kib"] == 4);
 }

@@ -1,0 +1,190 @@
+// Behaviour profiles through the real `agentd serve` (docs/profiles.md):
+// tools extending the shipped sh with a `profile:` block, learned from real
+// sandboxed runs whose decisions come from the real BPF monitor and kernel
+// audit, then scored. Each unusual run sits beside a usual run of the same
+// tool (the control) that raises nothing.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon.h"
+
+using namespace bulwark::test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+// The shipped rules, and three tools that are sh with a profile learning
+// from 3 runs: each answering a finding in its own way.
+struct ProfiledRules {
+    TempDir dir;
+    std::string path = (dir.path / "rules").string();
+    ProfiledRules() {
+        std::filesystem::copy(BULWARK_RULES_DIR, path, std::filesystem::copy_options::recursive);
+        for (auto [tool, respond] : {std::pair{"recorded", "record"}, {"stopped", "stop"}, {"held", "require-grant"}})
+            std::ofstream(path + "/" + tool + ".yaml")
+                << "tool: " << tool << "\nextends: sh\nprofile:\n  learn: 3\n  respond: " << respond << "\n";
+    }
+};
+
+json exec_ok(const Daemon& d, uint64_t task, const std::string& tool, const std::string& script,
+             const json& extra = json::object()) {
+    json body = {{"tool", tool}, {"argv", {"sh", "-c", script}}};
+    body.update(extra);
+    auto r = d.exec(task, body);
+    INFO(r.raw);
+    REQUIRE(r.status == 200);
+    REQUIRE(r.body.contains("profile"));
+    return r.body;
+}
+
+void learn_window(const Daemon& d, uint64_t task, const std::string& tool) {
+    for (int i = 0; i < 3; ++i) {
+        auto r = exec_ok(d, task, tool, "cat notes.txt");
+        CHECK(r["exit_status"] == 0);
+        CHECK(r["profile"]["learning"] == true);
+        CHECK(r["profile"]["findings"].empty());
+    }
+}
+
+}  // namespace
+
+TEST_CASE("profiles: a first-time binary is a finding, recorded, accepted, and kept across kill -9",
+          "[tasks][profiles]") {
+    ProfiledRules rules;
+    Daemon d({}, rules.path);
+    auto listed = d.call("GET", "/v1/profiles");
+    REQUIRE(listed.status == 200);
+    CHECK(listed.body["profiles"].size() == 3);  // the shipped tools keep none
+
+    uint64_t id = create_task(d, {{"tools", {"recorded"}}});
+    std::string workdir = d.call("GET", "/v1/tasks/" + std::to_string(id)).body["workdir"];
+    write_file(workdir + "/notes.txt", "notes\n");
+    learn_window(d, id, "recorded");
+
+    // The control: the usual command, now scored, raises nothing.
+    auto usual = exec_ok(d, id, "recorded", "cat notes.txt");
+    CHECK(usual["profile"]["learning"] == false);
+    CHECK(usual["profile"]["findings"].empty());
+    CHECK(usual["profile"]["learned"] == true);
+
+    // The same tool starting a program it never started: allowed by its
+    // rules (the run succeeds), unusual for its profile.
+    auto odd = exec_ok(d, id, "recorded", "ls >/dev/null; cat notes.txt");
+    CHECK(odd["exit_status"] == 0);
+    CHECK(odd["stdout"] == "notes\n");
+    CHECK(odd["profile"]["response"] == "recorded");
+    CHECK(odd["profile"]["learned"] == false);
+    CHECK_THAT(odd["profile"]["summary"].get<std::string>(),
+               Catch::Equals("unusual for recorded: first-time binary /usr/bin/ls in 4 runs"));
+
+    // The finding is an audit record of the run, before its exit record.
+    auto f = d.call("GET", "/v1/audit?kind=finding&tool=recorded");
+    REQUIRE(f.status == 200);
+    REQUIRE(f.body["rows"].size() == 1);
+    const json finding = f.body["rows"][0];
+    CHECK(finding["run_id"] == odd["run_id"]);
+    CHECK(finding["detail"]["findings"][0]["item"] == "/usr/bin/ls");
+    auto exits = d.call("GET", "/v1/audit?kind=run_exit&run=" + std::to_string(odd["run_id"].get<uint64_t>()));
+    REQUIRE(exits.body["rows"].size() == 1);
+    CHECK(exits.body["rows"][0]["seq"].get<uint64_t>() > finding["seq"].get<uint64_t>());
+
+    auto prof = d.call("GET", "/v1/profiles/recorded");
+    REQUIRE(prof.status == 200);
+    CHECK(prof.body["runs"] == 4);
+    CHECK(prof.body["profile"]["sets"]["exec"]["items"].contains("/usr/bin/cat"));
+    CHECK_FALSE(prof.body["profile"]["sets"]["exec"]["items"].contains("/usr/bin/ls"));
+
+    // kill -9, then a restart: the profile is what the store says it was.
+    REQUIRE(::kill(d.child->pid, SIGKILL) == 0);
+    CHECK(d.child->wait_exit() == 128 + SIGKILL);
+    d.start("agentd2.log");
+    auto after = d.call("GET", "/v1/profiles/recorded");
+    REQUIRE(after.status == 200);
+    CHECK(after.body["runs"] == 4);
+    CHECK(after.body["learning"] == false);
+
+    // Accepted: that run is learned, and the same command is usual now.
+    auto acc = d.call("POST", "/v1/profiles/recorded/accept", json{{"finding_seq", finding["seq"]}});
+    INFO(acc.raw);
+    REQUIRE(acc.status == 200);
+    CHECK(acc.body["runs"] == 5);
+    uint64_t id2 = create_task(d, {{"tools", {"recorded"}}});
+    std::string workdir2 = d.call("GET", "/v1/tasks/" + std::to_string(id2)).body["workdir"];
+    write_file(workdir2 + "/notes.txt", "notes\n");
+    auto again = exec_ok(d, id2, "recorded", "ls >/dev/null; cat notes.txt");
+    CHECK(again["profile"]["findings"].empty());
+
+    CHECK(d.call("POST", "/v1/profiles/recorded/accept", json{{"finding_seq", 1}}).status == 404);
+    CHECK(d.call("POST", "/v1/profiles/recorded/accept", json{{"seq", 1}}).status == 400);
+    CHECK(d.call("GET", "/v1/profiles/cat").status == 404);
+    auto reset = d.call("POST", "/v1/profiles/recorded/reset");
+    CHECK(reset.body["learning"] == true);
+    CHECK(reset.body["runs"] == 0);
+}
+
+TEST_CASE("profiles: respond: stop ends the run at its first first-time binary", "[tasks][profiles]") {
+    ProfiledRules rules;
+    Daemon d({}, rules.path);
+    uint64_t id = create_task(d, {{"tools", {"stopped"}}});
+    std::string workdir = d.call("GET", "/v1/tasks/" + std::to_string(id)).body["workdir"];
+    write_file(workdir + "/notes.txt", "notes\n");
+    // A loop after a program the tool never started: it would spin until its
+    // timeout if nothing stopped it.
+    const std::string attack = "ls >/dev/null; while :; do :; done";
+
+    // The control: while the profile learns, nothing is stopped; the loop
+    // runs until the request's timeout. Then the profile starts again, so
+    // that it does not learn this run as usual.
+    auto loose = exec_ok(d, id, "stopped", attack, {{"timeout_ms", 1500}});
+    CHECK(loose["report"]["timed_out"] == true);
+    CHECK(loose["profile"]["learning"] == true);
+    REQUIRE(d.call("POST", "/v1/profiles/stopped/reset").status == 200);
+    learn_window(d, id, "stopped");
+
+    auto t0 = std::chrono::steady_clock::now();
+    auto stopped = exec_ok(d, id, "stopped", attack, {{"timeout_ms", 60000}});
+    auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(took < 20s);
+    CHECK(stopped["outcome"] == "signaled");
+    CHECK(stopped["report"]["timed_out"] == false);
+    CHECK(stopped["profile"]["response"] == "stopped");
+    bool said = false;
+    for (const auto& den : stopped["denials"])
+        if (den["explanation"].get<std::string>().find("run stopped by the profile of stopped (respond: stop): "
+                                                       "first-time binary /usr/bin/ls") != std::string::npos)
+            said = true;
+    CHECK(said);
+}
+
+TEST_CASE("profiles: respond: require-grant holds the tool's runs until the grant is updated", "[tasks][profiles]") {
+    ProfiledRules rules;
+    Daemon d({}, rules.path);
+    uint64_t id = create_task(d, {{"tools", {"held"}}});
+    std::string workdir = d.call("GET", "/v1/tasks/" + std::to_string(id)).body["workdir"];
+    write_file(workdir + "/notes.txt", "notes\n");
+    learn_window(d, id, "held");
+    auto odd = exec_ok(d, id, "held", "wc -l notes.txt");
+    CHECK(odd["exit_status"] == 0);
+    CHECK(odd["profile"]["response"] == "require-grant");
+
+    auto refused = d.exec(id, {{"tool", "held"}, {"argv", {"sh", "-c", "cat notes.txt"}}});
+    CHECK(refused.status == 409);
+    CHECK(refused.body["error"]["code"] == "profile_hold");
+    CHECK_THAT(refused.body["error"]["message"].get<std::string>(),
+               Catch::Contains("first-time binary /usr/bin/wc"));
+    CHECK(d.call("GET", "/v1/tasks/" + std::to_string(id)).body.contains("profile_holds"));
+
+    auto grant = d.call("PUT", "/v1/tasks/" + std::to_string(id) + "/grant", json{{"grant", nullptr}});
+    INFO(grant.raw);
+    REQUIRE(grant.status == 200);
+    auto resumed = exec_ok(d, id, "held", "cat notes.txt");
+    CHECK(resumed["exit_status"] == 0);
+}
