@@ -15,6 +15,7 @@ ApiResponse answer(const std::expected<json, ProfileError>& r) {
     case ProfileError::Code::UnknownTool: return error_response(404, "unknown_profile", r.error().message);
     case ProfileError::Code::UnknownFinding: return error_response(404, "unknown_finding", r.error().message);
     case ProfileError::Code::Pinned: return error_response(409, "profile_pinned", r.error().message);
+    case ProfileError::Code::Accepted: return error_response(409, "finding_accepted", r.error().message);
     case ProfileError::Code::Store: break;
     }
     return error_response(500, "query_failed", r.error().message);

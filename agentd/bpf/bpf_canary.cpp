@@ -117,6 +117,37 @@ constexpr Expect kExpect[] = {
 
 int errno_of(long rc) { return rc < 0 ? errno : 0; }
 
+// The usage counters' canary: a process that joins the watching leaf (its
+// policy counts usage) sends one datagram to a socket of this process on
+// loopback and exits. Returns the leaf's counts (read and deleted), nullopt
+// when nothing was counted.
+std::optional<bw_run_usage> usage_canary(PolicyMaps& maps, int watch_procs_fd, uint64_t watch_cg) {
+    Fd sink(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    if (!sink || ::bind(sink.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(sink.get(), reinterpret_cast<sockaddr*>(&a), &alen) != 0)
+        return std::nullopt;
+    if (!maps.start_usage(watch_cg)) return std::nullopt;
+    pid_t child = fork();
+    if (child < 0) return std::nullopt;
+    if (child == 0) {
+        if (write(watch_procs_fd, "0", 1) != 1) _exit(1);
+        int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        static const char kDatagram[] = "bulwark usage canary";
+        _exit(s >= 0 && ::sendto(s, kDatagram, sizeof kDatagram, 0, reinterpret_cast<sockaddr*>(&a), sizeof a) ==
+                            ssize_t(sizeof kDatagram)
+                  ? 0
+                  : 2);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    auto u = maps.take_usage(watch_cg);
+    return u ? *u : std::nullopt;
+}
+
 // Runs in the forked canary child: joins the canary cgroup, tries one
 // operation per program, reports errnos, then tries to exec.
 [[noreturn]] void canary_child(int procs_fd, int exec_procs_fd, int watch_procs_fd, int out_fd,
@@ -321,7 +352,10 @@ std::expected<void, SysError> BpfLoader::truth_check() {
     const PolicyHandle h = loaded->handle;
     policy::BpfTables watch_only;
     watch_only.header.mode = BW_MODE_ENFORCE;
-    watch_only.header.flags = BW_POL_TRACE_PROC;
+    // It counts usage too, and lets a datagram to loopback out (the usage canary's).
+    watch_only.header.flags = BW_POL_TRACE_PROC | BW_POL_COUNT_USAGE | BW_POL_NET_LOOPBACK;
+    watch_only.header.af_allow = 1ull << AF_INET;
+    watch_only.header.sock_type_allow = 1u << SOCK_DGRAM;
     auto watching = maps_.load(watch_only);
     if (!watching) return (void)maps_.free(h.slot), cleanup_cg(), std::unexpected(watching.error());
     const PolicyHandle hw = watching->handle;
@@ -368,6 +402,8 @@ std::expected<void, SysError> BpfLoader::truth_check() {
     while (waitpid(child, &status, 0) == child && WIFSTOPPED(status))
         ptrace(PTRACE_DETACH, child, nullptr, nullptr);
 
+    const std::optional<bw_run_usage> usage = usage_canary(maps_, watch_procs.get(), *cg_watch);
+
     std::vector<bw_event> seen;
     auto reader = RingbufReader::create(maps_.events_fd(), [&](const bw_event& e) {
         if (e.cgroup_id == *cg || e.cgroup_id == *cg_exec || e.cgroup_id == *cg_watch)
@@ -383,6 +419,16 @@ std::expected<void, SysError> BpfLoader::truth_check() {
 
     for (auto& ps : programs_) {
         if (ps.state != ProgState::Attached) continue;
+        // The egress counter: the canary's datagram counted on its leaf.
+        if (ps.name == "bw_egress") {
+            if (usage && usage->tx_packets > 0) {
+                ps.state = ProgState::Observing;
+                ps.reason.clear();
+            } else {
+                ps.reason = usage ? "canary datagram not counted" : "canary leaf's usage not counted";
+            }
+            continue;
+        }
         const Expect* ex = nullptr;
         for (const auto& e : kExpect)
             if (ps.name == e.prog) ex = &e;

@@ -49,7 +49,8 @@ struct LoaderOptions {
     bool sock = true;
     bool monitor = true;
     // raw_tp/sys_enter puts every task on the machine on the syscall tracepoint
-    // path while attached; load it only when policies use BW_POL_TRACE_SYSCALLS.
+    // path while attached; load it only when policies use BW_POL_TRACE_SYSCALLS
+    // or BW_POL_COUNT_USAGE (agentd serve: when a tool keeps a profile).
     bool trace_syscalls = false;
     bool truth_check = true;
     // The program the canary executes (judged by the exec hooks, then run to

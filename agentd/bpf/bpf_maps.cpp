@@ -75,7 +75,7 @@ uint64_t kernel_dev_of(uint64_t st_dev) { return abi::kernel_dev(major(st_dev), 
 std::expected<PolicyMaps, SysError> PolicyMaps::open_pinned(const std::string& pin_root) {
     PolicyMaps m;
     Fd* slots[] = {&m.sandboxes_,  &m.policies_,  &m.file_rules_, &m.file_bloom_, &m.net_rules_,
-                   &m.unix_rules_, &m.rule_hits_, &m.stats_,      &m.events_};
+                   &m.unix_rules_, &m.rule_hits_, &m.stats_,      &m.events_,     &m.run_usage_};
     static_assert(std::size(slots) == std::size(kMapNames));
     for (size_t i = 0; i < std::size(kMapNames); ++i) {
         auto fd = obj_get(pin_root + "/" + kMapNames[i]);
@@ -86,6 +86,41 @@ std::expected<PolicyMaps, SysError> PolicyMaps::open_pinned(const std::string& p
     m.keys_.assign(BW_MAX_POLICIES, SlotKeys{});
     if (auto r = m.sync_slots(); !r) return std::unexpected(r.error());
     return m;
+}
+
+std::expected<void, SysError> PolicyMaps::start_usage(uint64_t cgroup_id) {
+    const bw_run_usage zero{};
+    if (bpf_map_update_elem(run_usage_.get(), &cgroup_id, &zero, BPF_ANY) != 0)
+        return std::unexpected(SysError{"bpf_map_update_elem(bw_run_usage)", errno});
+    return {};
+}
+
+std::expected<std::optional<bw_run_usage>, SysError> PolicyMaps::take_usage(uint64_t cgroup_id) {
+    bw_run_usage u{};
+    if (bpf_map_lookup_elem(run_usage_.get(), &cgroup_id, &u) != 0) {
+        if (errno == ENOENT) return std::nullopt;
+        return std::unexpected(SysError{"bpf_map_lookup_elem(bw_run_usage)", errno});
+    }
+    // Its processes are gone: nothing adds to the entry any more.
+    if (bpf_map_delete_elem(run_usage_.get(), &cgroup_id) != 0 && errno != ENOENT)
+        return std::unexpected(SysError{"bpf_map_delete_elem(bw_run_usage)", errno});
+    return u;
+}
+
+std::expected<size_t, SysError> PolicyMaps::drop_unbound_usage() {
+    std::vector<uint64_t> stale;
+    uint64_t key = 0, next = 0;
+    const uint64_t* prev = nullptr;
+    while (bpf_map_get_next_key(run_usage_.get(), prev, &next) == 0) {
+        bw_binding b{};
+        if (bpf_map_lookup_elem(sandboxes_.get(), &next, &b) != 0 && errno == ENOENT) stale.push_back(next);
+        key = next;
+        prev = &key;
+    }
+    for (uint64_t cg : stale)
+        if (bpf_map_delete_elem(run_usage_.get(), &cg) != 0 && errno != ENOENT)
+            return std::unexpected(SysError{"bpf_map_delete_elem(bw_run_usage)", errno});
+    return stale.size();
 }
 
 uint64_t PolicyMaps::next_version() {

@@ -8,6 +8,7 @@
 // reused slot denies everything for stale bindings.
 #include <cstdint>
 #include <expected>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,7 @@ struct LoadReport {
 // Names of the shared maps, as pinned under the pin root.
 inline constexpr const char* kMapNames[] = {"bw_sandboxes", "bw_policies", "bw_file_rules", "bw_file_bloom",
                                             "bw_net_rules", "bw_unix_rules", "bw_rule_hits", "bw_stats",
-                                            "bw_events"};
+                                            "bw_events",    "bw_run_usage"};
 
 // Not thread-safe: one owner (agentd's policy manager) serialises calls. The
 // kernel side needs no coordination: every switch is a single map update.
@@ -70,6 +71,16 @@ public:
     // processes share the pinned maps (agentd run, agentd serve): call it
     // under the pin-root lock before load(), so no two pick one slot.
     std::expected<void, SysError> sync_slots();
+    // A zeroed usage entry for the run in cgroup_id: the monitor counts its
+    // system calls and sent bytes from now on (its policy has
+    // BW_POL_COUNT_USAGE).
+    std::expected<void, SysError> start_usage(uint64_t cgroup_id);
+    // What the monitor counted of the run in cgroup_id (read and deleted);
+    // nullopt when nothing was (no entry).
+    std::expected<std::optional<bw_run_usage>, SysError> take_usage(uint64_t cgroup_id);
+    // Deletes the usage entries of cgroups no longer bound (a run whose
+    // process ended before it took its entry); returns how many.
+    std::expected<size_t, SysError> drop_unbound_usage();
     // Every (cgroup id, binding) in bw_sandboxes.
     std::expected<std::vector<std::pair<uint64_t, bw_binding>>, SysError> bindings() const;
 
@@ -77,7 +88,8 @@ public:
     int sandboxes_fd() const { return sandboxes_.get(); }
 
 private:
-    Fd sandboxes_, policies_, file_rules_, file_bloom_, net_rules_, unix_rules_, rule_hits_, stats_, events_;
+    Fd sandboxes_, policies_, file_rules_, file_bloom_, net_rules_, unix_rules_, rule_hits_, stats_, events_,
+        run_usage_;
     std::vector<bool> used_;
     // Keys this process wrote per slot (deleted in one batch on free); slots
     // adopted from an earlier process are found by iterating the maps instead.

@@ -115,6 +115,7 @@ std::expected<std::unique_ptr<BpfRuntime>, SysError> BpfRuntime::start(RuntimeOp
         lo.cgroup_parent = rt->opts_.cgroup_parent;
         lo.lsm = rt->opts_.lsm;
         lo.monitor = rt->opts_.monitor;
+        lo.trace_syscalls = rt->opts_.trace_syscalls;
         lo.truth_check = rt->opts_.truth_check;
         lo.reuse_proof = rt->opts_.reuse_proof;
         lo.canary_exec = rt->opts_.canary_exec;
@@ -193,6 +194,9 @@ void BpfRuntime::reap_dead_bindings() {
     if (reaped_bindings_ || reaped_slots_)
         spdlog::warn("bpf: removed {} binding(s) of cgroups that no longer exist and {} policy slot(s) only they used",
                      reaped_bindings_.load(), reaped_slots_.load());
+    // Usage counts of runs whose binding is gone (their process ended first).
+    if (auto r = maps.drop_unbound_usage(); !r) spdlog::warn("bpf: reap: {}", r.error().message());
+    else if (*r) spdlog::info("bpf: removed the usage counts of {} run(s) no longer bound", *r);
 }
 
 // ---------------------------------------------------------------- events
@@ -416,6 +420,17 @@ bool BpfRuntime::net_enforcing() const {
     return true;
 }
 
+std::string BpfRuntime::syscall_counting_gap() const {
+    // sys_enter counts; the exec tracepoint starts the count at the tool's exec.
+    for (const char* name : {"bw_sys_enter", "bw_proc_exec"}) {
+        const ProgramStatus* p = loader_->program(name);
+        if (!p) return std::string("the monitor object has no program ") + name;
+        if (p->state != ProgState::Observing)
+            return p->section + ": " + (p->reason.empty() ? std::string(to_string(p->state)) : p->reason);
+    }
+    return "";
+}
+
 std::map<std::string, std::string> BpfRuntime::layer_states() const {
     std::map<std::string, std::string> out{{"sock_addr", ""}, {"bpf_lsm", ""}};
     bool any_lsm = false;
@@ -597,6 +612,12 @@ uint64_t Attachment::cgroup_id() const {
     return cgid_;
 }
 
+std::expected<std::optional<bw_run_usage>, SysError> Attachment::take_usage() {
+    uint64_t cg = cgroup_id();
+    if (!cg) return std::nullopt;
+    return rt_->loader_->maps().take_usage(cg);
+}
+
 std::function<std::expected<std::string, std::string>(int, const std::string&)> Attachment::hook() {
     return [this](int, const std::string& path) -> std::expected<std::string, std::string> {
         auto r = bind(path);
@@ -630,6 +651,10 @@ std::expected<std::string, BindError> Attachment::bind(const std::string& cgroup
         bound.epochs = {*ep};
     }
     PolicyMaps& maps = rt_->loader_->maps();
+    // A profile's run is counted from its first instruction (no entry: the
+    // run's report says it was not counted).
+    if (bundle_->profile.enabled)
+        if (auto r = maps.start_usage(*id); !r) spdlog::warn("bpf: run {}: {}", run_.run_id, r.error().message());
     // Bound in setup: the sandbox's own code runs in the cgroup until the
     // tool's exec, which the LSM judges and which arms the binding.
     if (auto r = maps.bind(*id, PolicyHandle{ep->slot, ep->kernel_version}, run_.task_id, run_.run_id,

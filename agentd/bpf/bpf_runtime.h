@@ -58,6 +58,7 @@ struct RuntimeOptions {
     std::string cgroup_parent;  // empty: <cgroup v2 of this process>/bulwark
     bool lsm = true;
     bool monitor = true;
+    bool trace_syscalls = false;  // LoaderOptions::trace_syscalls (the per-run system call counts need it)
     bool truth_check = true;
     bool reuse_proof = false;  // LoaderOptions::reuse_proof
     std::string canary_exec = "/bin/true";  // LoaderOptions::canary_exec
@@ -106,6 +107,10 @@ public:
     std::vector<std::string> warnings() const;
 
     uint64_t cgroup_id() const;
+    // What the monitor counted of the run (its rules keep a profile), once
+    // its processes are gone: read and deleted; nullopt when nothing was
+    // counted, or the error.
+    std::expected<std::optional<bw_run_usage>, SysError> take_usage();
 
 private:
     friend class BpfRuntime;
@@ -151,6 +156,10 @@ public:
     // "bpf_lsm" -> "" when every program of the layer enforces, else the
     // first program's state and reason.
     std::map<std::string, std::string> layer_states() const;
+    // "" when the monitor programs that count a run's system calls (from its
+    // tool's exec on) are proven in force here, else why not (a profile's runs then count only
+    // what they send).
+    std::string syscall_counting_gap() const;
     // cgroup connect_unix/sendmsg_unix (Linux 6.7+) proven by the canary: a
     // sandboxed tool's connect or addressed send to a named unix socket is
     // refused unless a unix rule allows it. Otherwise nothing but Landlock's

@@ -155,13 +155,13 @@ private:
     std::unique_ptr<audit::AuditStore> store_;
     std::unique_ptr<telemetry::OtlpExporter> otlp_;  // stopped before the store closes
     ReconcileReport recon_;
+    std::optional<ToolCatalog> catalog_;
     std::unique_ptr<bpf::BpfRuntime> bpf_rt_;
     std::string bpf_unavailable_;
     std::shared_ptr<const nlohmann::json> reconciliation_;
     RunRegistry runs_;
     std::optional<ContainerManager> containers_;
     std::set<uint64_t> containers_kept_;  // run ids of re-adopted containers: reconcile leaves them open
-    std::optional<ToolCatalog> catalog_;
     std::unique_ptr<KernelAuditReader> kaudit_;
     std::string kaudit_error_;
     LeftCgroups left_cgroups_;  // run cgroups not removed at their run's end, retried until they go
@@ -289,6 +289,9 @@ Started Daemon::start_bpf() {
     audit::AuditStore* st = store_.get();
     ro.sink = [st](audit::AuditRecord r) { st->enqueue(std::move(r)); };  // a drop becomes a gap record
     ro.on_drops = [st](const std::string& source, uint64_t n) { st->report_source_drops(source, n); };
+    // The system call counter puts every task of the host on the syscall
+    // tracepoint's path: attached only when a tool's profile counts.
+    for (const auto& t : catalog_->tools()) ro.trace_syscalls |= t.bundle.profile.enabled;
     auto started = start_bpf_runtime(a_.bpf, std::move(ro));
     bpf_rt_ = std::move(started.runtime);
     bpf_unavailable_ = std::move(started.unavailable);
@@ -549,10 +552,10 @@ int run_serve(const ServeArgs& a) {
         &Daemon::open_store,          // the audit store
         &Daemon::start_telemetry,     // the OTLP exporter (when configured)
         &Daemon::reap_previous,       // a dead agentd's sandboxes
-        &Daemon::start_bpf,           // the BPF layer (or why not)
+        &Daemon::load_rules,          // every rule file compiles, or no start
+        &Daemon::start_bpf,           // the BPF layer (or why not), its monitor as the rules need it
         &Daemon::readopt_containers,  // containers bound by a previous agentd
         &Daemon::reconcile,           // a dead agentd's open runs closed
-        &Daemon::load_rules,          // every rule file compiles, or no start
         &Daemon::check_own_filter,    // tools' syscalls agentd's own filter refuses (said)
         &Daemon::start_kernel_audit,  // Landlock and seccomp denials (or why not)
         &Daemon::start_tasks,         //

@@ -32,7 +32,7 @@ std::string_view item_noun(std::string_view feature) {
     if (feature == kDestination) return "destination";
     if (feature == kFileArea) return "file area";
     if (feature == kSecret) return "credential-like file";
-    if (feature == kSyscall) return "refused system call";
+    if (feature == kSyscall) return "system call";
     return feature;
 }
 

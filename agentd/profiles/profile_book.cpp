@@ -125,6 +125,7 @@ std::expected<void, std::string> ProfileBook::rebuild(const std::string& tool, E
             p = Profile::from_json(d.at("profile"));
             e.version = d.at("version").get<uint64_t>();
             e.through_seq = d.at("through_seq").get<uint64_t>();
+            e.accepted = d.value("accepted", std::set<uint64_t>{});
         } catch (const json::exception& ex) {
             return std::unexpected("its last profile record (seq " + (*snap)[0][0].dump() + ") is unreadable: " + ex.what());
         }
@@ -269,14 +270,15 @@ void ProfileBook::exit_recorded(const std::string& tool, uint64_t exit_seq) {
     if (e->pending == 0 && !e->due.empty()) snapshot(tool, *e, e->due);
 }
 
-void ProfileBook::snapshot(const std::string& tool, Entry& e, std::string_view change, json extra) {
-    e.due.clear();
+void ProfileBook::snapshot(const std::string& tool, Entry& e, std::string change, json extra) {
+    e.due.clear();  // `change` may be the due one: it is a copy
     e.since_snapshot = 0;
     if (!store_) return;
     json d = extra.is_object() ? extra : json::object();
-    d.update({{"change", change},
+    d.update({{"change", std::move(change)},
               {"version", e.version},
               {"through_seq", e.through_seq},
+              {"accepted", e.accepted},
               {"profile", e.profile->to_json()}});
     (void)store_->enqueue(profile_record(tool, std::move(d)));
 }
@@ -315,6 +317,7 @@ std::expected<json, ProfileError> ProfileBook::reset(const std::string& tool) {
     auto p = std::make_shared<Profile>(*e->profile);
     p->reset();
     e->profile = std::move(p);
+    e->accepted.clear();
     ++e->version;
     snapshot(tool, *e, "reset");
     return summary(tool, *e);
@@ -359,11 +362,16 @@ std::expected<json, ProfileError> ProfileBook::accept(const std::string& tool, u
     std::lock_guard lk(mu_);
     Entry* e = find(tool);
     if (!e) return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
-    auto p = std::make_shared<Profile>(*e->profile);
-    if (p->pinned())
+    if (e->profile->pinned())
         return std::unexpected(ProfileError{ProfileError::Code::Pinned,
                                             "the profile of " + tool + " is pinned: unpin it to accept a finding"});
+    if (e->accepted.contains(finding_seq))
+        return std::unexpected(ProfileError{ProfileError::Code::Accepted,
+                                            "finding " + std::to_string(finding_seq) + " of " + tool +
+                                                " was accepted already: its run is learned"});
+    auto p = std::make_shared<Profile>(*e->profile);
     p->learn(f);
+    e->accepted.insert(finding_seq);
     e->profile = std::move(p);
     ++e->version;
     snapshot(tool, *e, "accept", {{"finding_seq", finding_seq}, {"run_id", (*rows)[0][1]}});

@@ -30,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,7 @@ namespace bulwark::profiles {
 inline constexpr uint64_t kSnapshotEvery = 10;
 
 struct ProfileError {
-    enum class Code { UnknownTool, UnknownFinding, Pinned, Store } code = Code::Store;
+    enum class Code { UnknownTool, UnknownFinding, Pinned, Accepted, Store } code = Code::Store;
     std::string message;
 };
 
@@ -130,12 +131,13 @@ private:
         // record comes after its through_seq (a replay would learn it twice).
         uint64_t pending = 0;
         std::string due;  // the change a snapshot is due for, "" when none
+        std::set<uint64_t> accepted;  // seqs of the findings accepted since the last reset
     };
     Entry* find(const std::string& tool);
     const Entry* find(const std::string& tool) const;
     nlohmann::json summary(const std::string& tool, const Entry& e) const;
     // Enqueues a profile record of `e` (mu_ held).
-    void snapshot(const std::string& tool, Entry& e, std::string_view change, nlohmann::json extra = {});
+    void snapshot(const std::string& tool, Entry& e, std::string change, nlohmann::json extra = {});
     std::expected<void, std::string> rebuild(const std::string& tool, Entry& e);
 
     audit::AuditStore* store_;

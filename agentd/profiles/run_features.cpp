@@ -155,7 +155,21 @@ void RunFeatures::add_exit(const nlohmann::json& d) {
     numbers["processes"] += 1;
     // Supervisor denials (limits, posture) have no decision record.
     if (d.contains("denials") && d["denials"].is_array()) numbers["denials"] += double(d["denials"].size());
-    for (const auto& f : kNumberFeatures) numbers.try_emplace(std::string(f.name), 0.0);
+    // What the monitor counted: the system calls made, files opened, bytes sent.
+    if (auto c = d.find("counted"); c != d.end() && c->is_object()) {
+        double opens = 0;
+        if (auto calls = c->find("syscalls"); calls != c->end() && calls->is_object())
+            for (const auto& [name, n] : calls->items()) {
+                sets[std::string(kSyscall)].insert(name);
+                if (name == "open" || name == "openat" || name == "openat2" || name == "creat")
+                    opens += n.is_number() ? n.get<double>() : 0;
+            }
+        if (c->value("compat_syscalls", uint64_t(0))) sets[std::string(kSyscall)].insert("(a 32-bit system call ABI)");
+        numbers["file_opens"] = opens;
+        numbers["sent_kib"] = c->value("sent_bytes", 0.0) / 1024.0;
+    }
+    for (const auto& f : kNumberFeatures)
+        if (!f.counted) numbers.try_emplace(std::string(f.name), 0.0);
 }
 
 nlohmann::json RunFeatures::to_json() const {

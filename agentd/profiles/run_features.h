@@ -2,7 +2,7 @@
 // What one run did, as a tool's profile learns and scores it: the sets of
 // things it touched (binaries it executed, destinations it reached, file
 // areas it read or wrote, system calls refused to it) and the run's sizes
-// (time, CPU, memory, output, processes, denials).
+// (time, CPU, memory, output, processes, denials, files opened, bytes sent).
 //
 // The same extraction serves a live run (each decision record as the store
 // takes it, then the exit report) and a recorded one (its records read back
@@ -36,24 +36,32 @@ inline constexpr std::string_view kExec = "exec";                // binaries exe
 inline constexpr std::string_view kDestination = "destination";  // network and unix peers
 inline constexpr std::string_view kFileArea = "file_area";       // "<read|write|exec> <dir prefix>"
 inline constexpr std::string_view kSecret = "secret";            // credential-like files opened
-inline constexpr std::string_view kSyscall = "syscall";          // system calls refused or audited
+inline constexpr std::string_view kSyscall = "syscall";          // system calls made (monitor) or refused
 // The exec item of the tool's own launch (the sandbox execs its verified
 // binary through a descriptor).
 inline constexpr std::string_view kLaunch = "(the tool's binary)";
 inline constexpr std::string_view kSetFeatures[] = {kExec, kDestination, kFileArea, kSecret, kSyscall};
 
-// The number features: name, unit, and the least departure from the usual
-// that can be a finding (below it a run is never unusual, however steady
-// the tool was: a 3 ms tool taking 9 ms is not worth a finding).
+// The number features: name, unit, the least departure from the usual that
+// can be a finding (below it a run is never unusual, however steady the tool
+// was: a 3 ms tool taking 9 ms is not worth a finding), and whether it comes
+// from the monitor's counts (absent from a run nothing counted).
 struct NumberFeature {
     std::string_view name;
     std::string_view unit;
     double floor;
+    bool counted = false;
 };
 inline constexpr NumberFeature kNumberFeatures[] = {
-    {"wall_ms", "ms", 1000},        {"cpu_ms", "ms", 500},        {"memory_mib", "MiB", 64},
-    {"output_kib", "KiB", 256},     {"processes", "processes", 8}, {"denials", "denials", 3},
+    {"wall_ms", "ms", 1000},
+    {"cpu_ms", "ms", 500},
+    {"memory_mib", "MiB", 64},
+    {"output_kib", "KiB", 256},
+    {"processes", "processes", 8},
+    {"denials", "denials", 3},
     {"decisions", "decisions", 200},
+    {"file_opens", "opens", 200, true},
+    {"sent_kib", "KiB", 256, true},
 };
 
 inline constexpr size_t kAreaDepth = 3;
@@ -69,7 +77,8 @@ struct RunFeatures {
                                                               const policy::TaskVars& vars);
     // The run's exit figures, from its exit record's detail (audit_record's
     // run_exit detail: wall_us, cpu_user_us, cpu_system_us,
-    // peak_memory_bytes, output_bytes, denials).
+    // peak_memory_bytes, output_bytes, denials, and `counted`: what the
+    // monitor counted, RunReport::counted).
     void add_exit(const nlohmann::json& exit_detail);
 
     nlohmann::json to_json() const;

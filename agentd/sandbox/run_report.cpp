@@ -86,6 +86,7 @@ nlohmann::json to_json(const RunReport& r) {
     }
     if (r.workdir_vanished) j["workdir_vanished"] = true;
     if (!r.microvm.is_null()) j["microvm"] = r.microvm;
+    if (!r.counted.is_null()) j["counted"] = r.counted;
     return j;
 }
 
@@ -141,6 +142,7 @@ std::expected<RunReport, std::string> report_from_json(const nlohmann::json& j) 
             r.unenforced = j["rules"].value("unenforced", std::vector<std::string>{});
         }
         r.workdir_vanished = j.value("workdir_vanished", false);
+        if (j.contains("counted") && j["counted"].is_object()) r.counted = j["counted"];
         return r;
     } catch (const nlohmann::json::exception& e) {
         return std::unexpected(std::string("run report: ") + e.what());

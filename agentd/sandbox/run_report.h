@@ -80,6 +80,11 @@ struct RunReport {
     // guest image digest, guest kernel and its facts, the VMM's own layers on
     // the host, the guest's decision records; null for the host sandbox.
     nlohmann::json microvm;
+    // What the monitor counted of the run when its rules keep a profile
+    // (BW_POL_COUNT_USAGE): {"syscalls": {name: count} (the native ABI),
+    // "compat_syscalls", "unknown_syscalls", "sent_bytes", "sent_packets"};
+    // null when nothing was counted.
+    nlohmann::json counted;
 
     // The status `agentd run` exits with.
     int exit_status() const;

@@ -1,5 +1,9 @@
 #include "tasks/run_binding.h"
 
+#include <seccomp.h>
+
+#include <cstdlib>
+
 #include "bpf/bpf_runtime.h"
 #include "kaudit/kernel_audit.h"
 
@@ -9,10 +13,27 @@ namespace {
 uint64_t kaudit_losses(const KernelAuditReader* k) {
     return k ? k->kernel_lost_since_start() + k->overruns() : 0;
 }
+
+// The counts as the report says them: system calls by name (the native
+// ABI's numbering; a number libseccomp cannot name stays a number).
+nlohmann::json counted_json(const bw_run_usage& u) {
+    nlohmann::json calls = nlohmann::json::object();
+    for (int nr = 0; nr < BW_SYSCALL_SLOTS; ++nr) {
+        if (!u.syscalls[nr]) continue;
+        char* name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+        calls[name ? std::string(name) : std::to_string(nr)] = u.syscalls[nr];
+        std::free(name);
+    }
+    return {{"syscalls", std::move(calls)},
+            {"compat_syscalls", u.compat_syscalls},
+            {"unknown_syscalls", u.unknown_syscalls},
+            {"sent_bytes", u.tx_bytes},
+            {"sent_packets", u.tx_packets}};
+}
 }  // namespace
 
 RunBinding::RunBinding(const DecisionSources& sources, const policy::Bundle& bundle, RunContext ctx)
-    : src_(sources), ctx_(std::move(ctx)) {
+    : src_(sources), ctx_(std::move(ctx)), count_usage_(bundle.profile.enabled) {
     if (!src_.bpf) {
         unavailable_ = src_.bpf_unavailable;
     } else if (auto a = src_.bpf->attach(bundle, ctx_)) {
@@ -105,7 +126,37 @@ RunSourcesEnd RunBinding::finish(RunReport& rep) {
     }
     if (!cgroup.empty()) src_.registry->remove(cgroup);
     if (att_) att_->release();  // delivers the run's last events
+    if (count_usage_) take_counts(rep);
     return end;
+}
+
+void RunBinding::take_counts(RunReport& rep) {
+    // A run refused or failed before its tool ran has nothing to count (its
+    // entry, if any, is taken all the same).
+    const bool ran = rep.outcome == RunOutcome::Exited || rep.outcome == RunOutcome::Signaled;
+    if (!ran) {
+        if (att_) (void)att_->take_usage();
+        return;
+    }
+    if (!att_) {
+        rep.warnings.push_back("monitor: the run's system calls and sent bytes were not counted: no BPF binding (" +
+                               unavailable_ + ")");
+        return;
+    }
+    auto u = att_->take_usage();
+    if (!u) {
+        rep.warnings.push_back("monitor: the run's counts could not be read: " + u.error().message());
+    } else if (!*u) {
+        rep.warnings.push_back("monitor: the run's system calls and sent bytes were not counted (its count "
+                               "entry could not be made: the map is full)");
+    } else {
+        rep.counted = counted_json(**u);
+        // Zero system calls from a run that ran means none were counted.
+        if (std::string gap = src_.bpf->syscall_counting_gap(); !gap.empty()) {
+            rep.counted.erase("syscalls");
+            rep.counted["syscalls_not_counted"] = gap;
+        }
+    }
 }
 
 }  // namespace bulwark

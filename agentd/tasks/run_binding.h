@@ -15,7 +15,10 @@
 //                    says in the report what either source lost meanwhile and
 //                    who else reads the ring buffer, unregisters the cgroup
 //                    and releases the BPF binding (its last events
-//                    delivered). Idempotent; the destructor releases.
+//                    delivered) and, for a bundle that keeps a profile,
+//                    puts what the monitor counted of the run in the
+//                    report (RunReport::counted). Idempotent; the
+//                    destructor releases.
 #include <chrono>
 #include <cstdint>
 #include <expected>
@@ -70,6 +73,7 @@ public:
     RunSourcesEnd finish(RunReport& rep);
 
 private:
+    void take_counts(RunReport& rep);
     DecisionSources src_;
     RunContext ctx_;
     std::string unavailable_;                // why this run has no BPF binding
@@ -79,6 +83,7 @@ private:
     std::string cgroup_;                     // registered with the registry
     pid_t cgroup_pid_ = 0;                   // its first process
     bool finished_ = false;
+    bool count_usage_ = false;               // the bundle keeps a profile: the monitor counts the run
 };
 
 }  // namespace bulwark

@@ -1010,6 +1010,7 @@ void TaskManager::ExecRun::collect(RunReport& rep) {
                             {"layers", report["layers"]}, {"rules", rep.coverage_summary},
                             {"rules_unenforced", rep.unenforced}, {"workdir_vanished", rep.workdir_vanished},
                             {"cgroups_left", report.value("cgroups_left", json::array())}};
+        if (!rep.counted.is_null()) exit_detail["counted"] = rep.counted;
         // Scored before the exit record: the finding record comes first in
         // the store, so a profile rebuilt from it never learns this run when
         // it was found unusual.

@@ -15,7 +15,7 @@
 #include <linux/types.h>
 #endif
 
-#define BW_ABI_VERSION 4
+#define BW_ABI_VERSION 5
 
 /* ---- capacities (a compile that needs more fails; nothing is truncated) ---- */
 #define BW_MAX_SANDBOXES     4096   /* live sandbox cgroups */
@@ -113,6 +113,7 @@
 #define BW_POL_TRACE_PROC     (1u << 9) /* monitor: exec/fork/exit events */
 #define BW_POL_TRACE_SYSCALLS (1u << 10)/* monitor: one event per syscall entry */
 #define BW_POL_UNIX_RULES     (1u << 11)/* unix addresses allowed by bw_unix_rules (else none is) */
+#define BW_POL_COUNT_USAGE    (1u << 12)/* monitor: the run's system calls and sent bytes counted in bw_run_usage */
 
 /* ---- kernel attach types the build's UAPI headers may lack ----
  * bpf_attach_type values of the cgroup unix socket hooks (Linux 6.7+, UAPI,
@@ -258,6 +259,22 @@ struct bw_rule_key {
 };
 
 /* Map: bw_stats, PERCPU_ARRAY[1], value = bw_counters. */
+/* What the monitor counts of one run (map bw_run_usage, keyed by the run's
+ * cgroup id) when its policy has BW_POL_COUNT_USAGE: its system calls by
+ * number from its tool's exec on (the sandbox's own setup before it is not
+ * the tool's; native ABI, calls through a compat ABI counted apart), and what it
+ * sent (cgroup_skb egress of its sockets). agentd makes the entry when it
+ * binds the run and takes it (reads, deletes it) when the run ends. */
+#define BW_SYSCALL_SLOTS 512
+struct bw_run_usage {
+	__u64 executed;          /* the run's tool has executed: its system calls count from here */
+	__u64 tx_bytes;
+	__u64 tx_packets;
+	__u64 compat_syscalls;   /* entries through a 32-bit ABI (x86: int 0x80, sysenter) */
+	__u64 unknown_syscalls;  /* numbers at or past BW_SYSCALL_SLOTS */
+	__u32 syscalls[BW_SYSCALL_SLOTS];
+};
+
 struct bw_counters {
 	__u64 ringbuf_reserve_failures;
 	__u64 events_emitted;

@@ -86,6 +86,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } bw_stats SEC(".maps");
 
+/* cgroup id of a run -> what the monitor counted of it (BW_POL_COUNT_USAGE) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, BW_MAX_SANDBOXES);
+	__type(key, __u64);
+	__type(value, struct bw_run_usage);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} bw_run_usage SEC(".maps");
+
 /* decision and monitor records (struct bw_event) */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

@@ -101,7 +101,7 @@ bw_policy build_policy_header(const Bundle& b) {
                                     BW_POL_FILES_ENFORCED | BW_POL_EXEC_ENFORCED);
     h.flags |= file_policy_flags(b);
     // A profile learns from what the tool does, not only from what it was refused.
-    if (b.profile.enabled) h.flags |= BW_POL_REPORT_ALLOW | BW_POL_TRACE_PROC;
+    if (b.profile.enabled) h.flags |= BW_POL_REPORT_ALLOW | BW_POL_TRACE_PROC | BW_POL_COUNT_USAGE;
     switch (b.network.mode) {
         case NetMode::None: h.flags |= BW_POL_NET_NONE; break;
         case NetMode::Loopback: h.flags |= BW_POL_NET_LOOPBACK; break;

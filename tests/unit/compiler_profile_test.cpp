@@ -67,9 +67,10 @@ TEST_CASE("profile: the BPF programs report allowed decisions and processes for 
     auto with = build_policy_header(require_ok("tool: t\nprofile: { respond: record }\n"));
     CHECK((with.flags & BW_POL_REPORT_ALLOW));
     CHECK((with.flags & BW_POL_TRACE_PROC));
+    CHECK((with.flags & BW_POL_COUNT_USAGE));
     CHECK_FALSE((with.flags & BW_POL_TRACE_SYSCALLS));
     auto without = build_policy_header(require_ok("tool: t\n"));
-    CHECK_FALSE((without.flags & (BW_POL_REPORT_ALLOW | BW_POL_TRACE_PROC)));
+    CHECK_FALSE((without.flags & (BW_POL_REPORT_ALLOW | BW_POL_TRACE_PROC | BW_POL_COUNT_USAGE)));
 }
 
 TEST_CASE("profile: in the bundle JSON only when written, round-trips, shown by explain", "[compiler][profile][json]") {

@@ -27,6 +27,7 @@ static_assert(sizeof(bw_unix_rule) == 16);
 static_assert(sizeof(bw_event_unix) == 116);
 static_assert(offsetof(bw_event_unix, family) == offsetof(bw_event_net, family));
 static_assert(sizeof(bw_counters) == 8 * 8);
+static_assert(sizeof(bw_run_usage) == 40 + 4 * BW_SYSCALL_SLOTS);
 static_assert(sizeof(bw_event_file) == 24 + BW_EVENT_PATH_MAX);
 static_assert(sizeof(bw_event_net) == 24);
 static_assert(sizeof(bw_event_proc) == 16);

@@ -253,6 +253,7 @@ TEST_CASE("the book: findings recorded before the exit, unusual runs not learned
         auto acc = book.accept("curl", finding_seq);
         REQUIRE(acc);
         CHECK((*acc)["runs"] == 5);
+        CHECK(book.accept("curl", finding_seq).error().code == ProfileError::Code::Accepted);  // once only
         auto after = drive_run(book, *ts.store, "curl", run++, usual_decisions("tcp 198.51.100.7:8443"), exit_detail(200));
         CHECK(after.findings.empty());
         CHECK_FALSE(book.accept("curl", 1));  // seq 1 is no finding
@@ -270,6 +271,13 @@ TEST_CASE("the book: findings recorded before the exit, unusual runs not learned
         REQUIRE(got);
         CHECK((*got)["runs"] == 6);
         CHECK((*got)["pinned"] == true);
+        // Snapshots say what changed; an accepted finding stays accepted.
+        auto changes = ts.store->read_sql(
+            "SELECT json_extract(detail, '$.change') FROM records WHERE kind = 8 ORDER BY seq", 5s);
+        REQUIRE(changes);
+        CHECK(*changes == json::array({json::array({"learned"}), json::array({"accept"}), json::array({"pin"})}));
+        CHECK(book.pin("curl", false));
+        CHECK(book.accept("curl", finding_seq).error().code == ProfileError::Code::Accepted);
         auto r = book.reset("curl");
         REQUIRE(r);
         CHECK((*r)["learning"] == true);
