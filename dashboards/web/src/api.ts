@@ -67,7 +67,8 @@ export async function getJson<T = any>(path: string): Promise<T> {
   return (await call("GET", path)).json() as Promise<T>;
 }
 
-export async function postJson<T = any>(path: string, body: unknown): Promise<T> {
+// POST with a JSON body, or none (body undefined: the profile actions).
+export async function postJson<T = any>(path: string, body?: unknown): Promise<T> {
   return (await call("POST", path, body)).json() as Promise<T>;
 }
 
@@ -117,13 +118,16 @@ export interface AuditPage {
 }
 
 // The newest `n` rows matching `filters` (the store pages oldest first).
+// A rare kind (findings among many decisions) may have fewer than `n` rows
+// in the widest window looked at: those are returned, not none.
 export async function latest(filters: Record<string, string | number | undefined>, n: number): Promise<AuditRow[]> {
   const head = await getJson<AuditPage>(`/v1/audit${query({ limit: 1 })}`);
   const top = head.committed_seq;
   let window = Math.max(n * 4, 200);
+  let rows: AuditRow[] = [];
   for (let attempt = 0; attempt < 4; attempt++) {
     const after = Math.max(0, top - window);
-    const rows: AuditRow[] = [];
+    rows = [];
     let cursor: number | null = after;
     while (cursor !== null) {
       const page: AuditPage = await getJson<AuditPage>(`/v1/audit${query({ ...filters, after_seq: cursor, limit: 1000 })}`);
@@ -134,7 +138,7 @@ export async function latest(filters: Record<string, string | number | undefined
     if (rows.length >= n || after === 0) return rows.slice(-n);
     window *= 8;
   }
-  return [];
+  return rows.slice(-n);
 }
 
 export function ruleWhere(r: AuditRow["rule"]): string {
