@@ -1,5 +1,6 @@
-// Bulwark's live audit page. Six views over the agentd API: the live stream,
-// tasks, counters and charts, host enforcement, audit search and replay.
+// Bulwark's live audit page. Seven views over the agentd API: the live
+// stream, tasks, counters and charts, host enforcement, audit search, replay,
+// and the unusual runs (findings against the tools' behaviour profiles).
 import "./style.css";
 import { ApiError, getJson, hasToken, setToken, takeTokenFromLocation } from "./api";
 import { AuditView } from "./audit";
@@ -9,8 +10,9 @@ import { HostView } from "./host";
 import { ReplayView } from "./replay";
 import { StreamView } from "./stream";
 import { TasksView } from "./tasks";
+import { UnusualView } from "./unusual";
 
-type ViewName = "stream" | "tasks" | "charts" | "host" | "audit" | "replay";
+type ViewName = "stream" | "tasks" | "charts" | "host" | "audit" | "replay" | "unusual";
 
 function boot(): void {
   takeTokenFromLocation();
@@ -46,6 +48,7 @@ function start(): void {
   const host = new HostView();
   const audit = new AuditView();
   const replay = new ReplayView();
+  const unusual = new UnusualView();
   const views: Record<ViewName, { root: HTMLElement; label: string; show?: () => void }> = {
     stream: { root: stream.root, label: "Live" },
     tasks: { root: tasks.root, label: "Tasks", show: () => void tasks.refresh() },
@@ -53,6 +56,7 @@ function start(): void {
     host: { root: host.root, label: "Host", show: () => void host.refresh() },
     audit: { root: audit.root, label: "Audit search" },
     replay: { root: replay.root, label: "Replay", show: () => void replay.refresh() },
+    unusual: { root: unusual.root, label: "Unusual" },
   };
   const buttons = new Map<ViewName, HTMLButtonElement>();
   const show = (name: ViewName) => {
@@ -62,6 +66,7 @@ function start(): void {
       buttons.get(n)!.setAttribute("aria-pressed", String(n === name));
     }
     charts.visible = name === "charts";
+    unusual.setVisible(name === "unusual");
     views[name].show?.();
   };
   for (const [n, v] of Object.entries(views) as [ViewName, (typeof views)[ViewName]][]) {
@@ -76,6 +81,13 @@ function start(): void {
     conn.dataset.state = s;
     conn.className = `conn ${s === "live" ? "conn-up" : "conn-down"}`;
   };
+  // findings that arrived while the Unusual view was not shown: a count on its button
+  const unusualBadge = el("span", { class: "badge", id: "nav-unusual-count", hidden: true });
+  buttons.get("unusual")!.appendChild(unusualBadge);
+  unusual.onUnseen = (n) => {
+    unusualBadge.textContent = String(n);
+    unusualBadge.hidden = n === 0;
+  };
   stream.onTask = (id) => {
     show("tasks");
     void tasks.show(id);
@@ -83,6 +95,7 @@ function start(): void {
   show("stream");
   void stream.start();
   charts.start();
+  unusual.start();
   document.body.dataset.ready = "1";
 }
 
