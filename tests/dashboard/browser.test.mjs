@@ -4,12 +4,17 @@
 // must show in the live stream within one second of the decision, a filter
 // must narrow the stream (on the page and on the server), the task view must
 // show the deciding rule's file:line and the grant that would allow it, audit
-// search must page, and a replay must show its differences. Screenshots go to
-// $DASHBOARD_ARTIFACTS (the build tree's Testing/artifacts/dashboard).
-import { existsSync, mkdirSync, mkdtempSync, rmSync, chownSync } from "node:fs";
+// search must page, and a replay must show its differences. A tool with a
+// behaviour profile (watched: sh's rules, profile learn: 3, in a copy of the
+// shipped rules) learns three runs; a fourth that runs a binary they never
+// ran must show in the Unusual view with its evidence, with the tool's
+// profile, and its Accept must teach the profile that run (refused while the
+// profile is pinned). Screenshots go to $DASHBOARD_ARTIFACTS (the build
+// tree's Testing/artifacts/dashboard).
+import { existsSync, mkdirSync, mkdtempSync, rmSync, chownSync, cpSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { check, finish, skip, sleep, startAgentd } from "./lib.mjs";
+import { RULES, check, finish, skip, sleep, startAgentd } from "./lib.mjs";
 
 const CHROMIUM = "/usr/bin/chromium";
 const PORT = Number(process.env.DASHBOARD_BROWSER_PORT ?? 18320);
@@ -25,9 +30,15 @@ try {
   skip(`playwright-core not installed next to the test (npm ci in tests/dashboard): ${e.message}`);
 }
 
+if (!RULES || !existsSync(RULES)) skip(`BULWARK_RULES_DIR not set or missing (the shipped rules): ${RULES}`);
+
 mkdirSync(ART, { recursive: true });
 const profile = mkdtempSync(join(tmpdir(), "dashboard-chromium-"));
-const d = await startAgentd(PORT, "browser");
+// the shipped rules and one tool that keeps a behaviour profile
+const rulesCopy = mkdtempSync(join(tmpdir(), "dashboard-rules-"));
+cpSync(RULES, rulesCopy, { recursive: true });
+writeFileSync(join(rulesCopy, "watched.yaml"), "tool: watched\nextends: sh\nprofile:\n  learn: 3\n  respond: record\n");
+const d = await startAgentd(PORT, "browser", { rules: rulesCopy });
 const ctx = await chromium.launchPersistentContext(profile, {
   executablePath: CHROMIUM,
   headless: true,
@@ -281,6 +292,99 @@ try {
   check((await page.inputValue("#r-rules")) === proposal, "the proposal becomes the replay candidate");
   await screenshot("propose");
 
+  // --- unusual runs: a finding against the tool's behaviour profile ----------------
+  const w = await d.call("POST", "/v1/tasks", { tools: ["watched"], label: "browser test: behaviour profile" });
+  check(w.status === 201 || w.status === 200, "task W (tool watched: profile learn 3, respond record) created", w.text);
+  const W = w.json.id;
+  for (let i = 1; i <= 3; i++) {
+    const r = await exec(W, { tool: "watched", argv: ["sh", "-c", "echo hi"] });
+    check(r.exit_status === 0 && r.profile?.learning === true && (r.profile?.findings ?? []).length === 0,
+      `learning run ${i} of watched is learned, no finding`, JSON.stringify(r.profile));
+  }
+  const MSG = "first-time binary /usr/bin/ls in 3 runs";
+  const odd = await exec(W, { tool: "watched", argv: ["sh", "-c", "ls >/dev/null; echo hi"] });
+  check((odd.profile?.findings ?? []).some((f) => f.message === MSG), `the 4th run (runs ls) has the finding "${MSG}"`, JSON.stringify(odd.profile));
+  const findingRows = (await d.call("GET", "/v1/audit?kind=finding&tool=watched")).json?.rows ?? [];
+  const finding = findingRows.find((r) => r.run_id === odd.run_id);
+  check(!!finding, "the finding is an audit record of kind finding", JSON.stringify(findingRows).slice(0, 400));
+  const runsOf = async () => (await d.call("GET", "/v1/profiles/watched")).json?.runs;
+  check((await runsOf()) === 3, "the profile of watched holds its 3 learned runs (the unusual run is not learned)");
+  // it arrived live while the view was not shown: a count on the view's button
+  let badge = "";
+  try {
+    await page.waitForSelector("#nav-unusual-count:not([hidden])", { timeout: 3000 });
+    badge = (await page.textContent("#nav-unusual-count")) ?? "";
+  } catch { /* checked below */ }
+  check(badge === "1", "the Unusual button counts the finding that arrived live", badge);
+
+  await page.click("#nav-unusual");
+  const seq = finding?.seq ?? 0;
+  const fsel = `#finding-rows tr.finding[data-seq="${seq}"]`;
+  check(await waitRow(fsel, 5000), `the Unusual view lists the finding (seq ${seq})`, (await page.textContent("#view-unusual"))?.slice(0, 400));
+  const cells = await page.$eval(fsel, (r) => [...r.cells].map((c) => c.textContent ?? "")).catch(() => []);
+  check(cells[2] === "watched" && cells[3] === String(W) && cells[4] === String(odd.run_id) && cells[5] === "recorded" && cells[6]?.includes(MSG),
+    "the finding's row shows its tool, task, run, response and summary", JSON.stringify(cells));
+  check((await page.$eval(`${fsel} details`, (e) => e.open).catch(() => null)) === false, "the evidence starts folded");
+  await page.click(`${fsel} summary`);
+  check(await page.isVisible(`${fsel} .evidence-body`), "the evidence unfolds");
+  const ev = await page.$$eval(`${fsel} tr.finding-item`, (rs) => rs.map((r) => ({ feature: r.dataset.feature, kind: r.dataset.kind, cells: [...r.cells].map((c) => c.textContent) })));
+  check(ev.length === 1 && ev[0].feature === "exec" && ev[0].kind === "first-time" && ev[0].cells[2] === "/usr/bin/ls" && ev[0].cells[3] === MSG,
+    "the evidence names the feature, first-time, the binary and the message", JSON.stringify(ev));
+  const measured = await page.$$eval(`${fsel} table.run-features tr[data-feature]`, (rs) => Object.fromEntries(rs.map((r) => [r.dataset.feature, r.cells[1].textContent])));
+  check((measured.exec ?? "").includes("/usr/bin/ls") && "wall_ms" in measured, "the evidence shows the run's measurements", JSON.stringify(measured));
+
+  const prow = '#profile-rows tr[data-tool="watched"]';
+  check(await waitRow(prow, 5000), "the profiles panel lists watched");
+  const pcells = async () => page.$eval(prow, (r) => [...r.cells].map((c) => c.textContent ?? "")).catch(() => []);
+  const p0 = await pcells();
+  check(p0[1] === "3" && p0[2] === "3" && p0[3] === "scoring" && p0[4] === "no" && p0[5] === "record",
+    "the profile of watched: 3 runs of a learn window of 3, scoring, not pinned, respond record", JSON.stringify(p0));
+  await page.click(`${prow} a`);
+  await page.waitForSelector('.profile-detail[data-tool="watched"]', { timeout: 5000 }).catch(() => {});
+  const execSet = await page.$$eval('#profile-sets tr[data-feature="exec"][data-item]', (rs) => rs.map((r) => [r.dataset.item, r.cells[2].textContent]));
+  check(execSet.length === 1 && execSet[0][1] === "3" && execSet[0][0] !== "/usr/bin/ls",
+    "the learned binaries: the tool's own, seen in 3 runs (ls is not among them)", JSON.stringify(execSet));
+  const wall = await page.$eval('#profile-numbers tr[data-feature="wall_ms"]', (r) => [...r.cells].map((c) => c.textContent)).catch(() => []);
+  check(wall[4] === "3" && Number(wall[1]) > 0 && Number(wall[2]) >= Number(wall[1]), "the wall-time baseline: median, max over n = 3", JSON.stringify(wall));
+  await screenshot("unusual");
+
+  // a pinned profile learns nothing: Accept is refused with the daemon's reason
+  await page.click("#profile-pin");
+  check(await waitRow(`${prow}[data-pinned="true"]`, 5000), "Pin pins the profile");
+  const acceptBtn = `${fsel} button.accept`;
+  const result = `#accept-result-${seq}`;
+  await page.click(acceptBtn);
+  await page.waitForFunction((sel) => /not accepted/.test(document.querySelector(sel)?.textContent ?? ""), result, { timeout: 5000 }).catch(() => {});
+  const refused = (await page.textContent(result)) ?? "";
+  check(/409 profile_pinned/.test(refused), "Accept on a pinned profile shows the refusal (409 profile_pinned)", refused);
+  check((await runsOf()) === 3, "the refused Accept left the profile at 3 runs");
+  await page.click("#profile-unpin");
+  check(await waitRow(`${prow}[data-pinned="false"]`, 5000), "Unpin unpins it");
+
+  // Accept teaches the profile the finding's run
+  await page.click(acceptBtn);
+  await page.waitForFunction((sel) => /^accepted/.test(document.querySelector(sel)?.textContent ?? ""), result, { timeout: 5000 }).catch(() => {});
+  const took = (await page.textContent(result)) ?? "";
+  check(/accepted: the profile of watched has learned this run \(4 runs/.test(took), "Accept answers with the profile's new run count", took);
+  await page.waitForFunction((sel) => document.querySelector(sel)?.cells[1]?.textContent === "4", prow, { timeout: 5000 }).catch(() => {});
+  const p1 = await pcells();
+  check(p0[1] === "3" && p1[1] === "4", "after Accept the profile's run count goes from 3 to 4 on the page", `${p0[1]} -> ${p1[1]}`);
+  check((await runsOf()) === 4, "the daemon's profile of watched has 4 runs");
+  await page.waitForFunction(() => !!document.querySelector('#profile-sets tr[data-item="/usr/bin/ls"]'), null, { timeout: 5000 }).catch(() => {});
+  const lsSeen = await page.$eval('#profile-sets tr[data-item="/usr/bin/ls"]', (r) => r.cells[2].textContent).catch(() => null);
+  check(lsSeen === "1", "the accepted run's binary is in the learned set (seen in 1 run)", String(lsSeen));
+  check(await page.$eval(acceptBtn, (b) => b.disabled).catch(() => false), "an accepted finding's button is spent");
+  await screenshot("unusual-accepted");
+
+  // Reset (confirmed in a dialog): the profile learns again from nothing
+  page.once("dialog", (dlg) => void dlg.accept());
+  await page.click("#profile-reset");
+  await page.waitForFunction((sel) => document.querySelector(sel)?.dataset.learning === "true", prow, { timeout: 5000 }).catch(() => {});
+  const p2 = await pcells();
+  check(p2[1] === "0" && p2[3] === "learning: 0 of 3 runs", "Reset leaves the profile learning from 0 runs", JSON.stringify(p2));
+  const after = (await d.call("GET", "/v1/profiles/watched")).json;
+  check(after?.runs === 0 && after?.learning === true, "the daemon's profile was reset", JSON.stringify(after));
+
   check(cspViolations.length === 0, "no Content-Security-Policy violation in the page", cspViolations.join("\n"));
   check(pageErrors.length === 0, "no uncaught error in the page", pageErrors.join("\n"));
 } catch (e) {
@@ -290,5 +394,6 @@ try {
   await ctx.close().catch(() => {});
   await d.stop();
   rmSync(profile, { recursive: true, force: true });
+  rmSync(rulesCopy, { recursive: true, force: true });
 }
 process.exitCode = finish();

@@ -10,6 +10,9 @@ import { join } from "node:path";
 
 export const AGENTD = process.env.AGENTD_BINARY;
 export const RULES = process.env.BULWARK_RULES_DIR;
+// The built page agentd serves; unset: agentd's default (installed, else the
+// build tree's dashboards/web/dist).
+export const ASSETS = process.env.DASHBOARD_ASSETS;
 
 export function skip(reason) {
   console.log(`SKIP: ${reason}`);
@@ -38,7 +41,8 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // opts.config: YAML text for --config (then no --http is passed: the
 // listener comes from the config); opts.expectDashboard false: wait for the
-// unix socket instead of the printed dashboard address.
+// unix socket instead of the printed dashboard address; opts.rules: the rules
+// directory (default $BULWARK_RULES_DIR).
 export async function startAgentd(port, name, opts = {}) {
   if (!AGENTD || !existsSync(AGENTD)) throw new Error(`AGENTD_BINARY not set or missing: ${AGENTD}`);
   const dir = mkdtempSync(join(tmpdir(), `dashboard-${name}-`));
@@ -51,7 +55,9 @@ export async function startAgentd(port, name, opts = {}) {
   } else {
     args.push("--http", `127.0.0.1:${port}`);
   }
-  if (RULES) args.push("--rules", RULES);
+  const rules = opts.rules ?? RULES;
+  if (rules) args.push("--rules", rules);
+  if (ASSETS) args.push("--dashboard-assets", ASSETS);
   const child = spawn(AGENTD, args, { stdio: ["ignore", "pipe", "pipe"] });
   let out = "", err = "";
   child.stdout.on("data", (d) => (out += d));
