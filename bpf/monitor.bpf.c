@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Observation only: process exec/fork/exit and syscall entry of sandboxed
  * tasks, as BW_DECISION_OBSERVE events, and a run's system calls and sent
- * bytes counted per run. Gated per policy by BW_POL_TRACE_PROC /
+ * bytes counted per run with the files it opens observed. Gated per policy by BW_POL_TRACE_PROC /
  * BW_POL_TRACE_SYSCALLS / BW_POL_COUNT_USAGE; never blocks anything. */
 #include "sandbox.bpf.h"
 #include <bpf/bpf_tracing.h>
@@ -87,21 +87,81 @@ static __always_inline int bw_in_compat_syscall(void)
 }
 
 /* agentd made the run's entry when it bound the run (none: not counted). */
-static __always_inline void bw_count_syscall(__u64 cgid, long id)
+/* Counts one system call of a counted run; 1 when it was counted (the run's
+ * tool has executed, native ABI). */
+static __always_inline int bw_count_syscall(__u64 cgid, long id)
 {
 	struct bw_run_usage *u = bpf_map_lookup_elem(&bw_run_usage, &cgid);
 	if (!u || !u->executed)
-		return;
+		return 0;
 	if (bw_in_compat_syscall()) {
 		__sync_fetch_and_add(&u->compat_syscalls, 1);
-		return;
+		return 0;
 	}
 	if (id < 0 || id >= BW_SYSCALL_SLOTS) {
 		__sync_fetch_and_add(&u->unknown_syscalls, 1);
-		return;
+		return 1;
 	}
 	__u32 i = (__u32)id & (BW_SYSCALL_SLOTS - 1);
 	__sync_fetch_and_add(&u->syscalls[i], 1);
+	return 1;
+}
+
+#if defined(__TARGET_ARCH_x86)
+#define BW_NR_OPEN 2
+#define BW_NR_CREAT 85
+#define BW_NR_OPENAT 257
+#elif defined(__TARGET_ARCH_arm64)
+#define BW_NR_OPEN -1
+#define BW_NR_CREAT -1
+#define BW_NR_OPENAT 56
+#endif
+#define BW_NR_OPENAT2 437
+#define BW_O_ACCMODE 03
+#define BW_O_CREAT 0100
+#define BW_O_TRUNC 01000
+
+/* What a counted run opens, as the tool named it (a relative name is
+ * relative to its directory or descriptor): one observation per open(2),
+ * openat(2), openat2(2) or creat(2), on every host, BPF LSM or not. The
+ * kernel has not judged the open yet: the record says what was asked. */
+static __always_inline void bw_observe_open(const struct bw_sbx *s, struct pt_regs *regs, long id)
+{
+	const char *path;
+	__u64 flags;
+	if (id == BW_NR_OPENAT || id == BW_NR_OPENAT2) {
+		path = (const char *)PT_REGS_PARM2_CORE_SYSCALL(regs);
+		if (id == BW_NR_OPENAT) {
+			flags = PT_REGS_PARM3_CORE_SYSCALL(regs);
+		} else {
+			const void *how = (const void *)PT_REGS_PARM3_CORE_SYSCALL(regs);
+			if (bpf_probe_read_user(&flags, sizeof(flags), how))
+				flags = 0;
+		}
+	} else if (id == BW_NR_OPEN || id == BW_NR_CREAT) {
+		path = (const char *)PT_REGS_PARM1_CORE_SYSCALL(regs);
+		flags = id == BW_NR_CREAT ? (BW_O_CREAT | BW_O_TRUNC | 1) : PT_REGS_PARM2_CORE_SYSCALL(regs);
+	} else {
+		return;
+	}
+	bw_observe();
+	struct bw_event *e = bw_event_begin(s, BW_LAYER_MONITOR, BW_OP_FILE_OPEN, BW_DECISION_OBSERVE, BW_NO_RULE,
+					    BW_OBJ_FILE);
+	if (!e)
+		return;
+	if (bpf_probe_read_user_str(e->obj.file.path, sizeof(e->obj.file.path), path) < 0)
+		e->obj.file.path[0] = 0;
+	e->obj.file.dev = 0;
+	e->obj.file.ino = 0;
+	__u32 rights = BW_FS_READ;
+	if (flags & BW_O_ACCMODE)
+		rights = (flags & BW_O_ACCMODE) == 1 ? BW_FS_WRITE : BW_FS_READ | BW_FS_WRITE;
+	if (flags & BW_O_TRUNC)
+		rights |= BW_FS_WRITE;
+	if (flags & BW_O_CREAT)
+		rights |= BW_FS_CREATE;
+	e->obj.file.rights = rights;
+	bw_event_submit(e);
 }
 
 SEC("raw_tp/sys_enter")
@@ -110,8 +170,8 @@ int BPF_PROG(bw_sys_enter, struct pt_regs *regs, long id)
 	struct bw_sbx s;
 	if (!bw_sandbox(&s) || !s.valid || !(s.flags & (BW_POL_TRACE_SYSCALLS | BW_POL_COUNT_USAGE)))
 		return 0;
-	if (s.flags & BW_POL_COUNT_USAGE)
-		bw_count_syscall(s.cgid, id);
+	if ((s.flags & BW_POL_COUNT_USAGE) && bw_count_syscall(s.cgid, id))
+		bw_observe_open(&s, regs, id);
 	if (!(s.flags & BW_POL_TRACE_SYSCALLS))
 		return 0;
 	bw_observe();

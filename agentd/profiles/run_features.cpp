@@ -136,8 +136,10 @@ std::vector<std::pair<std::string_view, std::string>> RunFeatures::add(const aud
     std::string_view verb = file_verb(r);
     // A file named by its inode only (the kernel could not give its path)
     // has no area to put it in.
-    if (verb.empty() || r.object.empty() || r.object.front() != '/') return added;
-    const std::string path = with_vars(r.object, vars);
+    if (verb.empty() || r.object.empty() || r.object.starts_with("inode ")) return added;
+    // The monitor records an open as the tool named it: a relative name is
+    // relative to where the tool was (its work directory when it started).
+    const std::string path = r.object.front() == '/' ? with_vars(r.object, vars) : "${cwd}/" + r.object;
     if (verb == "exec" && r.op == BW_OP_EXEC) put(kExec, path);
     put(kFileArea, std::string(verb) + " " + area_of(path));
     if (credential_like(r.object)) put(kSecret, std::string(verb) + " " + path);

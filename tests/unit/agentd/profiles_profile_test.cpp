@@ -146,12 +146,16 @@ TEST_CASE("features: paths with the task's variables, areas, credential-like nam
     f.add(decision(BW_LAYER_MONITOR, BW_OP_PROC_EXEC, "/dev/fd/7", BW_DECISION_OBSERVE), vars);
     f.add(decision(BW_LAYER_MONITOR, BW_OP_PROC_EXEC, "/work/t1/run.sh", BW_DECISION_OBSERVE), vars);
     CHECK(f.sets["exec"] == std::set<std::string>{std::string(kLaunch), "/dev/fd/N", "${workdir}/run.sh"});
+    // An open the monitor saw, named relative to the tool's directory.
+    f.add(decision(BW_LAYER_MONITOR, BW_OP_FILE_OPEN, "secrets/.env", BW_DECISION_OBSERVE, R"({"rights":1})"), vars);
+    CHECK(f.sets["secret"].contains("read ${cwd}/secrets/.env"));
+    CHECK(f.sets["file_area"].contains("read ${cwd}/secrets"));
     f.add_exit(exit_detail(1500, 4096));
     CHECK(f.sets["syscall"] == std::set<std::string>{"ptrace"});
     CHECK(f.sets["file_area"].contains("write ${workdir}/out"));
     CHECK(f.numbers["denials"] == 3);  // two file denials, one syscall
     CHECK(f.numbers["processes"] == 2);  // the tool and one fork
-    CHECK(f.numbers["decisions"] == 8);
+    CHECK(f.numbers["decisions"] == 9);
     CHECK(f.numbers["wall_ms"] == 1500);
     CHECK(f.numbers["output_kib"] == 4);
 }
