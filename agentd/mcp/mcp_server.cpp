@@ -75,8 +75,21 @@ json output_schema() {
               {"stdout_truncated", {{"type", "boolean"}}},
               {"stderr_truncated", {{"type", "boolean"}}},
               {"files", {{"type", "array"}, {"items", {{"type", "object"}}}}},
-              {"denials", {{"type", "array"}, {"items", denial}}}}},
+              {"denials", {{"type", "array"}, {"items", denial}}},
+              {"unusual", {{"type", "string"},
+                           {"description", "the tool's profile found this run unusual: what departed from its usual "
+                                           "runs, and the response taken (absent when the run was usual)"}}}}},
             {"required", {"run_id", "outcome", "exit_status", "stdout", "stderr", "denials"}}};
+}
+
+// The profile's word on the run, "" when it was usual: "unusual for curl:
+// first-time destination ... in 412 runs (response: recorded)".
+std::string unusual_line(const json& exec) {
+    auto p = exec.find("profile");
+    if (p == exec.end() || !p->is_object() || !p->contains("summary") || !(*p)["summary"].is_string()) return {};
+    std::string line = (*p)["summary"].get<std::string>();
+    if (p->contains("response") && (*p)["response"].is_string()) line += " (response: " + (*p)["response"].get<std::string>() + ")";
+    return line;
 }
 
 json tool_error(const std::string& text) {
@@ -90,6 +103,7 @@ json structured(const json& exec) {
                           "stdout_truncated", "stderr_truncated", "files", "denials"})
         if (exec.contains(k)) s[k] = exec[k];
     if (!s.contains("denials")) s["denials"] = json::array();
+    if (auto u = unusual_line(exec); !u.empty()) s["unusual"] = u;
     return s;
 }
 
@@ -155,6 +169,7 @@ std::string describe_exec_reply(const std::string& tool, const json& exec) {
     };
     section("stdout", "stdout_truncated");
     section("stderr", "stderr_truncated");
+    if (auto u = unusual_line(exec); !u.empty()) s += "--- " + u + "\n";
     const json denials = exec.contains("denials") && exec["denials"].is_array() ? exec["denials"] : json::array();
     if (denials.empty()) {
         s += "--- denials: none recorded\n";

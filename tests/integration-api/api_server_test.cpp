@@ -20,7 +20,9 @@
 #include "audit/event_bus.h"
 #include "api/http_api.h"
 #include "api/http_server.h"
+#include "api/http_profiles.h"
 #include "api/http_tasks.h"
+#include "profiles/profile_book.h"
 #include "audit/metrics.h"
 #include "tasks/tasks.h"
 #include "tasks/tool_catalog.h"
@@ -43,6 +45,7 @@ struct Api {
     std::unique_ptr<http::HttpServer> server;
     std::unique_ptr<ToolCatalog> catalog;
     std::unique_ptr<TaskManager> tasks;
+    profiles::ProfileBook profiles{nullptr};
     std::string sock;
     uint16_t port = 0;
 
@@ -62,6 +65,7 @@ struct Api {
         catalog = std::make_unique<ToolCatalog>(std::move(*cat));
         tasks = std::make_unique<TaskManager>(*catalog, store.get(), TaskOptions{.work_root = dir.path / "work"});
         http::register_task_routes(router, {.catalog = catalog.get(), .tasks = tasks.get(), .store = store.get()});
+        http::register_profile_routes(router, &profiles);
         http::ServerConfig cfg;
         sock = (dir.path / "agentd.sock").string();
         cfg.unix_path = sock;

@@ -30,6 +30,7 @@ struct FakeDaemon {
     std::deque<AgentdError::Kind> failures;     // next calls' transport failures
     int exec_calls = 0;
     std::string workdir_root = "/nonexistent-bulwark-unit";  // where new tasks' work directories are
+    json exec_extra = json::object();           // merged into every exec reply
 
     std::expected<AgentdReply, AgentdError> call(std::string_view m, std::string_view t,
                                                  const std::optional<json>& body) {
@@ -59,8 +60,10 @@ struct FakeDaemon {
             uint64_t id = std::stoull(target.substr(10));
             if (!tasks.contains(id))
                 return reply(404, {{"error", {{"code", "unknown_task"}, {"message", "no task " + std::to_string(id)}}}});
-            return reply(200, {{"task_id", id}, {"run_id", exec_calls}, {"outcome", "exited"}, {"exit_status", 0},
-                               {"stdout", "ok\n"}, {"stderr", ""}, {"denials", json::array()}});
+            json r = {{"task_id", id},  {"run_id", exec_calls}, {"outcome", "exited"},      {"exit_status", 0},
+                      {"stdout", "ok\n"}, {"stderr", ""},          {"denials", json::array()}};
+            r.update(exec_extra);
+            return reply(200, r);
         }
         if (m == "DELETE") return reply(200, json::object());
         return reply(404, {{"error", {{"code", "not_found"}, {"message", target}}}});
@@ -211,4 +214,20 @@ TEST_CASE("mcp session: tools/call's _meta.traceparent goes with the run; a malf
     CHECK((*bad)["error"]["message"] ==
           "_meta.traceparent: must be a W3C traceparent: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>");
     CHECK(x.d.execs.size() == 2);  // not run
+}
+
+TEST_CASE("mcp result: a run the tool's profile found unusual says so, in text and structured", "[mcp][profiles]") {
+    Session sess;
+    auto usual = call_sh(sess.s, 2);
+    CHECK(text_of(usual).find("unusual") == std::string::npos);
+    CHECK_FALSE(usual["result"]["structuredContent"].contains("unusual"));
+    sess.d.exec_extra = {{"profile",
+                          {{"findings", {{{"feature", "exec"}, {"kind", "first-time"}, {"item", "/usr/bin/nc"}}}},
+                           {"response", "recorded"},
+                           {"summary", "unusual for sh: first-time binary /usr/bin/nc in 412 runs"}}}};
+    auto odd = call_sh(sess.s, 3);
+    CHECK(text_of(odd).find("--- unusual for sh: first-time binary /usr/bin/nc in 412 runs (response: recorded)\n") !=
+          std::string::npos);
+    CHECK(odd["result"]["structuredContent"]["unusual"] ==
+          "unusual for sh: first-time binary /usr/bin/nc in 412 runs (response: recorded)");
 }
