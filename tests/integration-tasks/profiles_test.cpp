@@ -45,6 +45,14 @@ json exec_ok(const Daemon& d, uint64_t task, const std::string& tool, const std:
     return r.body;
 }
 
+// A task of `tool` whose work directory holds notes.txt.
+uint64_t task_with_notes(const Daemon& d, const std::string& tool) {
+    uint64_t id = create_task(d, {{"tools", {tool}}});
+    std::string workdir = d.call("GET", "/v1/tasks/" + std::to_string(id)).body["workdir"];
+    write_file(workdir + "/notes.txt", "notes\n");
+    return id;
+}
+
 void learn_window(const Daemon& d, uint64_t task, const std::string& tool) {
     for (int i = 0; i < 3; ++i) {
         auto r = exec_ok(d, task, tool, "cat notes.txt");
@@ -64,9 +72,7 @@ TEST_CASE("profiles: a first-time binary is a finding, recorded, accepted, and k
     REQUIRE(listed.status == 200);
     CHECK(listed.body["profiles"].size() == 3);  // the shipped tools keep none
 
-    uint64_t id = create_task(d, {{"tools", {"recorded"}}});
-    std::string workdir = d.call("GET", "/v1/tasks/" + std::to_string(id)).body["workdir"];
-    write_file(workdir + "/notes.txt", "notes\n");
+    uint64_t id = task_with_notes(d, "recorded");
     learn_window(d, id, "recorded");
 
     // The control: the usual command, now scored, raises nothing.
@@ -122,9 +128,7 @@ TEST_CASE("profiles: a first-time binary is a finding, recorded, accepted, and k
     INFO(acc.raw);
     REQUIRE(acc.status == 200);
     CHECK(acc.body["runs"] == 5);
-    uint64_t id2 = create_task(d, {{"tools", {"recorded"}}});
-    std::string workdir2 = d.call("GET", "/v1/tasks/" + std::to_string(id2)).body["workdir"];
-    write_file(workdir2 + "/notes.txt", "notes\n");
+    uint64_t id2 = task_with_notes(d, "recorded");
     auto again = exec_ok(d, id2, "recorded", "ls >/dev/null; cat notes.txt");
     CHECK(again["profile"]["findings"].empty());
 
@@ -139,9 +143,7 @@ TEST_CASE("profiles: a first-time binary is a finding, recorded, accepted, and k
 TEST_CASE("profiles: respond: stop ends the run at its first first-time binary", "[tasks][profiles]") {
     ProfiledRules rules;
     Daemon d({}, rules.path);
-    uint64_t id = create_task(d, {{"tools", {"stopped"}}});
-    std::string workdir = d.call("GET", "/v1/tasks/" + std::to_string(id)).body["workdir"];
-    write_file(workdir + "/notes.txt", "notes\n");
+    uint64_t id = task_with_notes(d, "stopped");
     // A loop after a program the tool never started: it would spin until its
     // timeout if nothing stopped it.
     const std::string attack = "ls >/dev/null; while :; do :; done";
@@ -173,9 +175,7 @@ TEST_CASE("profiles: respond: stop ends the run at its first first-time binary",
 TEST_CASE("profiles: respond: require-grant holds the tool's runs until the grant is updated", "[tasks][profiles]") {
     ProfiledRules rules;
     Daemon d({}, rules.path);
-    uint64_t id = create_task(d, {{"tools", {"held"}}});
-    std::string workdir = d.call("GET", "/v1/tasks/" + std::to_string(id)).body["workdir"];
-    write_file(workdir + "/notes.txt", "notes\n");
+    uint64_t id = task_with_notes(d, "held");
     learn_window(d, id, "held");
     auto odd = exec_ok(d, id, "held", "wc -l notes.txt");
     CHECK(odd["exit_status"] == 0);

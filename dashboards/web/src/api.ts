@@ -91,6 +91,15 @@ export function openEvents(filters: Record<string, string>): WebSocket {
   ]);
 }
 
+// One message of the live stream as a record; null when it is not JSON.
+export function rowOf(m: MessageEvent): AuditRow | null {
+  try {
+    return JSON.parse(String(m.data)) as AuditRow;
+  } catch {
+    return null;
+  }
+}
+
 // An audit record as GET /v1/audit and the live stream carry it.
 export interface AuditRow {
   seq: number;

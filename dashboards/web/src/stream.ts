@@ -2,7 +2,7 @@
 // outcome, filtered by task, tool, layer, decision and kind (on the server:
 // the WebSocket is reopened with the filters; rows already shown are
 // narrowed by the same rules), with a pause that holds new rows back.
-import { AuditRow, latest, openEvents, ruleWhere } from "./api";
+import { AuditRow, latest, openEvents, rowOf, ruleWhere } from "./api";
 import { append, byId, clear, el, fmtTime, table } from "./dom";
 
 export const LAYERS = ["bpf_lsm", "sock_addr", "sock_create", "monitor", "seccomp", "landlock", "supervisor", "namespace", "cgroup", "sock_unix"];
@@ -184,12 +184,8 @@ export class StreamView {
       this.onState("live");
     };
     ws.onmessage = (m) => {
-      let r: AuditRow;
-      try {
-        r = JSON.parse(String(m.data));
-      } catch {
-        return;
-      }
+      let r = rowOf(m);
+      if (!r) return;
       if (r.kind === "gap" && r.seq === undefined) r = { ...r, seq: 0, ts_ns: Date.now() * 1e6 };
       if (this.paused) {
         this.held.push(r);

@@ -11,7 +11,7 @@
 // or is pinned, what it does on a finding, and what it has learned, with
 // Reset, Pin and Unpin. Findings and profile changes arrive live (their own
 // WebSocket subscriptions, unaffected by the Live view's filters).
-import { AuditRow, getJson, latest, openEvents, postJson } from "./api";
+import { AuditRow, getJson, latest, openEvents, postJson, rowOf } from "./api";
 import { clear, el, errorText, fmtDate, table } from "./dom";
 
 const MAX_FINDINGS = 200;
@@ -160,12 +160,8 @@ export class UnusualView {
       const ws = openEvents({ kind });
       ws.onopen = () => (this.retry = 500);
       ws.onmessage = (m) => {
-        let r: AuditRow;
-        try {
-          r = JSON.parse(String(m.data));
-        } catch {
-          return;
-        }
+        const r = rowOf(m);
+        if (!r) return;
         if (r.kind === "finding" && !this.visible) this.onUnseen(++this.unseen);
         this.changed();
       };
