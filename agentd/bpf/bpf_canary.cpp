@@ -13,6 +13,8 @@
 #include <linux/bpf.h>
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
@@ -118,32 +120,39 @@ constexpr Expect kExpect[] = {
 int errno_of(long rc) { return rc < 0 ? errno : 0; }
 
 // The usage counters' canary: a process that joins the watching leaf (its
-// policy counts usage) sends one datagram to a socket of this process on
-// loopback and exits. Returns the leaf's counts (read and deleted), nullopt
-// when nothing was counted.
+// policy counts usage) sends one datagram to a socket of its own on
+// loopback, in a network namespace of its own (the host's or a guest's
+// loopback may be down) and exits. Returns the leaf's counts (read and
+// deleted), nullopt when nothing was counted.
 std::optional<bw_run_usage> usage_canary(PolicyMaps& maps, int watch_procs_fd, uint64_t watch_cg) {
-    Fd sink(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t alen = sizeof a;
-    if (!sink || ::bind(sink.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::getsockname(sink.get(), reinterpret_cast<sockaddr*>(&a), &alen) != 0)
-        return std::nullopt;
     if (!maps.start_usage(watch_cg)) return std::nullopt;
     pid_t child = fork();
     if (child < 0) return std::nullopt;
     if (child == 0) {
-        if (write(watch_procs_fd, "0", 1) != 1) _exit(1);
+        if (write(watch_procs_fd, "0", 1) != 1 || unshare(CLONE_NEWNET) != 0) _exit(1);
         int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        ifreq lo{};
+        std::strncpy(lo.ifr_name, "lo", IFNAMSIZ - 1);
+        if (s < 0 || ioctl(s, SIOCGIFFLAGS, &lo) != 0) _exit(2);
+        lo.ifr_flags = static_cast<short>(lo.ifr_flags | IFF_UP);
+        if (ioctl(s, SIOCSIFFLAGS, &lo) != 0) _exit(3);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t alen = sizeof a;
+        if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+            ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &alen) != 0)
+            _exit(4);
         static const char kDatagram[] = "bulwark usage canary";
-        _exit(s >= 0 && ::sendto(s, kDatagram, sizeof kDatagram, 0, reinterpret_cast<sockaddr*>(&a), sizeof a) ==
-                            ssize_t(sizeof kDatagram)
+        _exit(::sendto(s, kDatagram, sizeof kDatagram, 0, reinterpret_cast<sockaddr*>(&a), sizeof a) ==
+                      ssize_t(sizeof kDatagram)
                   ? 0
-                  : 2);
+                  : 5);
     }
     int status = 0;
     waitpid(child, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        spdlog::warn("bpf: the usage canary could not send its datagram (status {})", status);
     auto u = maps.take_usage(watch_cg);
     return u ? *u : std::nullopt;
 }

@@ -217,6 +217,9 @@ RunVerdict ProfileBook::conclude(RunObserver& run, const json& exit_detail) {
     }
     v.learning = e->profile->learning();
     ++e->pending;
+    // A snapshot every kSnapshotEvery runs, learned or not: a restart
+    // replays at most that many.
+    if (++e->since_snapshot >= kSnapshotEvery && e->due.empty()) e->due = "snapshot";
     if (v.findings.empty()) {
         if (!e->profile->pinned()) {
             auto p = std::make_shared<Profile>(*e->profile);
@@ -225,8 +228,6 @@ RunVerdict ProfileBook::conclude(RunObserver& run, const json& exit_detail) {
             if (v.learning && !p->learning()) {
                 ++e->version;
                 e->due = "learned";
-            } else if (++e->since_snapshot >= kSnapshotEvery && e->due.empty()) {
-                e->due = "snapshot";
             }
             e->profile = std::move(p);
         }

@@ -8,8 +8,8 @@
 //   finding  one record per run with findings: the findings, the baseline
 //            they depart from, the response taken, the run's features (so
 //            that accepting it teaches the profile without re-reading it);
-//   profile  a snapshot of a tool's profile (every kSnapshotEvery learned
-//            runs, when its learning window fills, and at each change:
+//   profile  a snapshot of a tool's profile (every kSnapshotEvery runs,
+//            when its learning window fills, and at each change:
 //            reset, pin, unpin, accept), with the seq of the last run exit
 //            it accounts for.
 // Crash-only: nothing lives only in memory. At start (load) a profile is
