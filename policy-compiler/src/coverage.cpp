@@ -199,8 +199,11 @@ std::vector<RuleCoverage> rule_coverage(const Bundle& b) {
         if (c.kind == "tool" || c.kind == "description" || c.kind == "extends" || r.loc.line == 0) continue;
         if (c.kind == "network.unix.unenforceable") continue;  // an opt-out, not a rule to hold
         // What a profile learns from, and a finding that is only recorded,
-        // hold nothing back from the tool: only a response is a rule to hold.
-        if (c.kind == "profile.learn" || (c.kind == "profile.respond" && b.profile.respond == ProfileResponse::Record))
+        // hold nothing back from the tool: only a response is a rule to hold,
+        // the one in effect (a base's weaker one an extension replaced is not).
+        if (c.kind.starts_with("profile.") &&
+            (c.kind != "profile.respond" || b.profile.respond == ProfileResponse::Record ||
+             r.id != b.profile.rule_of("respond")))
             continue;
         // `network: none|loopback` of a base that a later `network:` mapping
         // replaced no longer applies (the mapping's rules have rows of their own).

@@ -44,9 +44,21 @@ TEST_CASE("profile: an extension cannot weaken the response", "[compiler][profil
     auto weaker = require_ok("tool: t\nextends: base/watched\nprofile: { learn: 10, respond: record }\n", {dir.string()});
     CHECK(weaker.profile.respond == ProfileResponse::Stop);
     CHECK(weaker.profile.learn_runs == 10u);
+    auto respond_rows = [](const Bundle& b) {
+        size_t n = 0;
+        for (const auto& c : rule_coverage(b)) n += c.kind == "profile.respond";
+        return n;
+    };
+    // One coverage row, for the response in effect (the base's stop).
+    CHECK(respond_rows(weaker) == 1);
     std::ofstream(dir / "base" / "recorded.yaml") << "tool: r\nprofile: { respond: record }\n";
     auto stronger = require_ok("tool: t\nextends: base/recorded\nprofile: { respond: require-grant }\n", {dir.string()});
     CHECK(stronger.profile.respond == ProfileResponse::RequireGrant);
+    // The base's record, replaced, is no row; the extension's response is.
+    auto cov = rule_coverage(stronger);
+    CHECK(respond_rows(stronger) == 1);
+    REQUIRE(coverage_row(cov, "profile.respond"));
+    CHECK(coverage_row(cov, "profile.respond")->rule_id == stronger.profile.rule_of("respond"));
     fs::remove_all(dir);
 }
 
