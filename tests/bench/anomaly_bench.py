@@ -10,8 +10,8 @@ monitor and kernel audit), for each learning window asked for:
     (feature and item, or outlier value against its bound), per feature and per
     tool. Target: <= 1 per 1,000.
   - detection: attack scenarios that stay within each tool's rules (each run
-    exits as the tool would; nothing is denied that a benign run is not denied),
-    run after the benign phase, each as several varied runs:
+    succeeds under them: "ran ok"), run after the benign phase, each as several
+    varied runs:
       exfiltration      curl POST/PUT of a few MiB of the work directory to the
                         same allowed server and port it usually GETs from
       mass_read         grep/sh/cat/head/wc/tar reading hundreds of files where
@@ -42,7 +42,11 @@ A run's work directory is one of many generated projects (a "task"): text,
 sources, JSON, CSV, logs, archives, in a layout that differs per task
 (--layout varied, the default) or is the same for every task (--layout fixed:
 only the file contents and sizes vary), since a profile's file areas name
-directories below the work directory.
+directories below the work directory. File arguments are spelled as agents
+spell them: mostly relative, sometimes ./relative or absolute (--paths mixed,
+the default), or relative only (--paths relative). A benign project has 20 to
+70 files; only the attack scenarios' projects add a third-party tree of
+hundreds of files, so benign runs never read hundreds of files.
 
 Learning: each tool's first N runs (its window) are benign runs drawn the same
 way as the scored ones. After the window, a run with no finding is learned
@@ -50,7 +54,7 @@ way as the scored ones. After the window, a run with no finding is learned
 attack runs that raise nothing are learned too.
 
     anomaly_bench.py [--agentd PATH] [--rules DIR] [--learn 40[,100...]] [--benign 1000]
-                     [--attack-runs 10] [--seed 1] [--layout varied|fixed]
+                     [--attack-runs 10] [--seed 1] [--layout varied|fixed] [--paths mixed|relative]
                      [--store-bench PATH|off] [--json FILE|-] [--quick]
 
 Needs root (the daemon runs sandboxes). Exits 77 without it.
@@ -367,8 +371,8 @@ class Corpus:
     """A project in a task's work directory. `rnd` draws contents and sizes;
     `layout` draws the directory names (one per task, or one for every task)."""
 
-    def __init__(self, workdir, rnd, layout):
-        self.workdir, self.rnd = workdir, rnd
+    def __init__(self, workdir, rnd, layout, spellings=True):
+        self.workdir, self.rnd, self.spellings = workdir, rnd, spellings
         self.kind = collections.defaultdict(list)  # category -> relative paths
         self.top = {c[0]: layout.choice(c) for c in TOPDIR_CHOICES}
         self.lang = layout.choice(sorted(LANGS))
@@ -449,8 +453,9 @@ class Corpus:
         return self.rnd.sample(pool, min(n, len(pool)))
 
     def arg(self, rel):
-        """A file as an agent names it: relative, ./relative, or absolute."""
-        x = self.rnd.random()
+        """A file as an agent names it: relative, ./relative, or absolute
+        (relative only with --paths relative)."""
+        x = self.rnd.random() if self.spellings else 1.0
         if x < 0.1:
             return "./" + rel
         if x < 0.2:
@@ -832,7 +837,7 @@ class Window:
         t = self.daemon.client.create_task([prof(x) for x in TOOLS])
         self.tasks += 1
         layout = random.Random(self.fixed_layout_seed if self.a.layout == "fixed" else self.rnd.random())
-        c = Corpus(t.workdir, random.Random(self.rnd.random()), layout)
+        c = Corpus(t.workdir, random.Random(self.rnd.random()), layout, self.a.paths == "mixed")
         if attack:
             add_attack_material(c)
         return t, c
@@ -1035,7 +1040,8 @@ def report(doc):
     out = []
     out.append(f"anomaly_bench: commit {m['commit']}, {m['arch']}, {m['nproc']} CPUs ({m['cpu']}), "
                f"kernel {m['kernel']}, agentd {doc['agentd']}")
-    out.append(f"seed {doc['args']['seed']}, layout {doc['args']['layout']}, {doc['args']['benign']} benign scored "
+    out.append(f"seed {doc['args']['seed']}, layout {doc['args']['layout']}, paths {doc['args']['paths']}, "
+               f"{doc['args']['benign']} benign scored "
                f"runs and {doc['args']['attack_runs']} runs per scenario per window; {len(TOOLS)} profiled tools: "
                + ", ".join(prof(t) for t in TOOLS))
     for w in doc["windows"]:
@@ -1087,7 +1093,7 @@ def report(doc):
     if "workloads" in st:
         out.append(f"audit store throughput, scoring on vs off (profile_store_bench, {st['rounds']} interleaved rounds; "
                    f"decision records committed per second):")
-        for name, wl in st["workloads"].items():
+        for name, wl in sorted(st["workloads"].items(), key=lambda x: x[0] != "runs"):
             out.append(f"  {name:<6} ({wl['runs']} runs, {wl['decision_records']} records): off "
                        f"{wl['off_records_per_s']:.0f}/s, on {wl['on_records_per_s']:.0f}/s, ratio median "
                        f"{wl['ratio_median']:.3f} (rounds: " + " ".join(f"{x:.3f}" for x in wl["ratios"]) +
@@ -1114,6 +1120,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--layout", choices=["varied", "fixed"], default="varied",
                     help="directory layout per task (varied) or the same for every task (fixed)")
+    ap.add_argument("--paths", choices=["mixed", "relative"], default="mixed",
+                    help="file arguments spelled relative, ./relative or absolute (mixed: 80/10/10%%) or relative only")
     ap.add_argument("--store-bench", default=os.path.join(REPO, "build", "tests", "bench", "profile_store_bench"),
                     help="profile_store_bench binary, or off")
     ap.add_argument("--quick", action="store_true", help="200 benign runs, 3 runs per scenario, short store bench")
@@ -1139,7 +1147,7 @@ def main():
     t0 = time.monotonic()
     doc = {"machine": machine(), "agentd": a.agentd,
            "args": {"learn": windows, "benign": a.benign, "attack_runs": a.attack_runs, "seed": a.seed,
-                    "layout": a.layout},
+                    "layout": a.layout, "paths": a.paths},
            "windows": []}
     try:
         log("calibrating the miner loops on this host")
