@@ -145,12 +145,16 @@ AuditRecord read_row(sqlite3_stmt* s) {
     return r;
 }
 
+// A profile snapshot is neither: it only saves a restart the replay of the
+// runs recorded before it (docs/profiles.md), so it is batched and synced like
+// an allowed decision, and a full queue may drop it (a gap says so).
 bool security_relevant(const AuditRecord& r) {
+    if (r.kind == RecordKind::Profile) return false;
     if (r.kind != RecordKind::Decision) return true;
     return r.decision == BW_DECISION_DENY || r.decision == BW_DECISION_AUDIT;
 }
 
-bool is_control(const AuditRecord& r) { return r.kind != RecordKind::Decision; }
+bool is_control(const AuditRecord& r) { return r.kind != RecordKind::Decision && r.kind != RecordKind::Profile; }
 
 int64_t mono_ns() { return steady_now_ns(); }
 

@@ -47,7 +47,7 @@ class AuditStore;
 
 namespace bulwark::profiles {
 
-inline constexpr uint64_t kSnapshotEvery = 10;
+inline constexpr uint64_t kSnapshotEvery = 50;
 
 struct ProfileError {
     enum class Code { UnknownTool, UnknownFinding, Pinned, Accepted, Store } code = Code::Store;

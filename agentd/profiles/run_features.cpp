@@ -32,6 +32,30 @@ std::string_view file_verb(const audit::AuditRecord& r) {
     }
 }
 
+// "a/./b", "a//b", "./a" -> "a/b", "a/b", "a" (".." is kept: the kernel
+// resolves it through links this cannot see).
+std::string fold_dots(std::string_view p) {
+    const bool abs = p.starts_with('/');
+    std::string out;
+    for (size_t i = 0; i <= p.size();) {
+        size_t j = p.find('/', i);
+        if (j == std::string_view::npos) j = p.size();
+        std::string_view part = p.substr(i, j - i);
+        if (!part.empty() && part != ".") {
+            if (!out.empty() || abs) out += '/';
+            out += part;
+        }
+        i = j + 1;
+    }
+    if (out.empty()) return abs ? "/" : ".";
+    return out;
+}
+
+std::string workdir_of(const policy::TaskVars& vars) {
+    auto it = vars.find("workdir");
+    return it == vars.end() ? std::string(".") : it->second;
+}
+
 // The sandbox starts the tool from its verified binary's descriptor
 // (execveat: "/dev/fd/N", N whatever number it had): the run's first exec is
 // its launch. A later exec through a descriptor (a memfd, a deleted file) is
@@ -47,7 +71,9 @@ std::string fd_exec_form(std::string_view path) {
 
 }  // namespace
 
-std::string with_vars(std::string_view path, const policy::TaskVars& vars) {
+std::string with_vars(std::string_view raw, const policy::TaskVars& vars) {
+    const std::string folded = fold_dots(raw);
+    std::string_view path = folded;
     std::string_view best_dir, best_name;
     for (std::string_view name : {"workdir", "tmp", "home"}) {
         auto it = vars.find(name);
@@ -63,8 +89,13 @@ std::string with_vars(std::string_view path, const policy::TaskVars& vars) {
 }
 
 std::string area_of(std::string_view path) {
-    // The directory the file is in, cut to kAreaDepth components (a
-    // variable counts as one).
+    // Below the task's own directories the names are the task's data, not
+    // the tool's behaviour: the area is the variable.
+    if (path.starts_with("${")) {
+        auto close = path.find('}');
+        return std::string(path.substr(0, close == std::string_view::npos ? path.size() : close + 1));
+    }
+    // The directory the file is in, cut to kAreaDepth components.
     auto slash = path.rfind('/');
     std::string_view dir = slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
     if (dir.empty()) return path.starts_with('/') ? "/" : std::string(path);
@@ -138,11 +169,11 @@ std::vector<std::pair<std::string_view, std::string>> RunFeatures::add(const aud
     // has no area to put it in.
     if (verb.empty() || r.object.empty() || r.object.starts_with("inode ")) return added;
     // The monitor records an open as the tool named it: a relative name is
-    // relative to where the tool was (its work directory when it started).
-    const std::string path = r.object.front() == '/' ? with_vars(r.object, vars) : "${cwd}/" + r.object;
+    // taken relative to the work directory, where the tool starts.
+    const std::string path = with_vars(r.object.front() == '/' ? r.object : workdir_of(vars) + "/" + r.object, vars);
     if (verb == "exec" && r.op == BW_OP_EXEC) put(kExec, path);
     put(kFileArea, std::string(verb) + " " + area_of(path));
-    if (credential_like(r.object)) put(kSecret, std::string(verb) + " " + path);
+    if (credential_like(path)) put(kSecret, std::string(verb) + " " + path);
     return added;
 }
 

@@ -11,10 +11,12 @@
 //
 // Normalisation, so that a profile generalises across tasks and arguments:
 // paths under the task's work directory, home and temporary directory are
-// written with the rule language's variables (${workdir}/...), and a file
-// area is an operation on a directory prefix (at most kAreaDepth components
-// below the root or a variable), e.g. "read /usr/lib/python3.11" or
-// "write ${workdir}/build".
+// written with the rule language's variables (${workdir}/...; a relative name
+// is taken under the work directory, where the tool starts; "." components
+// folded), and a file area is an operation on a directory prefix: at most
+// kAreaDepth components below the root, or the variable itself below a task
+// directory (whose names are the task's data, not the tool's behaviour),
+// e.g. "read /usr/lib/python3.11" or "write ${workdir}".
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -91,7 +93,8 @@ private:
 // `path` written with the task's directory variables (workdir, home, tmp)
 // where it lies under one, the longest directory first.
 std::string with_vars(std::string_view path, const policy::TaskVars& vars);
-// The directory prefix a file belongs to, at most kAreaDepth components.
+// The directory prefix a file belongs to: at most kAreaDepth components, or
+// the task variable it lies under.
 std::string area_of(std::string_view path);
 // A file whose name says it holds a credential (keys, tokens, .env, ...).
 bool credential_like(std::string_view path);

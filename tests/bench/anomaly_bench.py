@@ -84,9 +84,10 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "clients", "python"))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "support"))
 import bulwark_client as bc  # noqa: E402
-from bulwark_host import cgroup2_mount, own_cgroup  # noqa: E402
+from agentd_ab import Daemon  # noqa: E402  (agentd serve with a pin root and cgroup parent of its own)
 
 SANDBOX_UID = 65534
 # Profiled tools and how often each is used in the benign mix.
@@ -234,51 +235,6 @@ def build_rules(shipped, dest, learn, port, policyc):
         p = subprocess.run([policyc, "check", *files, "--rules-dir", dest], capture_output=True, text=True)
         if p.returncode != 0:
             raise SystemExit(f"policyc check of the bench rules failed:\n{p.stdout}{p.stderr}")
-
-
-# ---------------------------------------------------------------------------
-# The daemon.
-
-class Daemon:
-    def __init__(self, agentd, rules, root, label):
-        self.agentd, self.rules = agentd, rules
-        name = f"bulwark-anomaly-{os.getpid()}-{label}"
-        self.dir = os.path.join(root, label)
-        os.makedirs(self.dir)
-        os.chmod(self.dir, 0o711)
-        self.sock = os.path.join(self.dir, "agentd.sock")
-        self.pin_root = f"/sys/fs/bpf/{name}"
-        self.cgroup_parent = cgroup2_mount() + own_cgroup().rstrip("/") + "/" + name
-        self.proc = None
-        self.client = None
-
-    def start(self):
-        work = os.path.join(self.dir, "work")
-        os.makedirs(work)
-        self.log = open(os.path.join(self.dir, "agentd.log"), "w")
-        self.proc = subprocess.Popen(
-            [self.agentd, "serve", "--state-dir", os.path.join(self.dir, "state"), "--rules", self.rules,
-             "--work-root", work, "--socket", self.sock, "--http", "off", "--bpf-pin-root", self.pin_root,
-             "--bpf-cgroup-parent", self.cgroup_parent, "--log-level", "warn"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        self.client = bc.Client.unix(self.sock, retry_unavailable=30)
-        health = self.client.health()
-        if health.get("status") not in ("ok", "degraded"):
-            raise SystemExit(f"agentd is not healthy: {health}")
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        subprocess.run(["rm", "-rf", self.pin_root], check=False)
-        try:
-            os.rmdir(self.cgroup_parent)
-        except OSError:
-            pass
 
 
 # ---------------------------------------------------------------------------
@@ -827,7 +783,7 @@ class Window:
         self.a, self.learn, self.peer, self.cal = a, learn, peer, cal
         self.rules = os.path.join(root, f"rules-{learn}")
         build_rules(a.rules, self.rules, learn, peer.port, a.policyc)
-        self.daemon = Daemon(a.agentd, self.rules, root, f"learn-{learn}")
+        self.daemon = Daemon(f"learn-{learn}", a.agentd, self.rules, root)
         self.rnd = random.Random(a.seed * 1000003 + learn)
         self.fixed_layout_seed = a.seed
         self.tasks = 0

@@ -27,6 +27,7 @@
 #include <spdlog/spdlog.h>
 
 #include "audit/audit_db.h"
+#include "bench_stats.h"
 #include "audit/audit_record.h"
 
 using namespace bulwark;
@@ -76,19 +77,10 @@ double pct(std::vector<double>& v, double p) {
     return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
 }
 
-StoreOptions opts(const fs::path& p) {
-    StoreOptions o;
-    o.path = p;
-    o.min_free_bytes = 0;
-    o.retention.reset();
-    o.queue_capacity = 1 << 20;
-    return o;
-}
-
 // A: the store's own path. Returns rows/s (enqueue of the first row to the
 // watermark covering the last).
 double run_store(const fs::path& db, uint64_t rows, bool deny_mix, uint64_t* dropped, double* per_cpu) {
-    auto s = AuditStore::open(opts(db));
+    auto s = AuditStore::open(bulwark::bench::bench_store_options(db));
     if (!s) {
         std::fprintf(stderr, "open: %s\n", s.error().message.c_str());
         std::exit(1);
@@ -111,7 +103,7 @@ double run_store(const fs::path& db, uint64_t rows, bool deny_mix, uint64_t* dro
 // B: the same rows, converted the same way, inserted by hand in batches of
 // the same size on one thread (no queue, no second thread).
 double run_raw(const fs::path& db, uint64_t rows, bool deny_mix, size_t batch, double* per_cpu) {
-    { auto s = AuditStore::open(opts(db)); }  // same schema and indexes
+    { auto s = AuditStore::open(bulwark::bench::bench_store_options(db)); }  // same schema and indexes
     sqlite3* h = nullptr;
     sqlite3_open(db.c_str(), &h);
     sqlite3_exec(h, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-8192", nullptr, nullptr,
@@ -183,7 +175,7 @@ struct LatencyProbe final : CommitListener {
 // Event-to-committed latency at a paced rate (rows/s) for `seconds`.
 std::pair<double, double> run_latency(const fs::path& db, double rate, double seconds, bool deny_mix) {
     LatencyProbe probe;
-    auto s = AuditStore::open(opts(db), nullptr, &probe);
+    auto s = AuditStore::open(bulwark::bench::bench_store_options(db), nullptr, &probe);
     int64_t off = boot_to_realtime_offset_ns();
     auto t0 = Clock::now();
     uint64_t total = uint64_t(rate * seconds);

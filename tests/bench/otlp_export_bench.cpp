@@ -38,6 +38,7 @@
 #include <spdlog/spdlog.h>
 
 #include "audit/audit_db.h"
+#include "bench_stats.h"
 #include "audit/audit_record.h"
 #include "audit/event_bus.h"
 #include "audit/metrics.h"
@@ -281,15 +282,6 @@ ExportFigures export_rate(uint64_t rows, OtlpEncoding enc) {
     return f;
 }
 
-StoreOptions store_opts(const fs::path& p) {
-    StoreOptions o;
-    o.path = p;
-    o.min_free_bytes = 0;
-    o.retention.reset();
-    o.queue_capacity = 1 << 20;
-    return o;
-}
-
 struct StoreRound {
     double rate = 0;
     uint64_t exported = 0, dropped = 0;
@@ -309,7 +301,7 @@ StoreRound store_round(const fs::path& db, uint64_t rows, Sink* sink) {
         o.endpoint = *parse_endpoint(sink->url());
         ex = std::make_unique<OtlpExporter>(o, bus, nullptr, &m);
     }
-    auto s = AuditStore::open(store_opts(db), &m, &bus);
+    auto s = AuditStore::open(bulwark::bench::bench_store_options(db), &m, &bus);
     if (!s) {
         std::fprintf(stderr, "open: %s\n", s.error().message.c_str());
         std::exit(1);

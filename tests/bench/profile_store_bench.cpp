@@ -53,6 +53,7 @@
 #include <spdlog/spdlog.h>
 
 #include "audit/audit_db.h"
+#include "bench_stats.h"
 #include "audit/audit_record.h"
 #include "bulwark/policy/bundle.h"
 #include "bulwark/policy/instantiate.h"
@@ -224,15 +225,6 @@ Synth make_run(uint64_t seed, size_t t, int flood = 0) {
     return s;
 }
 
-StoreOptions opts(const fs::path& p) {
-    StoreOptions o;
-    o.path = p;
-    o.min_free_bytes = 0;
-    o.retention.reset();
-    o.queue_capacity = 1 << 20;
-    return o;
-}
-
 void remove_db(const fs::path& p) {
     for (auto sfx : {"", "-wal", "-shm"}) fs::remove(p.string() + sfx);
 }
@@ -270,7 +262,7 @@ const char* variant_name(Variant v) { return v == Variant::Off ? "off" : v == Va
 Result run_variant(const fs::path& db, const std::vector<Synth>& runs, Variant variant, size_t in_flight,
                    uint32_t learn) {
     remove_db(db);
-    auto store = AuditStore::open(opts(db));
+    auto store = AuditStore::open(bulwark::bench::bench_store_options(db));
     if (!store) {
         std::fprintf(stderr, "open: %s\n", store.error().message.c_str());
         std::exit(1);

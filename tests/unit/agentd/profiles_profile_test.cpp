@@ -123,7 +123,8 @@ TEST_CASE("features: paths with the task's variables, areas, credential-like nam
     CHECK(with_vars("/home/agent/.ssh/id_rsa", vars) == "${home}/.ssh/id_rsa");
     CHECK(with_vars("/usr/bin/env", vars) == "/usr/bin/env");
     CHECK(area_of("/usr/lib/python3.11/json/decoder.py") == "/usr/lib/python3.11");
-    CHECK(area_of("${workdir}/src/a/b/c.py") == "${workdir}/src/a");
+    CHECK(area_of("${workdir}/src/a/b/c.py") == "${workdir}");  // the task's data: one area
+    CHECK(with_vars("/work/t1/./src//a.py", vars) == "${workdir}/src/a.py");
     CHECK(area_of("/etc/passwd") == "/etc");
     CHECK(area_of("/vmlinuz") == "/");
     for (auto p : {"/w/.env", "/w/.env.local", "/home/u/.ssh/config", "/w/deploy/server.pem", "/w/id_ed25519",
@@ -146,16 +147,17 @@ TEST_CASE("features: paths with the task's variables, areas, credential-like nam
     f.add(decision(BW_LAYER_MONITOR, BW_OP_PROC_EXEC, "/dev/fd/7", BW_DECISION_OBSERVE), vars);
     f.add(decision(BW_LAYER_MONITOR, BW_OP_PROC_EXEC, "/work/t1/run.sh", BW_DECISION_OBSERVE), vars);
     CHECK(f.sets["exec"] == std::set<std::string>{std::string(kLaunch), "/dev/fd/N", "${workdir}/run.sh"});
-    // An open the monitor saw, named relative to the tool's directory.
-    f.add(decision(BW_LAYER_MONITOR, BW_OP_FILE_OPEN, "secrets/.env", BW_DECISION_OBSERVE, R"({"rights":1})"), vars);
-    CHECK(f.sets["secret"].contains("read ${cwd}/secrets/.env"));
-    CHECK(f.sets["file_area"].contains("read ${cwd}/secrets"));
+    // Opens the monitor saw, named relative to the tool's directory.
+    f.add(decision(BW_LAYER_MONITOR, BW_OP_FILE_OPEN, "./secrets/.env", BW_DECISION_OBSERVE, R"({"rights":1})"), vars);
+    f.add(decision(BW_LAYER_MONITOR, BW_OP_FILE_OPEN, ".kube/config", BW_DECISION_OBSERVE, R"({"rights":1})"), vars);
+    CHECK(f.sets["secret"].contains("read ${workdir}/secrets/.env"));
+    CHECK(f.sets["secret"].contains("read ${workdir}/.kube/config"));
     f.add_exit(exit_detail(1500, 4096));
     CHECK(f.sets["syscall"] == std::set<std::string>{"ptrace"});
-    CHECK(f.sets["file_area"].contains("write ${workdir}/out"));
+    CHECK(f.sets["file_area"].contains("write ${workdir}"));
     CHECK(f.numbers["denials"] == 3);  // two file denials, one syscall
     CHECK(f.numbers["processes"] == 2);  // the tool and one fork
-    CHECK(f.numbers["decisions"] == 9);
+    CHECK(f.numbers["decisions"] == 10);
     CHECK(f.numbers["wall_ms"] == 1500);
     CHECK(f.numbers["output_kib"] == 4);
 }
