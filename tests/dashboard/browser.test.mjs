@@ -329,8 +329,8 @@ try {
   check(await page.isVisible(`${fsel} .evidence-body`), "the evidence unfolds");
   const ev = await page.$$eval(`${fsel} tr.finding-item`, (rs) => rs.map((r) => ({ feature: r.dataset.feature, kind: r.dataset.kind, cells: [...r.cells].map((c) => c.textContent) })));
   // ls also reads where the tool never read and makes system calls it never made: findings of their own.
-  const exec = ev.find((e) => e.feature === "exec");
-  check(exec !== undefined && exec.kind === "first-time" && exec.cells[2] === "/usr/bin/ls" && exec.cells[3] === MSG &&
+  const execRow = ev.find((e) => e.feature === "exec");
+  check(execRow !== undefined && execRow.kind === "first-time" && execRow.cells[2] === "/usr/bin/ls" && execRow.cells[3] === MSG &&
       ev.filter((e) => e.feature === "exec").length === 1,
     "the evidence names the feature, first-time, the binary and the message", JSON.stringify(ev));
   const measured = await page.$$eval(`${fsel} table.run-features tr[data-feature]`, (rs) => Object.fromEntries(rs.map((r) => [r.dataset.feature, r.cells[1].textContent])));
