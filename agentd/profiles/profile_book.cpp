@@ -48,6 +48,10 @@ std::expected<std::vector<audit::AuditRecord>, std::string> run_records(const au
     return out;
 }
 
+std::unexpected<ProfileError> no_profile(const std::string& tool) {
+    return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
+}
+
 }  // namespace
 
 json RunVerdict::to_json() const {
@@ -305,7 +309,7 @@ json ProfileBook::list() const {
 std::expected<json, ProfileError> ProfileBook::get(const std::string& tool) const {
     std::lock_guard lk(mu_);
     const Entry* e = find(tool);
-    if (!e) return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
+    if (!e) return no_profile(tool);
     json j = summary(tool, *e);
     j["profile"] = e->profile->to_json();
     return j;
@@ -314,7 +318,7 @@ std::expected<json, ProfileError> ProfileBook::get(const std::string& tool) cons
 std::expected<json, ProfileError> ProfileBook::reset(const std::string& tool) {
     std::lock_guard lk(mu_);
     Entry* e = find(tool);
-    if (!e) return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
+    if (!e) return no_profile(tool);
     auto p = std::make_shared<Profile>(*e->profile);
     p->reset();
     e->profile = std::move(p);
@@ -327,7 +331,7 @@ std::expected<json, ProfileError> ProfileBook::reset(const std::string& tool) {
 std::expected<json, ProfileError> ProfileBook::pin(const std::string& tool, bool pinned) {
     std::lock_guard lk(mu_);
     Entry* e = find(tool);
-    if (!e) return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
+    if (!e) return no_profile(tool);
     if (e->profile->pinned() != pinned) {
         auto p = std::make_shared<Profile>(*e->profile);
         p->set_pinned(pinned);
@@ -339,7 +343,7 @@ std::expected<json, ProfileError> ProfileBook::pin(const std::string& tool, bool
 }
 
 std::expected<json, ProfileError> ProfileBook::accept(const std::string& tool, uint64_t finding_seq) {
-    if (!keeps(tool)) return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
+    if (!keeps(tool)) return no_profile(tool);
     if (!store_) return std::unexpected(ProfileError{ProfileError::Code::Store, "no audit store"});
     auto rows = store_->read_sql("SELECT detail, run_id FROM records WHERE seq = " + std::to_string(finding_seq) +
                                      " AND kind = " + std::to_string(int(audit::RecordKind::Finding)) +
@@ -351,18 +355,14 @@ std::expected<json, ProfileError> ProfileBook::accept(const std::string& tool, u
                                             "no finding of " + tool + " with seq " + std::to_string(finding_seq)});
     RunFeatures f;
     try {
-        json d = json::parse((*rows)[0][0].get<std::string>());
-        for (const auto& [k, v] : d.at("features").items()) {
-            if (v.is_array()) f.sets[k] = v.get<std::set<std::string>>();
-            else if (v.is_number()) f.numbers[k] = v.get<double>();
-        }
+        f = RunFeatures::from_json(json::parse((*rows)[0][0].get<std::string>()).at("features"));
     } catch (const json::exception& ex) {
         return std::unexpected(ProfileError{ProfileError::Code::Store,
                                             "finding " + std::to_string(finding_seq) + " is unreadable: " + ex.what()});
     }
     std::lock_guard lk(mu_);
     Entry* e = find(tool);
-    if (!e) return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
+    if (!e) return no_profile(tool);
     if (e->profile->pinned())
         return std::unexpected(ProfileError{ProfileError::Code::Pinned,
                                             "the profile of " + tool + " is pinned: unpin it to accept a finding"});

@@ -212,4 +212,13 @@ nlohmann::json RunFeatures::to_json() const {
     return j;
 }
 
+RunFeatures RunFeatures::from_json(const nlohmann::json& j) {
+    RunFeatures f;
+    for (const auto& [k, v] : j.items()) {
+        if (v.is_array()) f.sets[k] = v.get<std::set<std::string>>();
+        else if (v.is_number()) f.numbers[k] = v.get<double>();
+    }
+    return f;
+}
+
 }  // namespace bulwark::profiles

@@ -83,7 +83,11 @@ struct RunFeatures {
     // monitor counted, RunReport::counted).
     void add_exit(const nlohmann::json& exit_detail);
 
+    // {feature: [items] | value}; from_json is its inverse (a finding record's
+    // features, learned when the finding is accepted). Throws
+    // nlohmann::json::exception on a malformed document.
     nlohmann::json to_json() const;
+    static RunFeatures from_json(const nlohmann::json& j);
 
 private:
     std::string exec_item(std::string_view path, const policy::TaskVars& vars);
