@@ -8,15 +8,23 @@ namespace bulwark::profiles {
 
 namespace {
 
-double median_of(std::vector<double> v) {
-    if (v.empty()) return 0;
-    auto mid = v.begin() + std::ptrdiff_t(v.size() / 2);
-    std::nth_element(v.begin(), mid, v.end());
-    if (v.size() % 2) return *mid;
-    double hi = *mid;
-    double lo = *std::max_element(v.begin(), mid);
-    return (lo + hi) / 2;
+// The median of sorted values (of an even count: the mean of the middle two).
+double median_sorted(const std::vector<double>& s) {
+    if (s.empty()) return 0;
+    const size_t k = s.size() / 2;
+    return s.size() % 2 ? s[k] : (s[k - 1] + s[k]) / 2;
 }
+
+Finding first_time(std::string_view feature, const std::string& item, uint64_t runs) {
+    Finding f;
+    f.feature = std::string(feature);
+    f.kind = "first-time";
+    f.item = item;
+    f.message = "first-time " + std::string(item_noun(feature)) + " " + item + " in " + std::to_string(runs) + " runs";
+    return f;
+}
+
+bool judged_live(std::string_view feature) { return feature == kExec || feature == kDestination; }
 
 std::string figure(double v) {
     std::ostringstream o;
@@ -43,14 +51,65 @@ nlohmann::json Finding::to_json() const {
     return j;
 }
 
-double NumberStats::median() const { return median_of({recent.begin(), recent.end()}); }
+void NumberStats::add(double v) {
+    recent_.push_back(v);
+    sorted_.insert(std::upper_bound(sorted_.begin(), sorted_.end(), v), v);
+    if (recent_.size() > kRecent) {
+        sorted_.erase(std::lower_bound(sorted_.begin(), sorted_.end(), recent_.front()));
+        recent_.pop_front();
+    }
+    max_ = n_ ? std::max(max_, v) : v;
+    ++n_;
+}
+
+NumberStats NumberStats::from(const std::deque<double>& recent, double max, uint64_t n) {
+    NumberStats s;
+    for (double v : recent) s.add(v);
+    s.max_ = max;
+    s.n_ = n;
+    return s;
+}
+
+double NumberStats::median() const { return median_sorted(sorted_); }
 
 double NumberStats::mad() const {
+    // The deviations from the median, smallest first, are the values walked
+    // outward from it on both sides: the middle one is reached in n/2 steps.
+    const size_t n = sorted_.size();
+    if (!n) return 0;
     const double m = median();
-    std::vector<double> dev;
-    dev.reserve(recent.size());
-    for (double v : recent) dev.push_back(std::fabs(v - m));
-    return median_of(std::move(dev));
+    size_t right = size_t(std::lower_bound(sorted_.begin(), sorted_.end(), m) - sorted_.begin());
+    size_t left = right;  // the next on the left is sorted_[left - 1]
+    auto next = [&] {
+        if (left == 0) return std::fabs(sorted_[right++] - m);
+        if (right == n) return std::fabs(sorted_[--left] - m);
+        const double dl = std::fabs(sorted_[left - 1] - m), dr = std::fabs(sorted_[right] - m);
+        if (dl <= dr) {
+            --left;
+            return dl;
+        }
+        ++right;
+        return dr;
+    };
+    double prev = 0, cur = 0;
+    for (size_t i = 0; i <= n / 2; ++i) {
+        prev = cur;
+        cur = next();
+    }
+    return n % 2 ? cur : (prev + cur) / 2;
+}
+
+const LiveView::Known* LiveView::known(std::string_view feature) const {
+    if (feature == kExec) return &exec_;
+    if (feature == kDestination) return &destination_;
+    return nullptr;
+}
+
+std::optional<Finding> LiveView::score_item(std::string_view feature, const std::string& item) const {
+    const Known* k = known(feature);
+    if (learning_ || !k) return std::nullopt;
+    if (k->overflow || (k->names && k->names->contains(item))) return std::nullopt;
+    return first_time(feature, item, runs_);
 }
 
 std::optional<Finding> Profile::score_item(std::string_view feature, const std::string& item) const {
@@ -60,12 +119,28 @@ std::optional<Finding> Profile::score_item(std::string_view feature, const std::
         if (it->second.runs.contains(item)) return std::nullopt;
         if (it->second.overflow) return std::nullopt;  // a set too varied to be usual
     }
-    Finding f;
-    f.feature = std::string(feature);
-    f.kind = "first-time";
-    f.item = item;
-    f.message = "first-time " + std::string(item_noun(feature)) + " " + item + " in " + std::to_string(runs_) + " runs";
-    return f;
+    return first_time(feature, item, runs_);
+}
+
+std::shared_ptr<const LiveView> Profile::live_view() const {
+    auto v = std::make_shared<LiveView>();
+    v->runs_ = runs_;
+    v->learning_ = learning();
+    auto overflow = [&](std::string_view feature) {
+        auto it = sets_.find(feature);
+        return it != sets_.end() && it->second.overflow;
+    };
+    v->exec_ = {live_exec_, overflow(kExec)};
+    v->destination_ = {live_destination_, overflow(kDestination)};
+    return v;
+}
+
+void Profile::learned_item(std::string_view feature, const std::string& item) {
+    if (!judged_live(feature)) return;
+    auto& names = feature == kExec ? live_exec_ : live_destination_;
+    auto next = names ? std::make_shared<ItemNames>(*names) : std::make_shared<ItemNames>();
+    next->insert(item);
+    names = std::move(next);
 }
 
 std::vector<Finding> Profile::score(const RunFeatures& run) const {
@@ -80,9 +155,9 @@ std::vector<Finding> Profile::score(const RunFeatures& run) const {
     for (const auto& nf : kNumberFeatures) {
         auto v = run.numbers.find(nf.name);
         auto s = numbers_.find(nf.name);
-        if (v == run.numbers.end() || s == numbers_.end() || s->second.n == 0) continue;
+        if (v == run.numbers.end() || s == numbers_.end() || s->second.n() == 0) continue;
         const double med = s->second.median();
-        const double bound = std::max({2 * s->second.max, med + 10 * s->second.mad(), med + nf.floor});
+        const double bound = std::max({2 * s->second.max(), med + 10 * s->second.mad(), med + nf.floor});
         if (v->second <= bound) continue;
         Finding f;
         f.feature = std::string(nf.name);
@@ -90,7 +165,7 @@ std::vector<Finding> Profile::score(const RunFeatures& run) const {
         f.value = v->second;
         f.bound = bound;
         f.message = std::string(nf.name) + " " + figure(v->second) + " " + std::string(nf.unit) + " (usual: median " +
-                    figure(med) + ", max " + figure(s->second.max) + " in " + std::to_string(runs_) + " runs)";
+                    figure(med) + ", max " + figure(s->second.max()) + " in " + std::to_string(runs_) + " runs)";
         out.push_back(std::move(f));
     }
     return out;
@@ -103,24 +178,25 @@ void Profile::learn(const RunFeatures& run) {
         auto& s = sets_[feature];
         for (const auto& item : items) {
             auto it = s.runs.find(item);
-            if (it != s.runs.end()) ++it->second;
-            else if (s.runs.size() < kMaxItems) s.runs.emplace(item, 1);
-            else ++s.overflow;
+            if (it != s.runs.end()) {
+                ++it->second;
+            } else if (s.runs.size() < kMaxItems) {
+                s.runs.emplace(item, 1);
+                learned_item(feature, item);
+            } else {
+                ++s.overflow;
+            }
         }
     }
-    for (const auto& [feature, value] : run.numbers) {
-        auto& s = numbers_[feature];
-        s.recent.push_back(value);
-        if (s.recent.size() > kRecent) s.recent.pop_front();
-        s.max = s.n ? std::max(s.max, value) : value;
-        ++s.n;
-    }
+    for (const auto& [feature, value] : run.numbers) numbers_[feature].add(value);
 }
 
 void Profile::reset() {
     runs_ = 0;
     sets_.clear();
     numbers_.clear();
+    live_exec_.reset();
+    live_destination_.reset();
 }
 
 nlohmann::json Profile::to_json() const {
@@ -132,8 +208,8 @@ nlohmann::json Profile::to_json() const {
     }
     nlohmann::json numbers = nlohmann::json::object();
     for (const auto& [feature, s] : numbers_)
-        numbers[feature] = {{"n", s.n}, {"max", s.max}, {"median", s.median()}, {"mad", s.mad()},
-                            {"recent", nlohmann::json(std::vector<double>(s.recent.begin(), s.recent.end()))}};
+        numbers[feature] = {{"n", s.n()}, {"max", s.max()}, {"median", s.median()}, {"mad", s.mad()},
+                            {"recent", nlohmann::json(std::vector<double>(s.recent().begin(), s.recent().end()))}};
     return {{"tool", tool_},     {"learn_runs", learn_runs_}, {"runs", runs_},        {"pinned", pinned_},
             {"learning", learning()}, {"sets", std::move(sets)}, {"numbers", std::move(numbers)}};
 }
@@ -147,12 +223,18 @@ Profile Profile::from_json(const nlohmann::json& j) {
         for (const auto& [item, n] : s.at("items").items()) out.runs.emplace(item, n.get<uint64_t>());
         out.overflow = s.at("overflow").get<uint64_t>();
     }
-    for (const auto& [feature, s] : j.at("numbers").items()) {
-        auto& out = p.numbers_[feature];
-        for (const auto& v : s.at("recent")) out.recent.push_back(v.get<double>());
-        out.max = s.at("max").get<double>();
-        out.n = s.at("n").get<uint64_t>();
-    }
+    for (const auto& [feature, s] : j.at("numbers").items())
+        p.numbers_[feature] = NumberStats::from(s.at("recent").get<std::deque<double>>(), s.at("max").get<double>(),
+                                                s.at("n").get<uint64_t>());
+    auto names_of = [&](std::string_view feature) -> std::shared_ptr<const ItemNames> {
+        auto it = p.sets_.find(feature);
+        if (it == p.sets_.end() || it->second.runs.empty()) return nullptr;
+        auto names = std::make_shared<ItemNames>();
+        for (const auto& [item, n] : it->second.runs) names->insert(names->end(), item);
+        return names;
+    };
+    p.live_exec_ = names_of(kExec);
+    p.live_destination_ = names_of(kDestination);
     return p;
 }
 

@@ -21,9 +21,20 @@
 // at most kMaxItems per feature (beyond it, new items are counted as
 // `overflow` and not scored as first-time: a tool that varies that much
 // has no usual set).
+//
+// Cost. A profile is learned and scored in place, once per run, by its
+// owner (the ProfileBook, under its lock): its numbers keep their recent
+// values sorted as well (median and MAD without a copy or a sort), and the
+// items of the features judged while a run runs (exec, destination) are
+// also kept as immutable sets, replaced only when a learned run adds an
+// item; a LiveView shares them with the runs in flight, which judge each
+// record against it without the owner's lock.
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,12 +57,42 @@ struct Finding {
     nlohmann::json to_json() const;
 };
 
-struct NumberStats {
-    std::deque<double> recent;  // the last kRecent learned values
-    double max = 0;
-    uint64_t n = 0;
+class NumberStats {
+public:
+    void add(double v);
+    const std::deque<double>& recent() const { return recent_; }  // the last kRecent learned values, oldest first
+    double max() const { return max_; }
+    uint64_t n() const { return n_; }
     double median() const;
     double mad() const;  // median absolute deviation from the median
+    static NumberStats from(const std::deque<double>& recent, double max, uint64_t n);
+
+private:
+    std::deque<double> recent_;
+    std::vector<double> sorted_;  // recent_, sorted
+    double max_ = 0;
+    uint64_t n_ = 0;
+};
+
+using ItemNames = std::set<std::string, std::less<>>;
+
+// What a run in flight judges its items against, as the profile was when the
+// run started: whether the window is full, the runs learned, and the learned
+// items of the features judged live (exec, destination).
+class LiveView {
+public:
+    std::optional<Finding> score_item(std::string_view feature, const std::string& item) const;
+
+private:
+    friend class Profile;
+    struct Known {
+        std::shared_ptr<const ItemNames> names;  // null: none learned
+        bool overflow = false;
+    };
+    const Known* known(std::string_view feature) const;
+    uint64_t runs_ = 0;
+    bool learning_ = true;
+    Known exec_, destination_;
 };
 
 struct ItemStats {
@@ -74,8 +115,10 @@ public:
 
     // Findings of one run (none while learning).
     std::vector<Finding> score(const RunFeatures& f) const;
-    // A finding for one item the moment it is seen (a live run), or none.
+    // A finding for one item of the run, or none.
     std::optional<Finding> score_item(std::string_view feature, const std::string& item) const;
+    // What runs starting now judge their items against as they happen.
+    std::shared_ptr<const LiveView> live_view() const;
     void learn(const RunFeatures& f);
     // The learned part emptied: the window starts again.
     void reset();
@@ -92,6 +135,9 @@ private:
     bool pinned_ = false;
     std::map<std::string, ItemStats, std::less<>> sets_;
     std::map<std::string, NumberStats, std::less<>> numbers_;
+    // The learned items of the features judged live, shared with live views.
+    std::shared_ptr<const ItemNames> live_exec_, live_destination_;
+    void learned_item(std::string_view feature, const std::string& item);
 };
 
 // What the message calls a set feature's item ("binary", "destination", ...).

@@ -48,6 +48,14 @@ std::expected<std::vector<audit::AuditRecord>, std::string> run_records(const au
     return out;
 }
 
+// The task variables of a run, from its start record's work directory.
+policy::TaskVars run_vars(const audit::AuditRecord& start) {
+    json d = json::parse(start.detail, nullptr, false);
+    std::string workdir = d.is_object() ? d.value("workdir", std::string()) : std::string();
+    if (workdir.empty()) return {};
+    return policy::task_vars(workdir, "task-" + std::to_string(start.task_id));
+}
+
 std::unexpected<ProfileError> no_profile(const std::string& tool) {
     return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
 }
@@ -70,7 +78,7 @@ void RunObserver::on_decision(const audit::AuditRecord& r) {
     // the one response that can still prevent what follows is to stop.
     for (auto& [feature, item] : added) {
         if (feature != kExec && feature != kDestination) continue;
-        auto f = profile_->score_item(feature, item);
+        auto f = view_->score_item(feature, item);
         if (!f) continue;
         live_.push_back(std::move(*f));
         if (plan_.respond == policy::ProfileResponse::Stop && !stopped_ && stop_) {
@@ -106,10 +114,11 @@ std::vector<std::string> ProfileBook::load(const std::map<std::string, policy::P
     for (const auto& [tool, plan] : tools) {
         Entry e;
         e.plan = plan;
-        e.profile = std::make_shared<const Profile>(tool, plan.learn_runs);
+        e.profile = Profile(tool, plan.learn_runs);
         if (store_) {
             if (auto r = rebuild(tool, e); !r) errors.push_back(tool + ": " + r.error());
         }
+        renew_live(e);
         entries_[tool] = std::move(e);
     }
     return errors;
@@ -135,36 +144,73 @@ std::expected<void, std::string> ProfileBook::rebuild(const std::string& tool, E
         }
     }
     // ... and the runs that ended after it, under the live rule: learned
-    // unless a finding was recorded for the run.
+    // unless a finding was recorded for the run (a run's finding record comes
+    // before its exit record, and after the snapshot: a snapshot waits for
+    // every concluded run's exit record). One pass over the tool's records
+    // after the snapshot; a run that started before it (its first records
+    // are not in the pass) is read back on its own at its exit.
+    struct Replaying {
+        RunFeatures features;
+        policy::TaskVars vars;
+        bool started = false;  // its start record is in the pass
+        bool found = false;    // a finding was recorded for it
+    };
+    std::map<std::pair<uint64_t, uint64_t>, Replaying> runs;
     const bool was_learning = p.learning();
     audit::Query q;
     q.tool = tool;
-    q.kind = audit::RecordKind::RunExit;
     q.after_seq = e.through_seq;
     q.limit = audit::Query::kMaxLimit;
     uint64_t replayed = 0;
     for (;;) {
-        auto exits = store_->query(q);
-        if (!exits) return std::unexpected("reading its runs: " + exits.error().message);
-        for (const auto& x : exits->rows) {
-            e.through_seq = std::max(e.through_seq, x.seq);
-            auto found = run_records(*store_, x.task_id, x.run_id, audit::RecordKind::Finding, 1);
-            if (!found) return std::unexpected("reading run " + std::to_string(x.run_id) + ": " + found.error());
-            if (!found->empty()) continue;
-            auto f = recorded_run_features(*store_, x.task_id, x.run_id, json::parse(x.detail, nullptr, false));
-            if (!f) return std::unexpected("reading run " + std::to_string(x.run_id) + ": " + f.error());
-            p.learn(*f);
-            ++replayed;
+        auto page = store_->query(q);
+        if (!page) return std::unexpected("reading its runs: " + page.error().message);
+        for (const auto& x : page->rows) {
+            const std::pair key{x.task_id, x.run_id};
+            switch (x.kind) {
+            case audit::RecordKind::RunStart: {
+                Replaying& r = runs[key];
+                r.started = true;
+                r.vars = run_vars(x);
+                break;
+            }
+            case audit::RecordKind::Decision:
+                if (auto it = runs.find(key); it != runs.end() && it->second.started)
+                    it->second.features.add(x, it->second.vars);
+                break;
+            case audit::RecordKind::Finding: runs[key].found = true; break;
+            case audit::RecordKind::RunExit: {
+                e.through_seq = std::max(e.through_seq, x.seq);
+                Replaying r;
+                if (auto it = runs.find(key); it != runs.end()) {
+                    r = std::move(it->second);
+                    runs.erase(it);
+                }
+                if (r.found) break;
+                const json exit_detail = json::parse(x.detail, nullptr, false);
+                if (r.started) {
+                    r.features.add_exit(exit_detail);
+                } else {
+                    auto f = recorded_run_features(*store_, x.task_id, x.run_id, exit_detail);
+                    if (!f) return std::unexpected("reading run " + std::to_string(x.run_id) + ": " + f.error());
+                    r.features = std::move(*f);
+                }
+                p.learn(r.features);
+                ++replayed;
+                break;
+            }
+            default: break;
+            }
         }
-        if (!exits->next_after_seq) break;
-        q.after_seq = *exits->next_after_seq;
+        if (!page->next_after_seq) break;
+        q.after_seq = *page->next_after_seq;
     }
     if (p.learn_runs() != e.plan.learn_runs) {
         p.set_learn_runs(e.plan.learn_runs);  // the rule file changed it
         ++e.version;
     }
     if (was_learning && !p.learning()) ++e.version;
-    e.profile = std::make_shared<const Profile>(std::move(p));
+    e.profile = std::move(p);
     if (replayed) spdlog::info("profile of {}: {} run(s) after its last snapshot replayed", tool, replayed);
     return {};
 }
@@ -175,11 +221,7 @@ std::expected<RunFeatures, std::string> recorded_run_features(const audit::Audit
     policy::TaskVars vars;
     auto start = run_records(store, task_id, run_id, audit::RecordKind::RunStart, 1);
     if (!start) return std::unexpected(start.error());
-    if (!start->empty()) {
-        json d = json::parse(start->front().detail, nullptr, false);
-        std::string workdir = d.is_object() ? d.value("workdir", std::string()) : std::string();
-        if (!workdir.empty()) vars = policy::task_vars(workdir, "task-" + std::to_string(task_id));
-    }
+    if (!start->empty()) vars = run_vars(start->front());
     auto decisions = run_records(store, task_id, run_id, audit::RecordKind::Decision, SIZE_MAX);
     if (!decisions) return std::unexpected(decisions.error());
     for (const auto& r : *decisions) f.add(r, vars);
@@ -193,7 +235,7 @@ std::shared_ptr<RunObserver> ProfileBook::observe(const std::string& tool, uint6
     const Entry* e = find(tool);
     if (!e) return nullptr;
     return std::shared_ptr<RunObserver>(
-        new RunObserver(tool, task_id, run_id, e->plan, e->profile, std::move(vars), std::move(stop)));
+        new RunObserver(tool, task_id, run_id, e->plan, e->live, std::move(vars), std::move(stop)));
 }
 
 RunVerdict ProfileBook::conclude(RunObserver& run, const json& exit_detail) {
@@ -203,7 +245,7 @@ RunVerdict ProfileBook::conclude(RunObserver& run, const json& exit_detail) {
     {
         std::lock_guard lk(run.mu_);
         run.features_.add_exit(exit_detail);
-        features = run.features_;
+        features = std::move(run.features_);  // the run is over: nothing adds to them now
         live = run.live_;
         stopped = run.stopped_;
     }
@@ -213,27 +255,26 @@ RunVerdict ProfileBook::conclude(RunObserver& run, const json& exit_detail) {
     if (!e) return v;
     // Scored against the profile as it is now (other runs may have taught
     // it since this one started); what was found live stays found.
-    v.findings = e->profile->score(features);
+    v.findings = e->profile.score(features);
     for (auto& f : live) {
         bool have = std::any_of(v.findings.begin(), v.findings.end(),
                                 [&](const Finding& x) { return x.feature == f.feature && x.item == f.item; });
         if (!have) v.findings.push_back(std::move(f));
     }
-    v.learning = e->profile->learning();
+    v.learning = e->profile.learning();
     ++e->pending;
     // A snapshot every kSnapshotEvery runs, learned or not: a restart
     // replays at most that many.
     if (++e->since_snapshot >= kSnapshotEvery && e->due.empty()) e->due = "snapshot";
     if (v.findings.empty()) {
-        if (!e->profile->pinned()) {
-            auto p = std::make_shared<Profile>(*e->profile);
-            p->learn(features);
+        if (!e->profile.pinned()) {
+            e->profile.learn(features);
+            renew_live(*e);
             v.learned = true;
-            if (v.learning && !p->learning()) {
+            if (v.learning && !e->profile.learning()) {
                 ++e->version;
                 e->due = "learned";
             }
-            e->profile = std::move(p);
         }
     } else {
         const auto respond = run.plan_.respond;
@@ -256,13 +297,13 @@ RunVerdict ProfileBook::conclude(RunObserver& run, const json& exit_detail) {
                             {"findings", std::move(fs)},
                             {"response", v.response},
                             {"profile_version", e->version},
-                            {"profile_runs", e->profile->runs()},
+                            {"profile_runs", e->profile.runs()},
                             {"features", features.to_json()}}
                            .dump();
             (void)store_->enqueue(std::move(r));
         }
     }
-    v.profile_runs = e->profile->runs();
+    v.profile_runs = e->profile.runs();
     return v;
 }
 
@@ -284,12 +325,12 @@ void ProfileBook::snapshot(const std::string& tool, Entry& e, std::string change
               {"version", e.version},
               {"through_seq", e.through_seq},
               {"accepted", e.accepted},
-              {"profile", e.profile->to_json()}});
+              {"profile", e.profile.to_json()}});
     (void)store_->enqueue(profile_record(tool, std::move(d)));
 }
 
 json ProfileBook::summary(const std::string& tool, const Entry& e) const {
-    const Profile& p = *e.profile;
+    const Profile& p = e.profile;
     return {{"tool", tool},
             {"version", e.version},
             {"runs", p.runs()},
@@ -311,7 +352,7 @@ std::expected<json, ProfileError> ProfileBook::get(const std::string& tool) cons
     const Entry* e = find(tool);
     if (!e) return no_profile(tool);
     json j = summary(tool, *e);
-    j["profile"] = e->profile->to_json();
+    j["profile"] = e->profile.to_json();
     return j;
 }
 
@@ -319,9 +360,8 @@ std::expected<json, ProfileError> ProfileBook::reset(const std::string& tool) {
     std::lock_guard lk(mu_);
     Entry* e = find(tool);
     if (!e) return no_profile(tool);
-    auto p = std::make_shared<Profile>(*e->profile);
-    p->reset();
-    e->profile = std::move(p);
+    e->profile.reset();
+    renew_live(*e);
     e->accepted.clear();
     ++e->version;
     snapshot(tool, *e, "reset");
@@ -332,10 +372,8 @@ std::expected<json, ProfileError> ProfileBook::pin(const std::string& tool, bool
     std::lock_guard lk(mu_);
     Entry* e = find(tool);
     if (!e) return no_profile(tool);
-    if (e->profile->pinned() != pinned) {
-        auto p = std::make_shared<Profile>(*e->profile);
-        p->set_pinned(pinned);
-        e->profile = std::move(p);
+    if (e->profile.pinned() != pinned) {
+        e->profile.set_pinned(pinned);
         ++e->version;
         snapshot(tool, *e, pinned ? "pin" : "unpin");
     }
@@ -363,17 +401,16 @@ std::expected<json, ProfileError> ProfileBook::accept(const std::string& tool, u
     std::lock_guard lk(mu_);
     Entry* e = find(tool);
     if (!e) return no_profile(tool);
-    if (e->profile->pinned())
+    if (e->profile.pinned())
         return std::unexpected(ProfileError{ProfileError::Code::Pinned,
                                             "the profile of " + tool + " is pinned: unpin it to accept a finding"});
     if (e->accepted.contains(finding_seq))
         return std::unexpected(ProfileError{ProfileError::Code::Accepted,
                                             "finding " + std::to_string(finding_seq) + " of " + tool +
                                                 " was accepted already: its run is learned"});
-    auto p = std::make_shared<Profile>(*e->profile);
-    p->learn(f);
+    e->profile.learn(f);
+    renew_live(*e);
     e->accepted.insert(finding_seq);
-    e->profile = std::move(p);
     ++e->version;
     snapshot(tool, *e, "accept", {{"finding_seq", finding_seq}, {"run_id", (*rows)[0][1]}});
     return summary(tool, *e);

@@ -19,10 +19,11 @@
 // profile its live runs had built.
 //
 // Threads: every call may come from any thread; the book's mutex guards the
-// profiles, which are replaced, never changed in place (an observer keeps
-// the profile its run started with). RunObserver::on_decision runs on the
-// producer's thread under the store's queue lock: it takes only its own
-// mutex and, for `respond: stop`, writes the run's cancel eventfd.
+// profiles, learned and scored in place. An observer judges its run's items
+// against the profile's LiveView as its run started (immutable, shared):
+// RunObserver::on_decision runs on the producer's thread under the store's
+// queue lock, so it takes only its own mutex and, for `respond: stop`,
+// writes the run's cancel eventfd.
 #include <cstdint>
 #include <expected>
 #include <functional>
@@ -47,7 +48,7 @@ class AuditStore;
 
 namespace bulwark::profiles {
 
-inline constexpr uint64_t kSnapshotEvery = 50;
+inline constexpr uint64_t kSnapshotEvery = 200;
 
 struct ProfileError {
     enum class Code { UnknownTool, UnknownFinding, Pinned, Accepted, Store } code = Code::Store;
@@ -64,13 +65,13 @@ public:
 private:
     friend class ProfileBook;
     RunObserver(std::string tool, uint64_t task_id, uint64_t run_id, policy::ProfilePlan plan,
-                std::shared_ptr<const Profile> profile, policy::TaskVars vars, std::function<void()> stop)
-        : tool_(std::move(tool)), task_id_(task_id), run_id_(run_id), plan_(std::move(plan)),
-          profile_(std::move(profile)), vars_(std::move(vars)), stop_(std::move(stop)) {}
+                std::shared_ptr<const LiveView> live, policy::TaskVars vars, std::function<void()> stop)
+        : tool_(std::move(tool)), task_id_(task_id), run_id_(run_id), plan_(std::move(plan)), view_(std::move(live)),
+          vars_(std::move(vars)), stop_(std::move(stop)) {}
     const std::string tool_;
     const uint64_t task_id_, run_id_;
     const policy::ProfilePlan plan_;
-    const std::shared_ptr<const Profile> profile_;  // as the run started
+    const std::shared_ptr<const LiveView> view_;  // the profile as the run started
     const policy::TaskVars vars_;
     const std::function<void()> stop_;
     mutable std::mutex mu_;
@@ -122,7 +123,8 @@ public:
 private:
     struct Entry {
         policy::ProfilePlan plan;
-        std::shared_ptr<const Profile> profile;
+        Profile profile;
+        std::shared_ptr<const LiveView> live;  // profile.live_view(), renewed at each change
         uint64_t version = 1;       // changes: learning window filled, reset, pin, unpin, accept
         uint64_t through_seq = 0;   // the last run exit accounted for
         uint64_t since_snapshot = 0;
@@ -134,6 +136,8 @@ private:
         std::set<uint64_t> accepted;  // seqs of the findings accepted since the last reset
     };
     Entry* find(const std::string& tool);
+    // The profile changed: runs starting from now judge against it.
+    static void renew_live(Entry& e) { e.live = e.profile.live_view(); }
     const Entry* find(const std::string& tool) const;
     nlohmann::json summary(const std::string& tool, const Entry& e) const;
     // Enqueues a profile record of `e` (mu_ held).

@@ -1,6 +1,7 @@
 #include "profiles/run_features.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace bulwark::profiles {
 
@@ -11,14 +12,57 @@ bool under(std::string_view path, std::string_view dir) {
     return path.size() == dir.size() || path[dir.size()] == '/' || dir.back() == '/';
 }
 
+// The top-level `rights` of a file decision's detail (decision_from_event:
+// {"dev": .., "ino": .., "rights": N}), 0 when absent or unreadable. Read
+// without building the document: a live run's records come here one by one
+// under the store's queue lock.
+uint32_t detail_rights(const std::string& detail) {
+    using json = nlohmann::json;
+    struct Reader : nlohmann::json_sax<json> {
+        int depth = 0;
+        bool at_rights = false;
+        uint32_t rights = 0;
+        bool value() {
+            at_rights = false;
+            return true;
+        }
+        bool null() override { return value(); }
+        bool boolean(bool) override { return value(); }
+        bool number_integer(number_integer_t) override { return value(); }
+        bool number_unsigned(number_unsigned_t v) override {
+            if (!at_rights) return value();
+            rights = uint32_t(v);
+            return false;  // found: stop reading
+        }
+        bool number_float(number_float_t, const string_t&) override { return value(); }
+        bool string(string_t&) override { return value(); }
+        bool binary(binary_t&) override { return value(); }
+        bool start_object(std::size_t) override {
+            at_rights = false;
+            ++depth;
+            return true;
+        }
+        bool key(string_t& k) override {
+            at_rights = depth == 1 && k == "rights";
+            return true;
+        }
+        bool end_object() override { return --depth, true; }
+        bool start_array(std::size_t) override { return value(); }
+        bool end_array() override { return true; }
+        bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+            return false;
+        }
+    } reader;
+    if (detail.empty()) return 0;
+    json::sax_parse(detail, &reader);
+    return reader.rights;
+}
+
 // What a file operation does to its file, as an area's verb.
 std::string_view file_verb(const audit::AuditRecord& r) {
     switch (r.op) {
-    case BW_OP_FILE_OPEN: {
-        auto d = nlohmann::json::parse(r.detail, nullptr, false);
-        uint32_t rights = d.is_object() ? d.value("rights", uint32_t(0)) : 0;
-        return rights & (BW_FS_WRITE | BW_FS_CREATE | BW_FS_REMOVE) ? "write" : "read";
-    }
+    case BW_OP_FILE_OPEN:
+        return detail_rights(r.detail) & (BW_FS_WRITE | BW_FS_CREATE | BW_FS_REMOVE) ? "write" : "read";
     case BW_OP_EXEC:
     case BW_OP_MMAP_EXEC: return "exec";
     case BW_OP_FILE_CREATE:
@@ -180,10 +224,13 @@ std::vector<std::pair<std::string_view, std::string>> RunFeatures::add(const aud
 void RunFeatures::add_exit(const nlohmann::json& d) {
     if (!d.is_object()) return;
     auto num = [&](const char* k) { return d.contains(k) && d[k].is_number() ? d[k].get<double>() : 0.0; };
+    // Sizes to a thousandth of their unit: no finding turns on less, and a
+    // profile's recent values stay short in its snapshots.
+    auto thousandths = [](double v) { return std::round(v * 1000) / 1000; };
     numbers["wall_ms"] = num("wall_us") / 1000.0;
     numbers["cpu_ms"] = (num("cpu_user_us") + num("cpu_system_us")) / 1000.0;
-    numbers["memory_mib"] = num("peak_memory_bytes") / double(1 << 20);
-    numbers["output_kib"] = num("output_bytes") / 1024.0;
+    numbers["memory_mib"] = thousandths(num("peak_memory_bytes") / double(1 << 20));
+    numbers["output_kib"] = thousandths(num("output_bytes") / 1024.0);
     // The tool's own process and every one it forked (the monitor's count).
     numbers["processes"] += 1;
     // Supervisor denials (limits, posture) have no decision record.
@@ -199,7 +246,7 @@ void RunFeatures::add_exit(const nlohmann::json& d) {
             }
         if (c->value("compat_syscalls", uint64_t(0))) sets[std::string(kSyscall)].insert("(a 32-bit system call ABI)");
         numbers["file_opens"] = opens;
-        numbers["sent_kib"] = c->value("sent_bytes", 0.0) / 1024.0;
+        numbers["sent_kib"] = thousandths(c->value("sent_bytes", 0.0) / 1024.0);
     }
     for (const auto& f : kNumberFeatures)
         if (!f.counted) numbers.try_emplace(std::string(f.name), 0.0);

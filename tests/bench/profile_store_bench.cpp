@@ -25,7 +25,9 @@
 //   flood  grep reading 1,500-2,500 files per run: the per-record cost
 // Throughput = decision records / (first enqueue .. everything committed),
 // median of the rounds per variant, and the median of the per-round ratios.
-// Also printed: what each record kind weighs in the store (rows, object and
+// Also printed: what a restart costs (a fresh ProfileBook loading the store
+// the `on` pass left: each profile's last snapshot and the runs after it),
+// and what each record kind weighs in the store (rows, object and
 // detail bytes), with and without scoring.
 //
 //   profile_store_bench [--runs N] [--rounds R] [--in-flight K] [--learn L] [--dir DIR] [--json]
@@ -242,6 +244,7 @@ struct Result {
     uint64_t findings = 0;
     uint64_t dropped = 0;
     json by_kind;  // kind -> {rows, detail_bytes}
+    double load_ms = 0;  // on: a restart's ProfileBook::load over the store the pass left
 };
 
 struct Active {
@@ -270,16 +273,14 @@ Result run_variant(const fs::path& db, const std::vector<Synth>& runs, Variant v
     AuditStore& s = **store;
     profiles::ProfileBook book(&s);
     const bool observe = variant != Variant::Off;
-    if (observe) {
-        std::map<std::string, policy::ProfilePlan> plans;
-        for (const char* t : kTools) {
-            policy::ProfilePlan p;
-            p.enabled = true;
-            p.learn_runs = learn;
-            plans[t] = p;
-        }
-        book.load(plans);
+    std::map<std::string, policy::ProfilePlan> plans;
+    for (const char* t : kTools) {
+        policy::ProfilePlan p;
+        p.enabled = true;
+        p.learn_runs = learn;
+        plans[t] = p;
     }
+    if (observe) book.load(plans);
     const int64_t off = boot_to_realtime_offset_ns();
     uint64_t decisions = 0;
     std::atomic<uint64_t> findings{0};
@@ -367,6 +368,14 @@ Result run_variant(const fs::path& db, const std::vector<Synth>& runs, Variant v
     res.records_per_cpu_s = double(decisions) / cpu;
     res.findings = findings.load();
     res.dropped = s.status().dropped;
+    if (variant == Variant::On) {
+        // What a restart costs: each profile's last snapshot and the runs after it replayed.
+        profiles::ProfileBook again(&s);
+        auto l0 = Clock::now();
+        auto errors = again.load(plans);
+        res.load_ms = std::chrono::duration<double, std::milli>(Clock::now() - l0).count();
+        for (const auto& e : errors) std::fprintf(stderr, "load: %s\n", e.c_str());
+    }
     // What each kind of record weighs in the store (its rows and detail text).
     if (auto rows = s.read_sql("SELECT kind, count(*), sum(length(coalesce(object, '')) + length(coalesce(detail, ''))) "
                                "FROM records GROUP BY kind",
@@ -441,7 +450,7 @@ int main(int argc, char** argv) {
     const Variant variants[] = {Variant::Off, Variant::Observe, Variant::On};
     for (auto& w : workloads) {
         std::map<Variant, std::vector<double>> rps, cpu, rns;
-        std::vector<double> ratio, ratio_observe;
+        std::vector<double> ratio, ratio_observe, load_ms;
         uint64_t findings = 0, dropped = 0;
         json by_kind, by_kind_off;
         for (int r = 0; r < rounds; ++r) {
@@ -460,6 +469,7 @@ int main(int argc, char** argv) {
             }
             ratio.push_back(res[Variant::On].records_per_s / res[Variant::Off].records_per_s);
             ratio_observe.push_back(res[Variant::Observe].records_per_s / res[Variant::Off].records_per_s);
+            load_ms.push_back(res[Variant::On].load_ms);
             findings = res[Variant::On].findings;
             by_kind = res[Variant::On].by_kind;
             by_kind_off = res[Variant::Off].by_kind;
@@ -472,6 +482,7 @@ int main(int argc, char** argv) {
                    {"observe_ratio_median", median(ratio_observe)},
                    {"observe_ratios", ratio_observe},
                    {"runs_with_findings", findings},
+                   {"restart_load_ms_median", median(load_ms)},
                    {"dropped", dropped},
                    {"records_on", by_kind},
                    {"records_off", by_kind_off}};
@@ -497,6 +508,9 @@ int main(int argc, char** argv) {
                     median(ratio_observe));
         std::printf("  runs with findings (on): %llu of %zu; dropped records: %llu\n", (unsigned long long)findings,
                     w.runs.size(), (unsigned long long)dropped);
+        std::printf("  restart (on): the %zu profiles rebuilt in %.0f ms median (last snapshot, taken every %llu runs, "
+                    "and the runs after it)\n",
+                    kToolCount, median(load_ms), (unsigned long long)profiles::kSnapshotEvery);
         auto kinds = [](const json& k) {
             std::string o;
             for (const auto& [name, v] : k.items())

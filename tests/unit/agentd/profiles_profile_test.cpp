@@ -6,7 +6,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <deque>
 #include <filesystem>
+#include <random>
 
 #include "audit/audit_db.h"
 #include "profiles/profile_book.h"
@@ -152,14 +155,57 @@ TEST_CASE("features: paths with the task's variables, areas, credential-like nam
     f.add(decision(BW_LAYER_MONITOR, BW_OP_FILE_OPEN, ".kube/config", BW_DECISION_OBSERVE, R"({"rights":1})"), vars);
     CHECK(f.sets["secret"].contains("read ${workdir}/secrets/.env"));
     CHECK(f.sets["secret"].contains("read ${workdir}/.kube/config"));
+    // An open's rights come from its detail: a write, a nested "rights" that is
+    // not the open's own, an unreadable detail.
+    f.add(decision(BW_LAYER_MONITOR, BW_OP_FILE_OPEN, "/var/log/a.log", BW_DECISION_OBSERVE,
+                   R"({"container":{"rights":2},"dev":1,"ino":2,"rights":6})"),
+          vars);
+    f.add(decision(BW_LAYER_MONITOR, BW_OP_FILE_OPEN, "/srv/data/b", BW_DECISION_OBSERVE,
+                   R"({"container":{"rights":2},"dev":1})"),
+          vars);
+    f.add(decision(BW_LAYER_MONITOR, BW_OP_FILE_OPEN, "/opt/x/c", BW_DECISION_OBSERVE, R"({"rights":)"), vars);
+    CHECK(f.sets["file_area"].contains("write /var/log"));
+    CHECK(f.sets["file_area"].contains("read /srv/data"));
+    CHECK(f.sets["file_area"].contains("read /opt/x"));
     f.add_exit(exit_detail(1500, 4096));
     CHECK(f.sets["syscall"] == std::set<std::string>{"ptrace"});
     CHECK(f.sets["file_area"].contains("write ${workdir}"));
     CHECK(f.numbers["denials"] == 3);  // two file denials, one syscall
     CHECK(f.numbers["processes"] == 2);  // the tool and one fork
-    CHECK(f.numbers["decisions"] == 10);
+    CHECK(f.numbers["decisions"] == 13);
     CHECK(f.numbers["wall_ms"] == 1500);
     CHECK(f.numbers["output_kib"] == 4);
+}
+
+TEST_CASE("a number's median and MAD over its recent values, kept sorted as they come and go", "[profiles]") {
+    auto brute = [](std::vector<double> v) {
+        auto med = [](std::vector<double> x) {
+            std::sort(x.begin(), x.end());
+            size_t k = x.size() / 2;
+            return x.size() % 2 ? x[k] : (x[k - 1] + x[k]) / 2;
+        };
+        double m = med(v);
+        for (auto& x : v) x = std::fabs(x - m);
+        return std::pair{m, med(v)};
+    };
+    std::mt19937 rng(7);
+    NumberStats s;
+    std::deque<double> window;
+    for (int i = 0; i < 700; ++i) {
+        // Repeated values, spread values, a jump: the window slides past kRecent.
+        double v = i < 300 ? double(rng() % 9) : i < 500 ? double(rng() % 100000) / 7 : 5000 + double(rng() % 3);
+        s.add(v);
+        window.push_back(v);
+        if (window.size() > kRecent) window.pop_front();
+        auto [m, mad] = brute({window.begin(), window.end()});
+        REQUIRE(s.median() == m);
+        REQUIRE(s.mad() == mad);
+    }
+    CHECK(s.n() == 700);
+    CHECK(s.recent() == window);
+    auto back = NumberStats::from(window, s.max(), s.n());
+    CHECK(back.median() == s.median());
+    CHECK(back.mad() == s.mad());
 }
 
 TEST_CASE("a profile learns its window, then scores first-time items and far outliers", "[profiles]") {
@@ -189,15 +235,29 @@ TEST_CASE("a profile learns its window, then scores first-time items and far out
     CHECK(slow[0].bound >= 1200);
     CHECK(slow[0].message.find("usual: median 200") != std::string::npos);
 
+    // A run in flight judges its binaries and destinations against the view
+    // of the profile it started with, which later learning does not change.
+    auto view = p.live_view();
+    CHECK_FALSE(view->score_item(kDestination, "connect tcp 10.0.0.5:443"));
+    CHECK(view->score_item(kDestination, "connect tcp 203.0.113.9:443")->message == f[0].message);
+    CHECK(view->score_item(kExec, "/usr/bin/nc"));
+    CHECK_FALSE(view->score_item(kFileArea, "read /opt"));  // judged at the run's end only
+
     // Round trip: the same profile scores the same.
     auto back = Profile::from_json(p.to_json());
     CHECK(back.runs() == 5);
     CHECK(back.score(other).size() == 1);
     CHECK(back.score(usual_run(300)).empty());
+    CHECK_FALSE(back.live_view()->score_item(kDestination, "connect tcp 10.0.0.5:443"));
+    CHECK(back.to_json() == p.to_json());
+
+    p.learn(other);
+    CHECK_FALSE(p.live_view()->score_item(kDestination, "connect tcp 203.0.113.9:443"));
+    CHECK(view->score_item(kDestination, "connect tcp 203.0.113.9:443"));
 
     p.set_pinned(true);
     p.learn(other);
-    CHECK(p.runs() == 5);  // a pinned profile learns nothing
+    CHECK(p.runs() == 6);  // a pinned profile learns nothing
     p.reset();
     CHECK(p.learning());
     CHECK(p.score(other).empty());
@@ -289,6 +349,60 @@ TEST_CASE("the book: findings recorded before the exit, unusual runs not learned
         CHECK((*r)["learning"] == true);
         CHECK((*r)["runs"] == 0);
     }
+}
+
+TEST_CASE("the book: a restart replays the runs after the last snapshot, one that spanned it too",
+          "[profiles][store]") {
+    TempStore ts;
+    json live;
+    {
+        ProfileBook book(ts.store.get());
+        CHECK(book.load({{"curl", plan(3)}}).empty());
+        // Run 100 starts, and its first records land, before the snapshot
+        // taken when the window fills ...
+        const uint64_t task = 1, spanning = 100;
+        ts.store->enqueue(audit::run_start_record(task, spanning, "curl", 1, {{"workdir", "/work/t1"}}));
+        auto obs = book.observe("curl", task, spanning, policy::task_vars("/work/t1", "task-1"), {});
+        REQUIRE(obs);
+        auto early = decision(BW_LAYER_MONITOR, BW_OP_PROC_EXEC, "/usr/bin/curl", BW_DECISION_OBSERVE);
+        early.task_id = task;
+        early.run_id = spanning;
+        early.tool = "curl";
+        obs->on_decision(early);
+        ts.store->enqueue(early);
+        for (uint64_t run = 1; run <= 3; ++run) drive_run(book, *ts.store, "curl", run, usual_decisions(), exit_detail(200));
+        REQUIRE(ts.store->flush(5s));
+        auto snaps = ts.store->read_sql("SELECT count(*) FROM records WHERE kind = 8", 5s);
+        REQUIRE(snaps);
+        CHECK((*snaps)[0][0] == 1);
+        // ... and ends after it, usual: learned.
+        auto late = decision(BW_LAYER_SOCK_ADDR, BW_OP_CONNECT, "tcp 10.0.0.5:443");
+        late.task_id = task;
+        late.run_id = spanning;
+        late.tool = "curl";
+        obs->on_decision(late);
+        ts.store->enqueue(late);
+        auto v = book.conclude(*obs, exit_detail(230));
+        CHECK(v.findings.empty());
+        CHECK(v.learned);
+        auto seq = ts.store->enqueue(audit::run_exit_record(task, spanning, "curl", "exit", 0, exit_detail(230)));
+        REQUIRE(seq);
+        book.exit_recorded("curl", *seq);
+        // Usual runs after the snapshot, and one with a finding (not learned).
+        for (uint64_t run = 4; run <= 6; ++run) drive_run(book, *ts.store, "curl", run, usual_decisions(), exit_detail(200));
+        CHECK(drive_run(book, *ts.store, "curl", 7, usual_decisions("udp 10.9.9.9:53"), exit_detail(200)).findings.size() == 1);
+        auto got = book.get("curl");
+        REQUIRE(got);
+        CHECK((*got)["runs"] == 7);
+        live = (*got)["profile"];
+    }
+    REQUIRE(ts.store->flush(5s));
+    ts.reopen();
+    ProfileBook book(ts.store.get());
+    CHECK(book.load({{"curl", plan(3)}}).empty());
+    auto got = book.get("curl");
+    REQUIRE(got);
+    CHECK((*got)["profile"] == live);
 }
 
 TEST_CASE("the book: respond stop ends a run at its first first-time binary", "[profiles][store]") {
