@@ -118,6 +118,13 @@ std::optional<std::string_view> ApiRequest::header(std::string_view name) const 
     return std::nullopt;
 }
 
+std::optional<uint64_t> positive_integer(std::string_view s) {
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size() || v == 0) return std::nullopt;
+    return v;
+}
+
 ApiResponse json_response(int status, const nlohmann::json& body) {
     ApiResponse r;
     r.status = status;

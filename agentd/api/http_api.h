@@ -74,6 +74,8 @@ struct ApiResponse {
 
 ApiResponse json_response(int status, const nlohmann::json& body);
 ApiResponse error_response(int status, std::string_view code, std::string_view message);
+// A path or query value that must be a positive integer (an id), or nullopt.
+std::optional<uint64_t> positive_integer(std::string_view s);
 
 struct RouteOptions {
     bool websocket = false;  // the handler runs for an Upgrade: websocket request only

@@ -12,7 +12,8 @@ using profiles::ProfileError;
 ApiResponse answer(const std::expected<json, ProfileError>& r) {
     if (r) return json_response(200, *r);
     switch (r.error().code) {
-    case ProfileError::Code::UnknownTool: return error_response(404, "unknown_profile", r.error().message);
+    case ProfileError::Code::UnknownTool:
+    case ProfileError::Code::UnknownTask: return error_response(404, "unknown_profile", r.error().message);
     case ProfileError::Code::UnknownFinding: return error_response(404, "unknown_finding", r.error().message);
     case ProfileError::Code::Pinned: return error_response(409, "profile_pinned", r.error().message);
     case ProfileError::Code::Accepted: return error_response(409, "finding_accepted", r.error().message);
@@ -38,8 +39,16 @@ std::expected<uint64_t, std::string> finding_seq_of(const std::string& body) {
 
 void register_profile_routes(Router& r, profiles::ProfileBook* book) {
     r.add("GET", "/v1/profiles", [book](const ApiRequest&) { return json_response(200, book->list()); });
-    r.add("GET", "/v1/profiles/{tool}",
-          [book](const ApiRequest& req) { return answer(book->get(req.params.at("tool"))); });
+    // ?task=N: that task's own profile of the tool (task_learn).
+    r.add("GET", "/v1/profiles/{tool}", [book](const ApiRequest& req) {
+        std::optional<uint64_t> task;
+        for (const auto& [k, v] : req.query) {
+            if (k != "task") return error_response(400, "bad_parameter", "unknown query parameter '" + k + "'");
+            task = positive_integer(v);
+            if (!task) return error_response(400, "bad_parameter", "task '" + v + "' is not a positive integer");
+        }
+        return answer(book->get(req.params.at("tool"), task));
+    });
     r.add("POST", "/v1/profiles/{tool}/reset",
           [book](const ApiRequest& req) { return answer(book->reset(req.params.at("tool"))); });
     r.add("POST", "/v1/profiles/{tool}/pin",

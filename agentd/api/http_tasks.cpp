@@ -53,12 +53,8 @@ std::optional<json> parse_body(const ApiRequest& req, ApiResponse& bad) {
 
 std::optional<uint64_t> task_id_param(const ApiRequest& req, ApiResponse& bad) {
     const auto& s = req.params.at("id");
-    uint64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || p != s.data() + s.size() || v == 0) {
-        bad = error_response(400, "bad_parameter", "task id '" + s + "' is not a positive integer");
-        return std::nullopt;
-    }
+    auto v = positive_integer(s);
+    if (!v) bad = error_response(400, "bad_parameter", "task id '" + s + "' is not a positive integer");
     return v;
 }
 

@@ -15,12 +15,20 @@ double median_sorted(const std::vector<double>& s) {
     return s.size() % 2 ? s[k] : (s[k - 1] + s[k]) / 2;
 }
 
-Finding first_time(std::string_view feature, const std::string& item, uint64_t runs) {
+// "412 runs", or "12 runs of task 7" for a task's own profile.
+std::string runs_of(uint64_t runs, uint64_t task_id) {
+    std::string s = std::to_string(runs) + " runs";
+    if (task_id) s += " of task " + std::to_string(task_id);
+    return s;
+}
+
+Finding first_time(std::string_view feature, const std::string& item, uint64_t runs, uint64_t task_id) {
     Finding f;
     f.feature = std::string(feature);
     f.kind = "first-time";
     f.item = item;
-    f.message = "first-time " + std::string(item_noun(feature)) + " " + item + " in " + std::to_string(runs) + " runs";
+    f.task_id = task_id;
+    f.message = "first-time " + std::string(item_noun(feature)) + " " + item + " in " + runs_of(runs, task_id);
     return f;
 }
 
@@ -48,6 +56,7 @@ nlohmann::json Finding::to_json() const {
     nlohmann::json j = {{"feature", feature}, {"kind", kind}, {"message", message}};
     if (kind == "first-time") j["item"] = item;
     else j.update({{"value", value}, {"bound", bound}});
+    if (task_id) j["task_id"] = task_id;
     return j;
 }
 
@@ -109,7 +118,7 @@ std::optional<Finding> LiveView::score_item(std::string_view feature, const std:
     const Known* k = known(feature);
     if (learning_ || !k) return std::nullopt;
     if (k->overflow || (k->names && k->names->contains(item))) return std::nullopt;
-    return first_time(feature, item, runs_);
+    return first_time(feature, item, runs_, task_id_);
 }
 
 std::optional<Finding> Profile::score_item(std::string_view feature, const std::string& item) const {
@@ -119,12 +128,13 @@ std::optional<Finding> Profile::score_item(std::string_view feature, const std::
         if (it->second.runs.contains(item)) return std::nullopt;
         if (it->second.overflow) return std::nullopt;  // a set too varied to be usual
     }
-    return first_time(feature, item, runs_);
+    return first_time(feature, item, runs_, task_id_);
 }
 
 std::shared_ptr<const LiveView> Profile::live_view() const {
     auto v = std::make_shared<LiveView>();
     v->runs_ = runs_;
+    v->task_id_ = task_id_;
     v->learning_ = learning();
     auto overflow = [&](std::string_view feature) {
         auto it = sets_.find(feature);
@@ -164,8 +174,9 @@ std::vector<Finding> Profile::score(const RunFeatures& run) const {
         f.kind = "outlier";
         f.value = v->second;
         f.bound = bound;
+        f.task_id = task_id_;
         f.message = std::string(nf.name) + " " + figure(v->second) + " " + std::string(nf.unit) + " (usual: median " +
-                    figure(med) + ", max " + figure(s->second.max()) + " in " + std::to_string(runs_) + " runs)";
+                    figure(med) + ", max " + figure(s->second.max()) + " in " + runs_of(runs_, task_id_) + ")";
         out.push_back(std::move(f));
     }
     return out;
@@ -210,12 +221,14 @@ nlohmann::json Profile::to_json() const {
     for (const auto& [feature, s] : numbers_)
         numbers[feature] = {{"n", s.n()}, {"max", s.max()}, {"median", s.median()}, {"mad", s.mad()},
                             {"recent", nlohmann::json(std::vector<double>(s.recent().begin(), s.recent().end()))}};
-    return {{"tool", tool_},     {"learn_runs", learn_runs_}, {"runs", runs_},        {"pinned", pinned_},
-            {"learning", learning()}, {"sets", std::move(sets)}, {"numbers", std::move(numbers)}};
+    nlohmann::json j = {{"tool", tool_},     {"learn_runs", learn_runs_}, {"runs", runs_},        {"pinned", pinned_},
+                        {"learning", learning()}, {"sets", std::move(sets)}, {"numbers", std::move(numbers)}};
+    if (task_id_) j["task_id"] = task_id_;
+    return j;
 }
 
 Profile Profile::from_json(const nlohmann::json& j) {
-    Profile p(j.at("tool").get<std::string>(), j.at("learn_runs").get<uint32_t>());
+    Profile p(j.at("tool").get<std::string>(), j.at("learn_runs").get<uint32_t>(), j.value("task_id", uint64_t(0)));
     p.runs_ = j.at("runs").get<uint64_t>();
     p.pinned_ = j.at("pinned").get<bool>();
     for (const auto& [feature, s] : j.at("sets").items()) {

@@ -54,6 +54,7 @@ struct Finding {
     double value = 0;     // outlier: the run's value
     double bound = 0;     // outlier: what the profile allows
     std::string message;  // "first-time binary /usr/bin/nc in 412 runs"
+    uint64_t task_id = 0;  // the task whose own profile found it; 0: the tool's profile
     nlohmann::json to_json() const;
 };
 
@@ -91,6 +92,7 @@ private:
     };
     const Known* known(std::string_view feature) const;
     uint64_t runs_ = 0;
+    uint64_t task_id_ = 0;
     bool learning_ = true;
     Known exec_, destination_;
 };
@@ -103,9 +105,12 @@ struct ItemStats {
 class Profile {
 public:
     Profile() = default;
-    Profile(std::string tool, uint32_t learn_runs) : tool_(std::move(tool)), learn_runs_(learn_runs) {}
+    // task_id: a task's own profile of the tool (its findings say so); 0: the tool's.
+    Profile(std::string tool, uint32_t learn_runs, uint64_t task_id = 0)
+        : tool_(std::move(tool)), learn_runs_(learn_runs), task_id_(task_id) {}
 
     const std::string& tool() const { return tool_; }
+    uint64_t task_id() const { return task_id_; }
     uint64_t runs() const { return runs_; }  // runs learned
     uint32_t learn_runs() const { return learn_runs_; }
     void set_learn_runs(uint32_t n) { learn_runs_ = n; }
@@ -123,7 +128,7 @@ public:
     // The learned part emptied: the window starts again.
     void reset();
 
-    // {tool, learn_runs, runs, pinned, learning, sets: {feature: {items: {item: runs}, overflow}},
+    // {tool, [task_id,] learn_runs, runs, pinned, learning, sets: {feature: {items: {item: runs}, overflow}},
     //  numbers: {feature: {n, max, median, mad, recent: [...]}}}
     nlohmann::json to_json() const;
     static Profile from_json(const nlohmann::json& j);  // throws nlohmann::json::exception
@@ -131,6 +136,7 @@ public:
 private:
     std::string tool_;
     uint32_t learn_runs_ = 20;
+    uint64_t task_id_ = 0;
     uint64_t runs_ = 0;
     bool pinned_ = false;
     std::map<std::string, ItemStats, std::less<>> sets_;

@@ -68,6 +68,7 @@ json RunVerdict::to_json() const {
     json j = {{"findings", std::move(f)}, {"learning", learning}, {"learned", learned}, {"profile_runs", profile_runs}};
     if (!response.empty()) j["response"] = response;
     if (!summary.empty()) j["summary"] = summary;
+    if (task) j["task"] = {{"task_id", task->task_id}, {"learning", task->learning}, {"runs", task->runs}};
     return j;
 }
 
@@ -79,6 +80,7 @@ void RunObserver::on_decision(const audit::AuditRecord& r) {
     for (auto& [feature, item] : added) {
         if (feature != kExec && feature != kDestination) continue;
         auto f = view_->score_item(feature, item);
+        if (!f && task_view_) f = task_view_->score_item(feature, item);
         if (!f) continue;
         live_.push_back(std::move(*f));
         if (plan_.respond == policy::ProfileResponse::Stop && !stopped_ && stop_) {
@@ -128,7 +130,7 @@ std::expected<void, std::string> ProfileBook::rebuild(const std::string& tool, E
     // The last snapshot ...
     auto snap = store_->read_sql("SELECT seq, detail FROM records WHERE kind = " +
                                      std::to_string(int(audit::RecordKind::Profile)) + " AND tool = " + sql_text(tool) +
-                                     " ORDER BY seq DESC LIMIT 1",
+                                     " AND task_id IS NULL ORDER BY seq DESC LIMIT 1",
                                  std::chrono::milliseconds(10000));
     if (!snap) return std::unexpected("reading its last profile record: " + snap.error().message);
     Profile p(tool, e.plan.learn_runs);
@@ -230,12 +232,26 @@ std::expected<RunFeatures, std::string> recorded_run_features(const audit::Audit
 }
 
 std::shared_ptr<RunObserver> ProfileBook::observe(const std::string& tool, uint64_t task_id, uint64_t run_id,
-                                                  policy::TaskVars vars, std::function<void()> stop) const {
+                                                  policy::TaskVars vars, std::function<void()> stop) {
     std::lock_guard lk(mu_);
-    const Entry* e = find(tool);
+    Entry* e = find(tool);
     if (!e) return nullptr;
-    return std::shared_ptr<RunObserver>(
+    std::shared_ptr<RunObserver> o(
         new RunObserver(tool, task_id, run_id, e->plan, e->live, std::move(vars), std::move(stop)));
+    if (e->plan.task_learn_runs && task_id) {
+        auto [it, fresh] = e->tasks.try_emplace(task_id);
+        if (fresh) {
+            it->second.profile = Profile(tool, e->plan.task_learn_runs, task_id);
+            it->second.live = it->second.profile.live_view();
+        }
+        o->task_view_ = it->second.live;
+    }
+    return o;
+}
+
+void ProfileBook::end_task(uint64_t task_id) {
+    std::lock_guard lk(mu_);
+    for (auto& [tool, e] : entries_) e.tasks.erase(task_id);
 }
 
 RunVerdict ProfileBook::conclude(RunObserver& run, const json& exit_detail) {
@@ -255,17 +271,30 @@ RunVerdict ProfileBook::conclude(RunObserver& run, const json& exit_detail) {
     if (!e) return v;
     // Scored against the profile as it is now (other runs may have taught
     // it since this one started); what was found live stays found.
+    // A task's own profile adds what the tool's does not find already.
     v.findings = e->profile.score(features);
-    for (auto& f : live) {
+    auto add = [&](Finding f) {
         bool have = std::any_of(v.findings.begin(), v.findings.end(),
                                 [&](const Finding& x) { return x.feature == f.feature && x.item == f.item; });
         if (!have) v.findings.push_back(std::move(f));
-    }
+    };
+    auto scope = e->tasks.find(run.task_id_);
+    Entry::TaskScope* task = scope == e->tasks.end() ? nullptr : &scope->second;
+    if (task)
+        for (auto& f : task->profile.score(features)) add(std::move(f));
+    for (auto& f : live) add(std::move(f));
     v.learning = e->profile.learning();
     ++e->pending;
     // A snapshot every kSnapshotEvery runs, learned or not: a restart
     // replays at most that many.
     if (++e->since_snapshot >= kSnapshotEvery && e->due.empty()) e->due = "snapshot";
+    if (v.findings.empty() && task) {
+        const bool was_learning = task->profile.learning();
+        task->profile.learn(features);
+        task->live = task->profile.live_view();
+        if (was_learning && !task->profile.learning()) snapshot_task(run.tool_, *task, "learned");
+    }
+    if (task) v.task = RunVerdict::TaskPart{run.task_id_, task->profile.learning(), task->profile.runs()};
     if (v.findings.empty()) {
         if (!e->profile.pinned()) {
             e->profile.learn(features);
@@ -329,15 +358,24 @@ void ProfileBook::snapshot(const std::string& tool, Entry& e, std::string change
     (void)store_->enqueue(profile_record(tool, std::move(d)));
 }
 
+void ProfileBook::snapshot_task(const std::string& tool, const Entry::TaskScope& t, std::string change) {
+    if (!store_) return;
+    auto r = profile_record(tool, {{"change", std::move(change)}, {"profile", t.profile.to_json()}});
+    r.task_id = t.profile.task_id();
+    (void)store_->enqueue(std::move(r));
+}
+
 json ProfileBook::summary(const std::string& tool, const Entry& e) const {
     const Profile& p = e.profile;
-    return {{"tool", tool},
-            {"version", e.version},
-            {"runs", p.runs()},
-            {"learn_runs", p.learn_runs()},
-            {"learning", p.learning()},
-            {"pinned", p.pinned()},
-            {"respond", policy::response_name(e.plan.respond)}};
+    json j = {{"tool", tool},
+              {"version", e.version},
+              {"runs", p.runs()},
+              {"learn_runs", p.learn_runs()},
+              {"learning", p.learning()},
+              {"pinned", p.pinned()},
+              {"respond", policy::response_name(e.plan.respond)}};
+    if (e.plan.task_learn_runs) j["task_learn_runs"] = e.plan.task_learn_runs;
+    return j;
 }
 
 json ProfileBook::list() const {
@@ -347,12 +385,28 @@ json ProfileBook::list() const {
     return {{"profiles", std::move(out)}};
 }
 
-std::expected<json, ProfileError> ProfileBook::get(const std::string& tool) const {
+std::expected<json, ProfileError> ProfileBook::get(const std::string& tool, std::optional<uint64_t> task) const {
     std::lock_guard lk(mu_);
     const Entry* e = find(tool);
     if (!e) return no_profile(tool);
     json j = summary(tool, *e);
+    if (task) {
+        auto it = e->tasks.find(*task);
+        if (it == e->tasks.end())
+            return std::unexpected(ProfileError{ProfileError::Code::UnknownTask, "no profile of " + tool +
+                                                                                    " is kept for task " +
+                                                                                    std::to_string(*task)});
+        j["profile"] = it->second.profile.to_json();
+        return j;
+    }
     j["profile"] = e->profile.to_json();
+    json tasks = json::array();
+    for (const auto& [id, t] : e->tasks)
+        tasks.push_back({{"task_id", id},
+                         {"runs", t.profile.runs()},
+                         {"learn_runs", t.profile.learn_runs()},
+                         {"learning", t.profile.learning()}});
+    j["tasks"] = std::move(tasks);
     return j;
 }
 

@@ -11,7 +11,14 @@
 //   profile  a snapshot of a tool's profile (every kSnapshotEvery runs,
 //            when its learning window fills, and at each change:
 //            reset, pin, unpin, accept), with the seq of the last run exit
-//            it accounts for.
+//            it accounts for; and, with the task's id, a task's own profile
+//            when its window fills.
+// Task profiles (`task_learn`): a task that runs the tool keeps a profile of
+// its own runs as well, learned under the same rule; once the task has run
+// the tool task_learn times, each further run is scored against both, so
+// what is usual for the tool but not for this task (another of its allowed
+// destinations, a binary other tasks run) is a finding. A task's profile
+// lives as long as the task (tasks do not outlive the daemon).
 // Crash-only: nothing lives only in memory. At start (load) a profile is
 // its last snapshot and the runs recorded after it, replayed through the
 // same extraction and the same rule (learned unless a finding was recorded
@@ -51,7 +58,7 @@ namespace bulwark::profiles {
 inline constexpr uint64_t kSnapshotEvery = 200;
 
 struct ProfileError {
-    enum class Code { UnknownTool, UnknownFinding, Pinned, Accepted, Store } code = Code::Store;
+    enum class Code { UnknownTool, UnknownTask, UnknownFinding, Pinned, Accepted, Store } code = Code::Store;
     std::string message;
 };
 
@@ -77,6 +84,7 @@ private:
     mutable std::mutex mu_;
     RunFeatures features_;
     std::vector<Finding> live_;  // found while the run ran
+    std::shared_ptr<const LiveView> task_view_;  // the task's own profile as the run started, or null
     bool stopped_ = false;
 };
 
@@ -88,6 +96,13 @@ struct RunVerdict {
     bool learning = false;     // the profile was still in its learning window
     bool learned = false;      // this run was learned
     uint64_t profile_runs = 0; // runs learned, after this one
+    // The task's own profile (task_learn), when the tool keeps them.
+    struct TaskPart {
+        uint64_t task_id = 0;
+        bool learning = false;
+        uint64_t runs = 0;  // after this one
+    };
+    std::optional<TaskPart> task;
     nlohmann::json to_json() const;
 };
 
@@ -104,7 +119,9 @@ public:
     // A run of `tool` starting; `stop` ends it (respond: stop). nullptr for a
     // tool the book keeps no profile for.
     std::shared_ptr<RunObserver> observe(const std::string& tool, uint64_t task_id, uint64_t run_id,
-                                         policy::TaskVars vars, std::function<void()> stop) const;
+                                         policy::TaskVars vars, std::function<void()> stop);
+    // The task is closed: its own profiles are dropped.
+    void end_task(uint64_t task_id);
     // The run ended: its exit figures (the exit record's detail) added, scored
     // (live findings and those of its end), learned or not, and the finding
     // record enqueued before the caller enqueues the exit record.
@@ -114,7 +131,10 @@ public:
     void exit_recorded(const std::string& tool, uint64_t exit_seq);
 
     nlohmann::json list() const;
-    std::expected<nlohmann::json, ProfileError> get(const std::string& tool) const;
+    // The tool's profile and its tasks' (summaries); with `task`, that task's
+    // own profile of the tool.
+    std::expected<nlohmann::json, ProfileError> get(const std::string& tool,
+                                                    std::optional<uint64_t> task = std::nullopt) const;
     std::expected<nlohmann::json, ProfileError> reset(const std::string& tool);
     std::expected<nlohmann::json, ProfileError> pin(const std::string& tool, bool pinned);
     // The run of finding record `seq` learned as usual.
@@ -134,10 +154,17 @@ private:
         uint64_t pending = 0;
         std::string due;  // the change a snapshot is due for, "" when none
         std::set<uint64_t> accepted;  // seqs of the findings accepted since the last reset
+        struct TaskScope {
+            Profile profile;
+            std::shared_ptr<const LiveView> live;
+        };
+        std::map<uint64_t, TaskScope> tasks;  // task id -> its own profile (plan.task_learn_runs)
     };
     Entry* find(const std::string& tool);
     // The profile changed: runs starting from now judge against it.
     static void renew_live(Entry& e) { e.live = e.profile.live_view(); }
+    // Enqueues a profile record of a task's own profile (mu_ held).
+    void snapshot_task(const std::string& tool, const Entry::TaskScope& t, std::string change);
     const Entry* find(const std::string& tool) const;
     nlohmann::json summary(const std::string& tool, const Entry& e) const;
     // Enqueues a profile record of `e` (mu_ held).

@@ -490,6 +490,7 @@ std::expected<json, TaskError> TaskManager::close(uint64_t id) {
         if (opts_.metrics) opts_.metrics->tasks_open.fetch_sub(1, std::memory_order_relaxed);
         t.epochs.back().ended_ns = to_ns(SysClock::now());
         for (const auto& r : t.runs) cancelled += r.request_cancel();
+        if (opts_.profiles) opts_.profiles->end_task(t.id);  // its own profiles go with it
         if (store_)
             for (const auto& name : t.tools) {
                 auto rec = audit::policy_epoch_record(name, t.current().policy_version, "close",

@@ -204,6 +204,7 @@ json bundle_to_json(const Bundle& b) {
         const auto& p = b.profile;
         j["profile"] = {{"learn_runs", p.learn_runs}, {"respond", enum_name(p.respond, kResponse)},
                         {"rule_ids", pairs_json(p.rule_ids)}};
+        if (p.task_learn_runs) j["profile"]["task_learn_runs"] = p.task_learn_runs;
     }
     json props = json::array();
     for (const auto& [n, r] : b.hardening.properties) props.push_back(json::array({n, enum_name(r, kReq)}));
@@ -357,6 +358,7 @@ Bundle from_json_unchecked(const json& j) {
         const auto& p = j.at("profile");
         b.profile.enabled = true;
         b.profile.learn_runs = num<uint32_t>(p, "learn_runs");
+        if (p.contains("task_learn_runs")) b.profile.task_learn_runs = num<uint32_t>(p, "task_learn_runs");
         b.profile.respond = enum_value<ProfileResponse>(p.at("respond"), kResponse, "profile response");
         b.profile.rule_ids = pairs_from<uint32_t>(p.at("rule_ids"));
     }

@@ -174,7 +174,11 @@ std::string explain_text(const Bundle& b) {
     if (b.profile.enabled) {
         const auto& p = b.profile;
         o << "\nprofile (agentd serve: each run scored against the tool's usual behaviour; docs/profiles.md)\n  "
-          << pad("learn", 12) << p.learn_runs << " runs\n  " << pad("respond", 12) << response_name(p.respond)
+          << pad("learn", 12) << p.learn_runs << " runs\n  ";
+        if (p.task_learn_runs)
+            o << pad("task_learn", 12) << p.task_learn_runs
+              << " runs of the tool in one task, then the task's own profile scores too\n  ";
+        o << pad("respond", 12) << response_name(p.respond)
           << "\n  observes    allowed decisions and process exec/fork/exit (BPF)\n";
     }
 

@@ -35,7 +35,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& accepted_ke
         {"syscalls.on_violation", {"action", "errno"}},
         {"limits", {"memory", "pids", "cpu", "timeout", "output", "file_size", "open_files"}},
         {"microvm", {"mode", "memory", "vcpus", "confidential"}},
-        {"profile", {"learn", "respond"}},
+        {"profile", {"learn", "task_learn", "respond"}},
         {"hardening", {"mte", "require", "warn", "speculation"}},
         {"hardening.speculation", {"store_bypass", "indirect_branch"}},
         {"environment", {"pass", "set", "clear"}},

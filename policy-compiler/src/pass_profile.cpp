@@ -22,15 +22,18 @@ void run_profile(CompileContext& ctx) {
     auto& p = ctx.bundle.profile;
     for (const auto& [name, s] : ctx.ast.profile) {
         p.enabled = true;
-        if (name == "learn") {
+        if (name == "learn" || name == "task_learn") {
             auto v = parse_uint(s.value, kMaxLearn);
             if (!v || *v < kMinLearn) {
                 ctx.error(s.span, "bad-limit",
-                          "profile.learn \"" + s.value + "\" is not a whole number of runs from 3 to 100000",
-                          {"the runs recorded before the profile scores; fewer than 3 make every variation unusual"});
+                          "profile." + name + " \"" + s.value + "\" is not a whole number of runs from 3 to 100000",
+                          {name == "learn" ? "the runs recorded before the profile scores; fewer than 3 make every "
+                                             "variation unusual"
+                                           : "the runs of the tool in one task before the task's own profile scores; "
+                                             "fewer than 3 make every variation unusual"});
                 continue;
             }
-            p.learn_runs = uint32_t(*v);
+            (name == "learn" ? p.learn_runs : p.task_learn_runs) = uint32_t(*v);
         } else if (name == "respond") {
             if (!ctx.check_choice(s, {"record", "require-grant", "stop"}, "profile response")) continue;
             p.respond = s.value == "stop"            ? ProfileResponse::Stop

@@ -22,7 +22,8 @@ using nlohmann::json;
 namespace {
 
 // The shipped rules, and three tools that are sh with a profile learning
-// from 3 runs: each answering a finding in its own way.
+// from 3 runs: each answering a finding in its own way; and one learning
+// from 6 runs that keeps a profile per task as well, from 3 runs in a task.
 struct ProfiledRules {
     TempDir dir;
     std::string path = (dir.path / "rules").string();
@@ -31,6 +32,7 @@ struct ProfiledRules {
         for (auto [tool, respond] : {std::pair{"recorded", "record"}, {"stopped", "stop"}, {"held", "require-grant"}})
             std::ofstream(path + "/" + tool + ".yaml")
                 << "tool: " << tool << "\nextends: sh\nprofile:\n  learn: 3\n  respond: " << respond << "\n";
+        std::ofstream(path + "/pertask.yaml") << "tool: pertask\nextends: sh\nprofile: { learn: 6, task_learn: 3 }\n";
     }
 };
 
@@ -70,7 +72,7 @@ TEST_CASE("profiles: a first-time binary is a finding, recorded, accepted, and k
     Daemon d({}, rules.path);
     auto listed = d.call("GET", "/v1/profiles");
     REQUIRE(listed.status == 200);
-    CHECK(listed.body["profiles"].size() == 3);  // the shipped tools keep none
+    CHECK(listed.body["profiles"].size() == 4);  // the shipped tools keep none
 
     uint64_t id = task_with_notes(d, "recorded");
     learn_window(d, id, "recorded");
@@ -193,4 +195,52 @@ TEST_CASE("profiles: respond: require-grant holds the tool's runs until the gran
     REQUIRE(grant.status == 200);
     auto resumed = exec_ok(d, id, "held", "cat notes.txt");
     CHECK(resumed["exit_status"] == 0);
+}
+
+TEST_CASE("profiles: a task's own profile finds a binary usual for the tool but new to the task",
+          "[tasks][profiles]") {
+    ProfiledRules rules;
+    Daemon d({}, rules.path);
+    // Two tasks, each with its own usual command: the tool learns both.
+    uint64_t reader = task_with_notes(d, "pertask"), counter = task_with_notes(d, "pertask");
+    for (int i = 0; i < 3; ++i) {
+        CHECK(exec_ok(d, reader, "pertask", "cat notes.txt")["profile"]["findings"].empty());
+        auto c = exec_ok(d, counter, "pertask", "wc -l notes.txt");
+        CHECK(c["profile"]["findings"].empty());
+        CHECK(c["profile"]["task"]["task_id"] == counter);
+        CHECK(c["profile"]["task"]["runs"] == i + 1);
+    }
+    auto prof = d.call("GET", "/v1/profiles/pertask");
+    REQUIRE(prof.status == 200);
+    CHECK(prof.body["learning"] == false);
+    CHECK(prof.body["tasks"].size() == 2);
+
+    // The control: wc in a task still learning its own profile raises nothing.
+    uint64_t fresh = task_with_notes(d, "pertask");
+    auto usual = exec_ok(d, fresh, "pertask", "wc -l notes.txt");
+    CHECK(usual["profile"]["findings"].empty());
+    CHECK(usual["profile"]["task"]["learning"] == true);
+
+    // wc in the reading task: usual for the tool, new to the task.
+    auto odd = exec_ok(d, reader, "pertask", "wc -l notes.txt");
+    CHECK(odd["exit_status"] == 0);
+    CHECK(odd["profile"]["response"] == "recorded");
+    bool task_exec = false;
+    for (const auto& f : odd["profile"]["findings"]) {
+        CHECK(f["task_id"] == reader);  // none is the tool's own
+        task_exec |= f["feature"] == "exec" && f["item"] == "/usr/bin/wc";
+    }
+    CHECK(task_exec);
+    CHECK_THAT(odd["profile"]["summary"].get<std::string>(),
+               Catch::Contains("in 3 runs of task " + std::to_string(reader)));
+
+    auto mine = d.call("GET", "/v1/profiles/pertask?task=" + std::to_string(reader));
+    REQUIRE(mine.status == 200);
+    CHECK(mine.body["profile"]["task_id"] == reader);
+    CHECK(mine.body["profile"]["sets"]["exec"]["items"].contains("/usr/bin/cat"));
+    CHECK_FALSE(mine.body["profile"]["sets"]["exec"]["items"].contains("/usr/bin/wc"));
+    CHECK(d.call("GET", "/v1/profiles/pertask?task=x").status == 400);
+    // A closed task's profile goes with it.
+    REQUIRE(d.call("DELETE", "/v1/tasks/" + std::to_string(reader)).status == 200);
+    CHECK(d.call("GET", "/v1/profiles/pertask?task=" + std::to_string(reader)).status == 404);
 }

@@ -23,6 +23,14 @@ TEST_CASE("profile: learn and respond compile, each traced to its rule", "[compi
     auto defaults = require_ok("tool: t\nprofile: { respond: record }\n");
     CHECK(defaults.profile.enabled);
     CHECK(defaults.profile.learn_runs == 20u);
+    CHECK(defaults.profile.task_learn_runs == 0u);  // no task profiles unless asked
+
+    auto tasks = require_ok("tool: t\nprofile: { learn: 40, task_learn: 8 }\n");
+    CHECK(tasks.profile.task_learn_runs == 8u);
+    REQUIRE(tasks.rule(tasks.profile.rule_of("task_learn")));
+    CHECK(tasks.rule(tasks.profile.rule_of("task_learn"))->text == "profile.task_learn: 8");
+    require_error("tool: t\nprofile: { task_learn: 2 }\n", "bad-limit");
+    require_error("tool: t\nprofile: { task_learn: 100001 }\n", "bad-limit");
 
     auto none = require_ok("tool: t\n");
     CHECK_FALSE(none.profile.enabled);
@@ -101,4 +109,16 @@ TEST_CASE("profile: in the bundle JSON only when written, round-trips, shown by 
     auto text = explain_text(b);
     CHECK(text.find("profile") != std::string::npos);
     CHECK(text.find("require-grant") != std::string::npos);
+    CHECK(text.find("task_learn") == std::string::npos);
+    // task_learn is written only when set: files without it keep their hash.
+    CHECK_FALSE(j["profile"].contains("task_learn_runs"));
+    auto t = require_ok("tool: t\nprofile: { learn: 30, respond: require-grant, task_learn: 5 }\n");
+    auto tj = bundle_to_json(t);
+    CHECK(tj["profile"]["task_learn_runs"] == 5);
+    auto tback = bundle_from_json(tj);
+    REQUIRE(tback);
+    CHECK(tback->profile.task_learn_runs == 5u);
+    CHECK(bundle_hash(*tback) == t.hash);
+    CHECK(t.hash != b.hash);
+    CHECK(explain_text(t).find("task_learn  5 runs") != std::string::npos);
 }

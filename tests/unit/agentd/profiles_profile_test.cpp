@@ -83,8 +83,8 @@ struct TempStore {
 // start record, each decision through the observer and into the store, the
 // conclusion, the exit record.
 RunVerdict drive_run(ProfileBook& book, audit::AuditStore& store, const std::string& tool, uint64_t run_id,
-                     const std::vector<audit::AuditRecord>& decisions, const json& exit, bool* stopped = nullptr) {
-    const uint64_t task = 1;
+                     const std::vector<audit::AuditRecord>& decisions, const json& exit, bool* stopped = nullptr,
+                     uint64_t task = 1) {
     store.enqueue(audit::run_start_record(task, run_id, tool, 1, {{"workdir", "/work/t1"}, {"argv", {tool}}}));
     bool stop_called = false;
     auto obs = book.observe(tool, task, run_id, policy::task_vars("/work/t1", "task-1"), [&] { stop_called = true; });
@@ -403,6 +403,71 @@ TEST_CASE("the book: a restart replays the runs after the last snapshot, one tha
     auto got = book.get("curl");
     REQUIRE(got);
     CHECK((*got)["profile"] == live);
+}
+
+TEST_CASE("the book: a task's own profile finds what is usual for the tool but not for the task",
+          "[profiles][store]") {
+    TempStore ts;
+    auto p = plan(6);
+    p.task_learn_runs = 3;
+    uint64_t run = 1;
+    const std::string a = "tcp 10.0.0.5:443", b = "tcp 10.0.0.6:443";
+    {
+        ProfileBook book(ts.store.get());
+        CHECK(book.load({{"curl", p}}).empty());
+        // Two tasks, each with its own destination: the tool learns both.
+        for (int i = 0; i < 3; ++i) {
+            auto v1 = drive_run(book, *ts.store, "curl", run++, usual_decisions(a), exit_detail(200), nullptr, 1);
+            auto v2 = drive_run(book, *ts.store, "curl", run++, usual_decisions(b), exit_detail(200), nullptr, 2);
+            CHECK(v1.findings.empty());
+            CHECK(v2.findings.empty());
+            REQUIRE(v2.task);
+            CHECK(v2.task->task_id == 2);
+            CHECK(v2.task->runs == uint64_t(i + 1));
+        }
+        // Usual for the tool, first-time for task 1: its own profile finds it.
+        auto odd = drive_run(book, *ts.store, "curl", run++, usual_decisions(b), exit_detail(200), nullptr, 1);
+        REQUIRE(odd.findings.size() == 1);
+        CHECK(odd.findings[0].task_id == 1);
+        CHECK(odd.summary == "unusual for curl: first-time destination connect " + b + " in 3 runs of task 1");
+        CHECK_FALSE(odd.learned);
+        CHECK(odd.task->runs == 3);  // not learned by the task either
+        // The controls: the same run in a task still learning its own, and
+        // task 1's usual run.
+        auto fresh = drive_run(book, *ts.store, "curl", run++, usual_decisions(b), exit_detail(200), nullptr, 3);
+        CHECK(fresh.findings.empty());
+        CHECK(fresh.task->learning);
+        CHECK(drive_run(book, *ts.store, "curl", run++, usual_decisions(a), exit_detail(200), nullptr, 1).findings.empty());
+
+        auto got = book.get("curl");
+        REQUIRE(got);
+        CHECK((*got)["tasks"].size() == 3);
+        CHECK((*got)["task_learn_runs"] == 3);
+        auto t1 = book.get("curl", 1);
+        REQUIRE(t1);
+        CHECK((*t1)["profile"]["task_id"] == 1);
+        CHECK((*t1)["profile"]["sets"]["destination"]["items"].size() == 1);
+        CHECK(book.get("curl", 99).error().code == ProfileError::Code::UnknownTask);
+        // A closed task's profile goes with it: a later run of that id learns anew.
+        book.end_task(1);
+        CHECK(book.get("curl")->at("tasks").size() == 2);
+        auto again = drive_run(book, *ts.store, "curl", run++, usual_decisions(b), exit_detail(200), nullptr, 1);
+        CHECK(again.findings.empty());
+        CHECK(again.task->learning);
+        REQUIRE(ts.store->flush(5s));
+        // The tasks' profiles were recorded when their windows filled.
+        auto recs = ts.store->read_sql("SELECT task_id FROM records WHERE kind = 8 AND task_id IS NOT NULL ORDER BY seq", 5s);
+        REQUIRE(recs);
+        CHECK(*recs == json::array({json::array({1}), json::array({2})}));
+    }
+    // A restart rebuilds the tool's profile from its own snapshot, not a task's.
+    ts.reopen();
+    ProfileBook book(ts.store.get());
+    CHECK(book.load({{"curl", p}}).empty());
+    auto got = book.get("curl");
+    REQUIRE(got);
+    CHECK((*got)["runs"] == 9);  // 6 + the new task's + task 1's usual + its run after close
+    CHECK((*got)["tasks"].empty());
 }
 
 TEST_CASE("the book: respond stop ends a run at its first first-time binary", "[profiles][store]") {

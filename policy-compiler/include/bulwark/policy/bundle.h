@@ -202,8 +202,11 @@ enum class ProfileResponse : uint8_t { Record, RequireGrant, Stop };
 struct ProfilePlan {
     bool enabled = false;  // the rule file has a `profile:` block
     uint32_t learn_runs = 20;
+    // task_learn: a task's own profile of the tool, scoring once the task has
+    // run the tool that many times (0: no task profiles).
+    uint32_t task_learn_runs = 0;
     ProfileResponse respond = ProfileResponse::Record;
-    std::vector<std::pair<std::string, uint32_t>> rule_ids;  // key (learn, respond) -> rule
+    std::vector<std::pair<std::string, uint32_t>> rule_ids;  // key (learn, task_learn, respond) -> rule
     uint32_t rule_of(std::string_view key) const {
         for (const auto& [k, id] : rule_ids)
             if (k == key) return id;
