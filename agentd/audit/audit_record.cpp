@@ -159,6 +159,18 @@ AuditRecord decision_from_event(const bw_event& ev, const RunContext& ctx, int64
     return r;
 }
 
+policy::TaskVars task_vars_of(uint64_t task_id, const std::string& workdir) {
+    return policy::task_vars(workdir, "task-" + std::to_string(task_id));
+}
+
+std::optional<policy::TaskVars> run_start_vars(const AuditRecord& start) {
+    auto d = nlohmann::json::parse(start.detail, nullptr, false);
+    if (!d.is_object() || !d.contains("workdir") || !d["workdir"].is_string()) return std::nullopt;
+    auto workdir = d["workdir"].get<std::string>();
+    if (workdir.empty()) return std::nullopt;
+    return task_vars_of(start.task_id, workdir);
+}
+
 AuditRecord run_start_record(uint64_t task_id, uint64_t run_id, std::string tool,
                              uint64_t policy_version, const nlohmann::json& detail) {
     AuditRecord r;

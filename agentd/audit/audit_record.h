@@ -13,6 +13,7 @@
 #include <bulwark_abi.h>
 
 #include "audit/run_context.h"
+#include "bulwark/policy/instantiate.h"
 
 namespace bulwark::policy {
 struct Bundle;
@@ -67,6 +68,12 @@ std::string render_object(const bw_event& ev);
 std::string unix_address_text(std::string_view name, bool abstract);
 
 // Records built by the supervisor and the loader.
+// A task's variables: its work directory, and its id as `task-N`.
+policy::TaskVars task_vars_of(uint64_t task_id, const std::string& workdir);
+// The variables of the task a run start record belongs to, from the work
+// directory it recorded; nullopt when it names none.
+std::optional<policy::TaskVars> run_start_vars(const AuditRecord& start);
+
 AuditRecord run_start_record(uint64_t task_id, uint64_t run_id, std::string tool,
                              uint64_t policy_version, const nlohmann::json& detail);
 // reason: "exit", "signal", "oom", "timeout"

@@ -48,14 +48,6 @@ std::expected<std::vector<audit::AuditRecord>, std::string> run_records(const au
     return out;
 }
 
-// The task variables of a run, from its start record's work directory.
-policy::TaskVars run_vars(const audit::AuditRecord& start) {
-    json d = json::parse(start.detail, nullptr, false);
-    std::string workdir = d.is_object() ? d.value("workdir", std::string()) : std::string();
-    if (workdir.empty()) return {};
-    return policy::task_vars(workdir, "task-" + std::to_string(start.task_id));
-}
-
 std::unexpected<ProfileError> no_profile(const std::string& tool) {
     return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
 }
@@ -173,7 +165,7 @@ std::expected<void, std::string> ProfileBook::rebuild(const std::string& tool, E
             case audit::RecordKind::RunStart: {
                 Replaying& r = runs[key];
                 r.started = true;
-                r.vars = run_vars(x);
+                r.vars = audit::run_start_vars(x).value_or(policy::TaskVars{});
                 break;
             }
             case audit::RecordKind::Decision:
@@ -223,7 +215,7 @@ std::expected<RunFeatures, std::string> recorded_run_features(const audit::Audit
     policy::TaskVars vars;
     auto start = run_records(store, task_id, run_id, audit::RecordKind::RunStart, 1);
     if (!start) return std::unexpected(start.error());
-    if (!start->empty()) vars = run_vars(start->front());
+    if (!start->empty()) vars = audit::run_start_vars(start->front()).value_or(policy::TaskVars{});
     auto decisions = run_records(store, task_id, run_id, audit::RecordKind::Decision, SIZE_MAX);
     if (!decisions) return std::unexpected(decisions.error());
     for (const auto& r : *decisions) f.add(r, vars);

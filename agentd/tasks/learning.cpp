@@ -51,11 +51,7 @@ std::optional<policy::TaskVars> recorded_task_vars(const LearningSources& src, u
     rq.task_id = task_id;
     rq.kind = audit::RecordKind::RunStart;
     rq.limit = 1;
-    if (auto r = src.store.query(rq); r && !r->rows.empty()) {
-        auto d = json::parse(r->rows[0].detail, nullptr, false);
-        if (d.is_object() && d.contains("workdir") && d["workdir"].is_string())
-            vars = TaskManager::vars_of(task_id, d["workdir"].get<std::string>());
-    }
+    if (auto r = src.store.query(rq); r && !r->rows.empty()) vars = audit::run_start_vars(r->rows[0]);
     return vars;
 }
 

@@ -287,7 +287,7 @@ std::expected<json, TaskError> TaskManager::create(const CreateTaskRequest& req)
     }
     if (t->workdir == "/") return task_error(TaskErrc::BadWorkdir, "workdir: must not be /");
 
-    t->vars = vars_of(t->id, t->workdir);
+    t->vars = audit::task_vars_of(t->id, t->workdir);
     for (const auto& name : t->tools) {
         auto b = instantiate_tool(catalog_.find(name)->bundle, t->vars, opts_.resolve);
         if (!b && !skip_unavailable) return task_error(TaskErrc::InstantiateFailed, name + ": " + b.error());
@@ -512,10 +512,6 @@ std::shared_ptr<const policy::Bundle> TaskManager::tool_bundle(uint64_t id, cons
     const auto& map = narrowed ? it->second->current().bundles : it->second->instantiated;
     auto b = map.find(tool);
     return b == map.end() ? nullptr : b->second;
-}
-
-policy::TaskVars TaskManager::vars_of(uint64_t id, const std::string& workdir) {
-    return policy::task_vars(workdir, "task-" + std::to_string(id));
 }
 
 std::optional<policy::TaskVars> TaskManager::task_vars(uint64_t id) const {

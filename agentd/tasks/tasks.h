@@ -137,10 +137,9 @@ public:
     // The instantiated (un-narrowed) bundle of a task's tool, and the bundle
     // of its current epoch: explain and replay judge operations with them.
     std::shared_ptr<const policy::Bundle> tool_bundle(uint64_t id, const std::string& tool, bool narrowed) const;
+    // (audit::task_vars_of the task's id and work directory: what its run
+    // start records give once it is gone.)
     std::optional<policy::TaskVars> task_vars(uint64_t id) const;
-    // The variables of task `id` with this work directory (what task_vars
-    // returned while it was live: a closed task's runs recorded its workdir).
-    static policy::TaskVars vars_of(uint64_t id, const std::string& workdir);
 
     // Daemon shutdown: kills every running run (their exec calls return) and
     // refuses new ones.
