@@ -37,7 +37,7 @@ const profile = mkdtempSync(join(tmpdir(), "dashboard-chromium-"));
 // the shipped rules and one tool that keeps a behaviour profile
 const rulesCopy = mkdtempSync(join(tmpdir(), "dashboard-rules-"));
 cpSync(RULES, rulesCopy, { recursive: true });
-writeFileSync(join(rulesCopy, "watched.yaml"), "tool: watched\nextends: sh\nprofile:\n  learn: 3\n  respond: record\n");
+writeFileSync(join(rulesCopy, "watched.yaml"), "tool: watched\nextends: sh\nprofile:\n  learn: 3\n  task_learn: 3\n  respond: record\n");
 const d = await startAgentd(PORT, "browser", { rules: rulesCopy });
 const ctx = await chromium.launchPersistentContext(profile, {
   executablePath: CHROMIUM,
@@ -349,6 +349,9 @@ try {
     "the learned binaries: the tool's own, seen in 3 runs (ls is not among them)", JSON.stringify(execSet));
   const wall = await page.$eval('#profile-numbers tr[data-feature="wall_ms"]', (r) => [...r.cells].map((c) => c.textContent)).catch(() => []);
   check(wall[4] === "3" && Number(wall[1]) > 0 && Number(wall[2]) >= Number(wall[1]), "the wall-time baseline: median, max over n = 3", JSON.stringify(wall));
+  const taskRow = `#profile-tasks tr[data-task="${W}"]`;
+  const tcells = await page.$eval(taskRow, (r) => [...r.cells].map((c) => c.textContent ?? "")).catch(() => []);
+  check(tcells[1] === "3" && tcells[2] === "scoring", "task W's own profile of watched: 3 runs, scoring (task_learn 3)", JSON.stringify(tcells));
   await screenshot("unusual");
 
   // a pinned profile learns nothing: Accept is refused with the daemon's reason
@@ -378,6 +381,28 @@ try {
   check(lsSeen === "1", "the accepted run's binary is in the learned set (seen in 1 run)", String(lsSeen));
   check(await page.$eval(acceptBtn, (b) => b.disabled).catch(() => false), "an accepted finding's button is spent");
   await screenshot("unusual-accepted");
+
+  // Accepted by the tool's profile, ls is still new to task W's own profile:
+  // the same command again is a finding of the task's profile alone.
+  const TMSG = `first-time binary /usr/bin/ls in 3 runs of task ${W}`;
+  const again = await exec(W, { tool: "watched", argv: ["sh", "-c", "ls >/dev/null; echo hi"] });
+  const agains = again.profile?.findings ?? [];
+  check(agains.some((f) => f.message === TMSG) && agains.every((f) => f.task_id === W),
+    `the same run again: "${TMSG}", every finding task W's profile's`, JSON.stringify(again.profile));
+  const tfinding = ((await d.call("GET", "/v1/audit?kind=finding&tool=watched")).json?.rows ?? []).find((r) => r.run_id === again.run_id);
+  const tsel = `#finding-rows tr.finding[data-seq="${tfinding?.seq ?? 0}"]`;
+  check(await waitRow(tsel, 5000), "the task profile's finding arrives in the view");
+  await page.click(`${tsel} summary`);
+  const tev = await page.$$eval(`${tsel} tr.finding-item[data-feature="exec"]`, (rs) => rs.map((r) => [...r.cells].map((c) => c.textContent)));
+  check(tev.length === 1 && tev[0][1] === `first-time (task ${W}'s profile)` && tev[0][2] === "/usr/bin/ls",
+    "its evidence says the task's profile found it", JSON.stringify(tev));
+  await page.click(`${prow} a`);
+  await page.waitForSelector(`#profile-tasks tr[data-task="${W}"] a`, { timeout: 5000 }).catch(() => {});
+  await page.click(`#profile-tasks tr[data-task="${W}"] a`);
+  await page.waitForSelector("#task-profile-sets tr[data-item]", { timeout: 5000 }).catch(() => {});
+  const tset = await page.$$eval('#task-profile-sets tr[data-feature="exec"][data-item]', (rs) => rs.map((r) => [r.dataset.item, r.cells[2].textContent]));
+  check(tset.length === 1 && tset[0][1] === "3" && tset[0][0] !== "/usr/bin/ls",
+    "task W's learned binaries: the tool's own in its 3 runs, not ls", JSON.stringify(tset));
 
   // Reset (confirmed in a dialog): the profile learns again from nothing
   page.once("dialog", (dlg) => void dlg.accept());

@@ -25,7 +25,17 @@ interface ProfileSummary {
   learning: boolean;
   pinned: boolean;
   respond: string;
+  task_learn_runs?: number;
 }
+
+interface TaskProfileSummary {
+  task_id: number;
+  runs: number;
+  learn_runs: number;
+  learning: boolean;
+}
+
+type LearnedSets = Record<string, { items: Record<string, number>; overflow: number }>;
 
 interface NumberStats {
   n: number;
@@ -37,9 +47,12 @@ interface NumberStats {
 
 interface ProfileDetail extends ProfileSummary {
   profile: {
-    sets: Record<string, { items: Record<string, number>; overflow: number }>;
+    task_id?: number;
+    runs: number;
+    sets: LearnedSets;
     numbers: Record<string, NumberStats>;
   };
+  tasks?: TaskProfileSummary[];
 }
 
 interface Finding {
@@ -49,6 +62,7 @@ interface Finding {
   value?: number;
   bound?: number;
   message: string;
+  task_id?: number;
 }
 
 // What a feature's name leaves unsaid (processes, denials and decisions
@@ -58,7 +72,7 @@ const FEATURES: Record<string, string> = {
   destination: "network destinations",
   file_area: "file areas",
   secret: "credential-like files",
-  syscall: "refused system calls",
+  syscall: "system calls made or refused",
   wall_ms: "wall time (ms)",
   cpu_ms: "CPU time (ms)",
   memory_mib: "peak memory (MiB)",
@@ -81,6 +95,41 @@ export function fmtNum(v: number | undefined | null): string {
 function featureName(f: string): string {
   const w = FEATURES[f];
   return w ? `${f} (${w})` : f;
+}
+
+// What a finding's kind cell says: which profile found it.
+function findingKind(f: Finding): string {
+  return f.task_id ? `${f.kind} (task ${f.task_id}'s profile)` : f.kind;
+}
+
+// A profile's learned sets as rows: feature, item, runs seen in, share of runs.
+function setRows(body: HTMLTableSectionElement, sets: LearnedSets, runs: number): void {
+  const setEntries = Object.entries(sets ?? {}).sort(([a], [b]) => a.localeCompare(b));
+  for (const [feature, s] of setEntries) {
+    const items = Object.entries(s.items ?? {}).sort(([a, x], [b, y]) => y - x || a.localeCompare(b));
+    items.forEach(([item, seen], i) =>
+      body.appendChild(
+        el(
+          "tr",
+          { "data-feature": feature, "data-item": item },
+          el("td", {}, i === 0 ? featureName(feature) : ""),
+          el("td", { class: "object" }, item),
+          el("td", { class: "num" }, seen),
+          el("td", { class: "small muted" }, runs ? `${Math.round((seen / runs) * 100)}% of runs` : ""),
+        ),
+      ),
+    );
+    if (s.overflow)
+      body.appendChild(
+        el(
+          "tr",
+          { "data-feature": feature, class: "out-info" },
+          el("td", {}, items.length ? "" : featureName(feature)),
+          el("td", { class: "small", colspan: 3 }, `${s.overflow} more beyond the items kept: this set is too varied to call a new item unusual`),
+        ),
+      );
+  }
+  if (!setEntries.length) body.appendChild(el("tr", {}, el("td", { colspan: 4, class: "muted" }, "nothing learned yet")));
 }
 
 function profileState(p: ProfileSummary): string {
@@ -368,32 +417,7 @@ export class UnusualView {
     unpin.hidden = !p.pinned;
 
     const sets = el("tbody", { id: "profile-sets" });
-    const setEntries = Object.entries(p.profile?.sets ?? {}).sort(([a], [b]) => a.localeCompare(b));
-    for (const [feature, s] of setEntries) {
-      const items = Object.entries(s.items ?? {}).sort(([a, x], [b, y]) => y - x || a.localeCompare(b));
-      items.forEach(([item, seen], i) =>
-        sets.appendChild(
-          el(
-            "tr",
-            { "data-feature": feature, "data-item": item },
-            el("td", {}, i === 0 ? featureName(feature) : ""),
-            el("td", { class: "object" }, item),
-            el("td", { class: "num" }, seen),
-            el("td", { class: "small muted" }, p.runs ? `${Math.round((seen / p.runs) * 100)}% of runs` : ""),
-          ),
-        ),
-      );
-      if (s.overflow)
-        sets.appendChild(
-          el(
-            "tr",
-            { "data-feature": feature, class: "out-info" },
-            el("td", {}, items.length ? "" : featureName(feature)),
-            el("td", { class: "small", colspan: 3 }, `${s.overflow} more beyond the items kept: this set is too varied to call a new item unusual`),
-          ),
-        );
-    }
-    if (!setEntries.length) sets.appendChild(el("tr", {}, el("td", { colspan: 4, class: "muted" }, "nothing learned yet")));
+    setRows(sets, p.profile?.sets ?? {}, p.runs);
 
     const numbers = el("tbody", { id: "profile-numbers" });
     const numEntries = Object.entries(p.profile?.numbers ?? {}).sort(([a], [b]) => a.localeCompare(b));
@@ -412,6 +436,35 @@ export class UnusualView {
       );
     if (!numEntries.length) numbers.appendChild(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "nothing learned yet")));
 
+    // Each open task's own profile of the tool (task_learn), its learned sets on demand.
+    const taskDetail = el("div", { id: "task-profile" });
+    const tasks = el("tbody", { id: "profile-tasks" });
+    for (const t of p.tasks ?? []) {
+      const show = el("a", { href: "#", class: "task-profile-link", "data-task": t.task_id }, "learned sets");
+      show.addEventListener("click", (e) => {
+        e.preventDefault();
+        void this.showTaskProfile(p.tool, t.task_id, taskDetail);
+      });
+      tasks.appendChild(
+        el(
+          "tr",
+          { "data-task": t.task_id, "data-learning": String(t.learning) },
+          el("td", { class: "num" }, t.task_id),
+          el("td", { class: "num" }, t.runs),
+          el("td", {}, t.learning ? `learning: ${t.runs} of ${t.learn_runs} runs` : "scoring"),
+          el("td", {}, show),
+        ),
+      );
+    }
+    if (!(p.tasks ?? []).length) tasks.appendChild(el("tr", {}, el("td", { colspan: 4, class: "muted" }, "no open task has run the tool")));
+    const perTask = p.task_learn_runs
+      ? [
+          el("h4", {}, `Tasks' own profiles (each task's runs of ${p.tool}; scoring once a task ran it ${p.task_learn_runs} times)`),
+          table(["task", "runs", "state", ""], tasks, "profile-tasks"),
+          taskDetail,
+        ]
+      : [];
+
     return el(
       "div",
       { class: "profile-detail", "data-tool": p.tool },
@@ -419,7 +472,7 @@ export class UnusualView {
       el(
         "p",
         { class: "small", id: "profile-summary" },
-        `${profileState(p)}; ${p.runs} runs learned, learning window ${p.learn_runs}; on a finding: ${RESPONSES[p.respond] ?? p.respond}; version ${p.version}`,
+        `${profileState(p)}; ${p.runs} runs learned, learning window ${p.learn_runs}${p.task_learn_runs ? `, each task's own after ${p.task_learn_runs} runs in it` : ""}; on a finding: ${RESPONSES[p.respond] ?? p.respond}; version ${p.version}`,
       ),
       el("div", { class: "filters" }, reset, pin, unpin),
       action,
@@ -427,7 +480,23 @@ export class UnusualView {
       table(["feature", "item", "runs seen in", ""], sets, "profile-sets"),
       el("h4", {}, "Number baselines (a run beyond its bound is an outlier)"),
       table(["feature", "median", "max", "MAD", "runs", "recent"], numbers, "profile-numbers"),
+      ...perTask,
     );
+  }
+
+  // One task's own profile of the tool: its learned sets.
+  private async showTaskProfile(tool: string, task: number, out: HTMLElement): Promise<void> {
+    clear(out);
+    try {
+      const p = await getJson<ProfileDetail>(`/v1/profiles/${encodeURIComponent(tool)}?task=${task}`);
+      const body = el("tbody", { id: "task-profile-sets" });
+      setRows(body, p.profile?.sets ?? {}, p.profile?.runs ?? 0);
+      out.dataset.task = String(task);
+      out.appendChild(el("h4", {}, `Task ${task}'s profile of ${tool}: ${p.profile?.runs ?? 0} runs learned`));
+      out.appendChild(table(["feature", "item", "runs seen in", ""], body, "task-profile-sets"));
+    } catch (e) {
+      out.appendChild(el("p", { class: "error" }, `task ${task}'s profile of ${tool}: ${errorText(e)}`));
+    }
   }
 }
 
@@ -440,9 +509,9 @@ function evidence(d: any): HTMLElement {
     body.appendChild(
       el(
         "tr",
-        { class: `finding-item kind-${f.kind}`, "data-feature": f.feature, "data-kind": f.kind },
+        { class: `finding-item kind-${f.kind}`, "data-feature": f.feature, "data-kind": f.kind, "data-task": f.task_id ?? "" },
         el("td", {}, featureName(f.feature)),
-        el("td", {}, f.kind),
+        el("td", {}, findingKind(f)),
         el(
           "td",
           { class: "object" },
