@@ -48,11 +48,25 @@ std::expected<std::vector<audit::AuditRecord>, std::string> run_records(const au
     return out;
 }
 
+// Whether a recorded run was learned when it ended (see rebuild).
+bool learned_live(const audit::AuditRecord& exit, const json& detail, bool finding_recorded) {
+    if (detail.is_object()) {
+        if (auto p = detail.find("profile"); p != detail.end() && p->is_object())
+            return p->value("learned", false);
+        if (detail.value("reason", std::string()) == "abandoned") return false;
+    }
+    return exit.task_id != 0 && !finding_recorded;
+}
+
 std::unexpected<ProfileError> no_profile(const std::string& tool) {
     return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
 }
 
 }  // namespace
+
+void mark_concluded(json& exit_detail, const RunVerdict& v) {
+    exit_detail["profile"] = {{"learned", v.learned}};
+}
 
 json RunVerdict::to_json() const {
     json f = json::array();
@@ -137,12 +151,16 @@ std::expected<void, std::string> ProfileBook::rebuild(const std::string& tool, E
             return std::unexpected("its last profile record (seq " + (*snap)[0][0].dump() + ") is unreadable: " + ex.what());
         }
     }
-    // ... and the runs that ended after it, under the live rule: learned
-    // unless a finding was recorded for the run (a run's finding record comes
-    // before its exit record, and after the snapshot: a snapshot waits for
-    // every concluded run's exit record). One pass over the tool's records
-    // after the snapshot; a run that started before it (its first records
-    // are not in the pass) is read back on its own at its exit.
+    // ... and the runs that ended after it, learned as their exit records say
+    // they were (mark_concluded). An exit record without the mark (written
+    // before exit records had it) is learned unless a finding was recorded
+    // for the run (a run's finding record comes before its exit record, and
+    // after the snapshot: a snapshot waits for every concluded run's exit
+    // record), and never when no book could have concluded it: a run
+    // abandoned by a daemon that died, or no task's (a container's). One
+    // pass over the tool's records after the snapshot; a run that started
+    // before it (its first records are not in the pass) is read back on its
+    // own at its exit.
     struct Replaying {
         RunFeatures features;
         policy::TaskVars vars;
@@ -180,8 +198,8 @@ std::expected<void, std::string> ProfileBook::rebuild(const std::string& tool, E
                     r = std::move(it->second);
                     runs.erase(it);
                 }
-                if (r.found) break;
                 const json exit_detail = json::parse(x.detail, nullptr, false);
+                if (!learned_live(x, exit_detail, r.found)) break;
                 if (r.started) {
                     r.features.add_exit(exit_detail);
                 } else {

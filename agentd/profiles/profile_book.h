@@ -21,9 +21,11 @@
 // lives as long as the task (tasks do not outlive the daemon).
 // Crash-only: nothing lives only in memory. At start (load) a profile is
 // its last snapshot and the runs recorded after it, replayed through the
-// same extraction and the same rule (learned unless a finding was recorded
-// for the run), so a daemon killed at any instant comes back with the
-// profile its live runs had built.
+// same extraction, learned as they were live: each concluded run's exit
+// record says whether it was learned (mark_concluded); a run no book
+// concluded (abandoned by a daemon that died, a container's) is not learned.
+// So a daemon killed at any instant comes back with the profile its live
+// runs had built.
 //
 // Threads: every call may come from any thread; the book's mutex guards the
 // profiles, learned and scored in place. An observer judges its run's items
@@ -105,6 +107,10 @@ struct RunVerdict {
     std::optional<TaskPart> task;
     nlohmann::json to_json() const;
 };
+
+// Written into the run's exit record's detail before it is enqueued: what
+// the replay at the next start learns the run by ({"profile": {"learned"}}).
+void mark_concluded(nlohmann::json& exit_detail, const RunVerdict& v);
 
 class ProfileBook {
 public:

@@ -633,7 +633,7 @@ struct TaskManager::ExecRun {
     void enqueue_start(const RunReport* plan);
     void announce_start();
     void finish_run(std::string outcome, std::optional<int> status);
-    void conclude_profile(const json& exit_detail);
+    void conclude_profile(json& exit_detail);
 };
 
 std::expected<json, TaskError> TaskManager::exec(uint64_t id, const ExecRequest& req, ExecHooks hooks) {
@@ -938,8 +938,9 @@ std::expected<void, TaskError> TaskManager::ExecRun::settle_start(RunReport& rep
 
 // The run scored against its tool's profile; `respond: require-grant` holds
 // the tool's further runs in this task until the grant is updated.
-void TaskManager::ExecRun::conclude_profile(const json& exit_detail) {
+void TaskManager::ExecRun::conclude_profile(json& exit_detail) {
     verdict = m.opts_.profiles->conclude(*observer, exit_detail);
+    profiles::mark_concluded(exit_detail, *verdict);
     if (verdict->response != "require-grant") return;
     std::lock_guard lk(m.mu_);
     task->profile_holds[req.tool] = verdict->summary;
@@ -1009,8 +1010,8 @@ void TaskManager::ExecRun::collect(RunReport& rep) {
                             {"cgroups_left", report.value("cgroups_left", json::array())}};
         if (!rep.counted.is_null()) exit_detail["counted"] = rep.counted;
         // Scored before the exit record: the finding record comes first in
-        // the store, so a profile rebuilt from it never learns this run when
-        // it was found unusual.
+        // the store, and the exit record says whether the run was learned
+        // (what a restart's replay learns it by).
         if (observer) conclude_profile(exit_detail);
         exit_seq = m.store_->enqueue(audit::run_exit_record(task_id, run_id, req.tool, reason, code, exit_detail));
         if (observer && exit_seq) m.opts_.profiles->exit_recorded(req.tool, *exit_seq);

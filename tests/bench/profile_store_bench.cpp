@@ -301,11 +301,13 @@ Result run_variant(const fs::path& db, const std::vector<Synth>& runs, Variant v
                 ended.pop_front();
             }
             const Synth& r = runs[a.index];
+            json exit_detail = r.exit_detail;
             if (variant == Variant::On) {
-                auto v = book.conclude(*a.observer, r.exit_detail);
+                auto v = book.conclude(*a.observer, exit_detail);
                 if (!v.findings.empty()) findings.fetch_add(1);
+                profiles::mark_concluded(exit_detail, v);
             }
-            auto exit_seq = s.enqueue(run_exit_record(a.task_id, a.run_id, r.tool, "exit", 0, r.exit_detail));
+            auto exit_seq = s.enqueue(run_exit_record(a.task_id, a.run_id, r.tool, "exit", 0, exit_detail));
             if (variant == Variant::On) book.exit_recorded(r.tool, exit_seq.value_or(s.last_seq()));
             a.watch.reset();
         }

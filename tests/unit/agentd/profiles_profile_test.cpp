@@ -97,7 +97,9 @@ RunVerdict drive_run(ProfileBook& book, audit::AuditStore& store, const std::str
         store.enqueue(d);
     }
     auto v = book.conclude(*obs, exit);
-    auto seq = store.enqueue(audit::run_exit_record(task, run_id, tool, "exit", 0, exit));
+    json marked = exit;
+    mark_concluded(marked, v);
+    auto seq = store.enqueue(audit::run_exit_record(task, run_id, tool, "exit", 0, marked));
     REQUIRE(seq);
     book.exit_recorded(tool, *seq);
     if (stopped) *stopped = stop_called;
@@ -385,7 +387,9 @@ TEST_CASE("the book: a restart replays the runs after the last snapshot, one tha
         auto v = book.conclude(*obs, exit_detail(230));
         CHECK(v.findings.empty());
         CHECK(v.learned);
-        auto seq = ts.store->enqueue(audit::run_exit_record(task, spanning, "curl", "exit", 0, exit_detail(230)));
+        json marked = exit_detail(230);
+        mark_concluded(marked, v);
+        auto seq = ts.store->enqueue(audit::run_exit_record(task, spanning, "curl", "exit", 0, marked));
         REQUIRE(seq);
         book.exit_recorded("curl", *seq);
         // Usual runs after the snapshot, and one with a finding (not learned).
@@ -395,14 +399,41 @@ TEST_CASE("the book: a restart replays the runs after the last snapshot, one tha
         REQUIRE(got);
         CHECK((*got)["runs"] == 7);
         live = (*got)["profile"];
+        // Runs no book concluded: one abandoned by a daemon that died (its
+        // exit written at the next start), and a container's (no task). The
+        // replay must not learn them.
+        auto unconcluded = [&](uint64_t task_id, uint64_t run_id, std::string reason) {
+            ts.store->enqueue(audit::run_start_record(task_id, run_id, "curl", 1, {{"workdir", "/work/t1"}}));
+            auto d = decision(BW_LAYER_MONITOR, BW_OP_PROC_EXEC, "/usr/bin/nc", BW_DECISION_OBSERVE);
+            d.task_id = task_id;
+            d.run_id = run_id;
+            d.tool = "curl";
+            ts.store->enqueue(d);
+            ts.store->enqueue(audit::run_exit_record(task_id, run_id, "curl", reason, -1, json::object()));
+        };
+        unconcluded(1, 200, "abandoned");
+        unconcluded(0, 201, "deleted");
     }
+    REQUIRE(ts.store->flush(5s));
+    ts.reopen();
+    {
+        ProfileBook book(ts.store.get());
+        CHECK(book.load({{"curl", plan(3)}}).empty());
+        auto got = book.get("curl");
+        REQUIRE(got);
+        CHECK((*got)["profile"] == live);
+    }
+    // An exit record written before exit records said whether the run was
+    // learned: learned unless a finding was recorded for it.
+    ts.store->enqueue(audit::run_start_record(1, 300, "curl", 1, {{"workdir", "/work/t1"}}));
+    ts.store->enqueue(audit::run_exit_record(1, 300, "curl", "exit", 0, exit_detail(210)));
     REQUIRE(ts.store->flush(5s));
     ts.reopen();
     ProfileBook book(ts.store.get());
     CHECK(book.load({{"curl", plan(3)}}).empty());
     auto got = book.get("curl");
     REQUIRE(got);
-    CHECK((*got)["profile"] == live);
+    CHECK((*got)["runs"] == 8);
 }
 
 TEST_CASE("the book: a task's own profile finds what is usual for the tool but not for the task",
