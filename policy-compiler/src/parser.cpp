@@ -575,6 +575,7 @@ void Parser::parse_files(const YAML::Node& n, ast::Files& f) {
                         auto u = unenforceable(dv, what + ".unenforceable");
                         if (!u) return ok = false;
                         if (*u) mark_unenforceable(id);
+                        item.unenforceable_run = *u;
                         return true;
                     }
                     if (dk == "path") {
@@ -691,6 +692,7 @@ void Parser::parse_net_rules(const YAML::Node& n, const std::string& what, std::
             if (k == "unenforceable") {
                 auto u = unenforceable(v, w);
                 if (u && *u) mark_unenforceable(item.rule_id);
+                item.unenforceable_run = u.value_or(false);
                 return u.has_value();
             }
             if (k == "ports") {

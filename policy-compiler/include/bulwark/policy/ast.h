@@ -28,6 +28,9 @@ struct PathItem {
     uint32_t rights = BW_FS_ALL;   // deny entries: the rights denied
     uint32_t rule_id = 0;
     Span span;
+    // deny entries: `unenforceable: run` written on the entry itself (a
+    // file-wide one is RuleFile::unenforceable)
+    bool unenforceable_run = false;
 };
 
 struct BinaryItem {
@@ -42,6 +45,7 @@ struct NetItem {
     std::vector<Scalar> ports;     // empty: every port
     uint32_t rule_id = 0;
     Span span;
+    bool unenforceable_run = false;  // `unenforceable: run` written on the entry
 };
 
 struct ArgItem {
