@@ -36,12 +36,30 @@ ast::Span CompileContext::span_of(uint32_t rule_id) const {
     return span;
 }
 
+bool begin_compile_string(CompileContext& ctx, std::string_view text, std::string file_name) {
+    ctx.main_file = std::move(file_name);
+    auto& source = ctx.sources[ctx.main_file] = std::string(text);
+    ctx.bundle.rules.push_back(RuleRef{0, SourceLoc{ctx.main_file, 0, 0}, "(defaults)", "policy"});
+    return parse_rule_file(source, ctx.main_file, ctx.opts.limits, ctx.bundle.rules, ctx.diags, ctx.ast);
+}
+
+bool begin_compile_file(CompileContext& ctx, const std::string& path) {
+    auto text = read_text_file(path, ctx.opts.limits.max_file_bytes);
+    if (!text) {
+        ctx.main_file = path;
+        ctx.diags.push_back(Diagnostic{Severity::Error, SourceLoc{path, 0, 0}, 1, text.error(), {}, "unreadable"});
+        return false;
+    }
+    std::string dir = std::filesystem::path(path).parent_path().string();
+    ctx.main_dir = dir.empty() ? "." : dir;
+    if (ctx.opts.inputs) ctx.opts.inputs->note(Look::Content, path, *text);
+    return begin_compile_string(ctx, *text, path);
+}
+
 namespace {
 
-CompileResult compile(CompileContext& ctx, std::string_view text) {
-    ctx.bundle.rules.push_back(RuleRef{0, SourceLoc{ctx.main_file, 0, 0}, "(defaults)", "policy"});
-    if (parse_rule_file(text, ctx.main_file, ctx.opts.limits, ctx.bundle.rules, ctx.diags, ctx.ast))
-        run_pipeline(ctx);
+CompileResult compile(CompileContext& ctx, bool begun) {
+    if (begun) run_pipeline(ctx);
     CompileResult r;
     r.diagnostics = std::move(ctx.diags);
     r.sources = std::move(ctx.sources);
@@ -54,26 +72,14 @@ CompileResult compile(CompileContext& ctx, std::string_view text) {
 
 CompileResult compile_string(std::string_view text, std::string file_name, const CompileOptions& opts) {
     CompileContext ctx(opts);
-    ctx.main_file = std::move(file_name);
-    ctx.sources[ctx.main_file] = std::string(text);
-    return compile(ctx, text);
+    bool begun = begin_compile_string(ctx, text, std::move(file_name));
+    return compile(ctx, begun);
 }
 
 CompileResult compile_file(const std::string& path, const CompileOptions& opts) {
     CompileContext ctx(opts);
-    ctx.main_file = path;
-    auto text = read_text_file(path, opts.limits.max_file_bytes);
-    if (!text) {
-        CompileResult r;
-        r.diagnostics.push_back(
-            Diagnostic{Severity::Error, SourceLoc{path, 0, 0}, 1, text.error(), {}, "unreadable"});
-        return r;
-    }
-    std::string dir = std::filesystem::path(path).parent_path().string();
-    ctx.main_dir = dir.empty() ? "." : dir;
-    ctx.sources[path] = *text;
-    if (opts.inputs) opts.inputs->note(Look::Content, path, *text);
-    return compile(ctx, *text);
+    bool begun = begin_compile_file(ctx, path);
+    return compile(ctx, begun);
 }
 
 std::vector<Diagnostic> check_syntax(std::string_view text, const std::string& file_name,

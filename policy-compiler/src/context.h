@@ -67,6 +67,14 @@ struct CompileContext {
     mutable std::map<std::string, std::vector<size_t>, std::less<>> line_starts_;
 };
 
+// The start of every compile: the main file's text (read from `path`, its
+// directory searched for bases when opts.rules_dirs is empty), rule 0 (the
+// defaults), and the file parsed into ctx.ast. False, with the diagnostics
+// in ctx.diags, when the file cannot be read or does not parse; then no pass
+// may run.
+bool begin_compile_file(CompileContext& ctx, const std::string& path);
+bool begin_compile_string(CompileContext& ctx, std::string_view text, std::string file_name);
+
 // Parses one rule file into `out`, adding its rules to `rules` and its
 // problems to `diags`. Returns false when the file has errors.
 bool parse_rule_file(std::string_view text, const std::string& file, const InputLimits& limits,

@@ -37,6 +37,13 @@ void run_pipeline(CompileContext& ctx) {
     }
 }
 
+void run_pipeline_through(CompileContext& ctx, std::string_view last) {
+    for (const auto& p : pipeline()) {
+        if (!(p.requires_clean && ctx.failed())) p.run(ctx);
+        if (p.name == last) return;
+    }
+}
+
 namespace {
 
 // The names of the bits set, in table order, joined by sep (appended piece by

@@ -38,6 +38,9 @@ Pass finalize_pass();
 
 const std::vector<Pass>& pipeline();
 void run_pipeline(CompileContext& ctx);
+// The passes in order up to and including the one named `last` (the
+// extends pass alone: flatten_rule_file).
+void run_pipeline_through(CompileContext& ctx, std::string_view last);
 
 // Shared by the network pass and the emitters.
 inline constexpr uint32_t kAllFsRights = BW_FS_ALL;
