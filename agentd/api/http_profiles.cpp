@@ -1,7 +1,9 @@
 #include "api/http_profiles.h"
 
+#include "api/http_tasks.h"
 #include "common/json_input.h"
 #include "profiles/profile_book.h"
+#include "tasks/learning.h"
 
 namespace bulwark::http {
 namespace {
@@ -37,7 +39,7 @@ std::expected<uint64_t, std::string> finding_seq_of(const std::string& body) {
 
 }  // namespace
 
-void register_profile_routes(Router& r, profiles::ProfileBook* book) {
+void register_profile_routes(Router& r, profiles::ProfileBook* book, const ToolCatalog* catalog) {
     r.add("GET", "/v1/profiles", [book](const ApiRequest&) { return json_response(200, book->list()); });
     // ?task=N: that task's own profile of the tool (task_learn).
     r.add("GET", "/v1/profiles/{tool}", [book](const ApiRequest& req) {
@@ -49,6 +51,16 @@ void register_profile_routes(Router& r, profiles::ProfileBook* book) {
         }
         return answer(book->get(req.params.at("tool"), task));
     });
+    r.add(
+        "GET", "/v1/profiles/{tool}/rules",
+        [book, catalog](const ApiRequest& req) {
+            const auto& tool = req.params.at("tool");
+            auto p = book->get(tool);
+            if (!p) return answer(p);
+            auto out = profile_rule_file(*catalog, tool, *p);
+            return out ? json_response(200, *out) : task_error_response(out.error());
+        },
+        {.offload = true});
     r.add("POST", "/v1/profiles/{tool}/reset",
           [book](const ApiRequest& req) { return answer(book->reset(req.params.at("tool"))); });
     r.add("POST", "/v1/profiles/{tool}/pin",

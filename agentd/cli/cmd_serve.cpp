@@ -479,7 +479,7 @@ Started Daemon::register_routes() {
     http::register_v1_routes(router_, ctx_);
     http::register_task_routes(router_, {.catalog = &*catalog_, .tasks = &*tasks_, .store = store_.get(),
                                          .containers = &*containers_});
-    http::register_profile_routes(router_, &*profiles_);
+    http::register_profile_routes(router_, &*profiles_, &*catalog_);
     if (cfg_.dashboard.enabled) dashboard::register_routes(router_, assets_);
     return {};
 }

@@ -7,11 +7,6 @@ namespace bulwark::profiles {
 
 namespace {
 
-bool under(std::string_view path, std::string_view dir) {
-    if (dir.empty() || !path.starts_with(dir)) return false;
-    return path.size() == dir.size() || path[dir.size()] == '/' || dir.back() == '/';
-}
-
 // The top-level `rights` of a file decision's detail (decision_from_event:
 // {"dev": .., "ino": .., "rights": N}), 0 when absent or unreadable. Read
 // without building the document: a live run's records come here one by one
@@ -115,13 +110,18 @@ std::string fd_exec_form(std::string_view path) {
 
 }  // namespace
 
+bool path_under(std::string_view path, std::string_view dir) {
+    if (dir.empty() || !path.starts_with(dir)) return false;
+    return path.size() == dir.size() || path[dir.size()] == '/' || dir.back() == '/';
+}
+
 std::string with_vars(std::string_view raw, const policy::TaskVars& vars) {
     const std::string folded = fold_dots(raw);
     std::string_view path = folded;
     std::string_view best_dir, best_name;
     for (std::string_view name : {"workdir", "tmp", "home"}) {
         auto it = vars.find(name);
-        if (it == vars.end() || !under(path, it->second) || it->second.size() <= best_dir.size()) continue;
+        if (it == vars.end() || !path_under(path, it->second) || it->second.size() <= best_dir.size()) continue;
         best_dir = it->second;
         best_name = name;
     }

@@ -94,6 +94,8 @@ private:
     bool launched_ = false;  // the tool's own exec (its launch) was seen
 };
 
+// `path` is `dir` or lies below it (by components; "/" holds everything).
+bool path_under(std::string_view path, std::string_view dir);
 // `path` written with the task's directory variables (workdir, home, tmp)
 // where it lies under one, the longest directory first.
 std::string with_vars(std::string_view path, const policy::TaskVars& vars);

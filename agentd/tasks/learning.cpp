@@ -13,8 +13,10 @@
 #include "bulwark/policy/evaluator.h"
 #include "bulwark/policy/explain.h"
 #include "bulwark/policy/match.h"
+#include "bulwark/policy/rule_file_text.h"
 #include "bulwark/policy/rule_writer.h"
 #include "bulwark/policy/seccomp.h"
+#include "profiles/profile_rules.h"
 #include "tasks/record_operation.h"
 #include "tasks/tasks.h"
 #include "tasks/tool_catalog.h"
@@ -356,6 +358,44 @@ std::expected<json, TaskError> propose(const LearningSources& src, const RecordR
     out["warnings"] = warnings;
     out["proposal_hash"] = cand->bundle->hash;
     return out;
+}
+
+std::expected<json, TaskError> profile_rule_file(const ToolCatalog& catalog, const std::string& tool,
+                                                 const json& profile_json) {
+    const ToolEntry* entry = catalog.find(tool);
+    if (!entry) return task_error(TaskErrc::UnknownTool, "tool: no tool named '" + tool + "'");
+    // The file flattened, and the text it was read from compiled: the
+    // tree's rule ids are the bundle's.
+    const std::string path = entry->source.string();
+    policy::CompileOptions opts;
+    opts.rules_dirs = {catalog.rules_dir().string()};
+    auto flat = policy::flatten_rule_file(path, opts);
+    auto compiled = policy::compile_string(flat ? flat->sources.at(path) : std::string(), path, opts);
+    if (!flat || !compiled.ok())
+        return task_error(TaskErrc::CandidateInvalid,
+                          path + " does not compile now: " + policy::render_diagnostics(compiled));
+    profiles::Profile profile;
+    try {
+        profile = profiles::Profile::from_json(profile_json.at("profile"));
+    } catch (const json::exception& e) {
+        return task_error(TaskErrc::CandidateInvalid, std::string("the profile of ") + tool + " is unreadable: " + e.what());
+    }
+    auto exported = profiles::profile_rules(profile, std::move(*flat), *compiled.bundle);
+    auto check = compile_for_tool(catalog, exported.text, "profile:" + tool + ".yaml", tool);
+    if (!check) return std::unexpected(std::move(check.error()));
+    std::map<std::string, uint64_t> counts{{"kept", 0}, {"narrowed", 0}, {"dropped", 0}};
+    for (const auto& e : exported.entries) ++counts[e["result"].get<std::string>()];
+    return json{{"tool", tool},
+                {"version", profile_json.value("version", uint64_t(0))},
+                {"runs", profile.runs()},
+                {"learning", profile.learning()},
+                {"rules", exported.text},
+                {"entries", exported.entries},
+                {"kept", counts["kept"]},
+                {"narrowed", counts["narrowed"]},
+                {"dropped", counts["dropped"]},
+                {"hash", check->bundle->hash},
+                {"source_changed", compiled.bundle->hash != entry->bundle.hash}};
 }
 
 }  // namespace bulwark

@@ -51,6 +51,14 @@ std::expected<nlohmann::json, TaskError> replay(const LearningSources& src, cons
                                                 const std::string& candidate_rules);
 std::expected<nlohmann::json, TaskError> propose(const LearningSources& src, const RecordRange& range);
 
+// A tool's behaviour profile (`profile_json`: ProfileBook::get's answer)
+// exported as a rule file: the narrowest rules within the tool's own that
+// cover it (profiles::profile_rules), compiled to check it. The tool's file
+// is read from disk now; `source_changed` says when it differs from the
+// rules served. UnknownTool, CandidateInvalid (the export does not compile).
+std::expected<nlohmann::json, TaskError> profile_rule_file(const ToolCatalog& catalog, const std::string& tool,
+                                                           const nlohmann::json& profile_json);
+
 // The narrowest rule that allows one refused operation, added to `draft`
 // with `comment` beside it: the file path, the directory created in, the
 // executable, the unix address or IP/port/protocol, the system call (or its

@@ -3,7 +3,7 @@
 // tiny check/report harness (a failed check does not stop the run, so every
 // later step still runs and leaves its screenshot; the exit code says).
 import { spawn } from "node:child_process";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, existsSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, rmdirSync, existsSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -39,6 +39,31 @@ export function finish() {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// A BPF pin root and cgroup parent of this daemon alone (tests/support/
+// daemon.h PrivateBpf): with the shared ones, a daemon of a tier running in
+// parallel may read this one's monitor events.
+function privateBpf(name) {
+  let mnt = null;
+  for (const line of readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
+    const [pre, post] = line.split(" - ");
+    if (post?.startsWith("cgroup2 ")) mnt = pre.split(" ")[4];
+  }
+  const own = readFileSync("/proc/self/cgroup", "utf8").split("\n").find((l) => l.startsWith("0::"))?.slice(3);
+  if (!mnt || own === undefined) throw new Error("no cgroup v2 mount or own cgroup for a private BPF parent");
+  const leaf = `dashboard-${name}-${process.pid}`;
+  const pin = `/sys/fs/bpf/${leaf}`;
+  const parent = `${mnt}${own === "/" ? "" : own}/${leaf}`;
+  return {
+    args: ["--bpf-pin-root", pin, "--bpf-cgroup-parent", parent],
+    remove() {
+      rmSync(pin, { recursive: true, force: true });
+      try { rmdirSync(parent); } catch { /* gone, or runs left (agentd reaps them) */ }
+    },
+  };
+}
+
+// opts.privateBpf: a BPF pin root and cgroup parent of its own (a test that
+// reads its runs' monitor events).
 // opts.config: YAML text for --config (then no --http is passed: the
 // listener comes from the config); opts.expectDashboard false: wait for the
 // unix socket instead of the printed dashboard address; opts.rules: the rules
@@ -58,6 +83,8 @@ export async function startAgentd(port, name, opts = {}) {
   const rules = opts.rules ?? RULES;
   if (rules) args.push("--rules", rules);
   if (ASSETS) args.push("--dashboard-assets", ASSETS);
+  const bpf = opts.privateBpf ? privateBpf(name) : null;
+  if (bpf) args.push(...bpf.args);
   const child = spawn(AGENTD, args, { stdio: ["ignore", "pipe", "pipe"] });
   let out = "", err = "";
   child.stdout.on("data", (d) => (out += d));
@@ -80,11 +107,13 @@ export async function startAgentd(port, name, opts = {}) {
       async stop() {
         if (child.exitCode === null) { child.kill("SIGTERM"); await exited; }
         rmSync(dir, { recursive: true, force: true });
+        bpf?.remove();
       },
     };
   }
   if (!url) {
     child.kill("SIGKILL");
+    bpf?.remove();
     throw new Error(`agentd did not print its dashboard address\nstdout: ${out}\nstderr: ${err}`);
   }
   const token = /#token=([0-9a-f]+)/.exec(url)[1];
@@ -110,6 +139,7 @@ export async function startAgentd(port, name, opts = {}) {
         clearTimeout(t);
       }
       rmSync(dir, { recursive: true, force: true });
+      bpf?.remove();
     },
     tokenFile: () => readFileSync(join(dir, "state", "dashboard.token"), "utf8").trim(),
   };

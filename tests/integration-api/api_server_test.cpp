@@ -65,7 +65,7 @@ struct Api {
         catalog = std::make_unique<ToolCatalog>(std::move(*cat));
         tasks = std::make_unique<TaskManager>(*catalog, store.get(), TaskOptions{.work_root = dir.path / "work"});
         http::register_task_routes(router, {.catalog = catalog.get(), .tasks = tasks.get(), .store = store.get()});
-        http::register_profile_routes(router, &profiles);
+        http::register_profile_routes(router, &profiles, catalog.get());
         http::ServerConfig cfg;
         sock = (dir.path / "agentd.sock").string();
         cfg.unix_path = sock;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,10 @@ using nlohmann::json;
 
 namespace {
 
+// Each daemon has a BPF pin root of its own (PrivateBpf): with the shared one,
+// a daemon of a tier running in parallel may read this one's monitor events
+// (a profile is learned from them, and `stop` acts on them).
+//
 // The shipped rules, and three tools that are sh with a profile learning
 // from 3 runs: each answering a finding in its own way; and one learning
 // from 6 runs that keeps a profile per task as well, from 3 runs in a task.
@@ -69,7 +74,8 @@ void learn_window(const Daemon& d, uint64_t task, const std::string& tool) {
 TEST_CASE("profiles: a first-time binary is a finding, recorded, accepted, and kept across kill -9",
           "[tasks][profiles]") {
     ProfiledRules rules;
-    Daemon d({}, rules.path);
+    PrivateBpf bpf("profiles");
+    Daemon d(bpf.args(), rules.path);
     auto listed = d.call("GET", "/v1/profiles");
     REQUIRE(listed.status == 200);
     CHECK(listed.body["profiles"].size() == 4);  // the shipped tools keep none
@@ -144,7 +150,8 @@ TEST_CASE("profiles: a first-time binary is a finding, recorded, accepted, and k
 
 TEST_CASE("profiles: respond: stop ends the run at its first first-time binary", "[tasks][profiles]") {
     ProfiledRules rules;
-    Daemon d({}, rules.path);
+    PrivateBpf bpf("profiles");
+    Daemon d(bpf.args(), rules.path);
     uint64_t id = task_with_notes(d, "stopped");
     // A loop after a program the tool never started: it would spin until its
     // timeout if nothing stopped it.
@@ -160,8 +167,11 @@ TEST_CASE("profiles: respond: stop ends the run at its first first-time binary",
     learn_window(d, id, "stopped");
 
     auto t0 = std::chrono::steady_clock::now();
-    auto stopped = exec_ok(d, id, "stopped", attack, {{"timeout_ms", 60000}});
+    // (The timeout below the client's: a run not stopped still answers, with its records.)
+    auto stopped = exec_ok(d, id, "stopped", attack, {{"timeout_ms", 30000}});
     auto took = std::chrono::steady_clock::now() - t0;
+    INFO(stopped["decisions"].dump(1).substr(0, 8000));
+    INFO(stopped["profile"].dump());
     CHECK(took < 20s);
     CHECK(stopped["outcome"] == "signaled");
     CHECK(stopped["report"]["timed_out"] == false);
@@ -176,7 +186,8 @@ TEST_CASE("profiles: respond: stop ends the run at its first first-time binary",
 
 TEST_CASE("profiles: respond: require-grant holds the tool's runs until the grant is updated", "[tasks][profiles]") {
     ProfiledRules rules;
-    Daemon d({}, rules.path);
+    PrivateBpf bpf("profiles");
+    Daemon d(bpf.args(), rules.path);
     uint64_t id = task_with_notes(d, "held");
     learn_window(d, id, "held");
     auto odd = exec_ok(d, id, "held", "wc -l notes.txt");
@@ -200,7 +211,8 @@ TEST_CASE("profiles: respond: require-grant holds the tool's runs until the gran
 TEST_CASE("profiles: a task's own profile finds a binary usual for the tool but new to the task",
           "[tasks][profiles]") {
     ProfiledRules rules;
-    Daemon d({}, rules.path);
+    PrivateBpf bpf("profiles");
+    Daemon d(bpf.args(), rules.path);
     // Two tasks, each with its own usual command: the tool learns both.
     uint64_t reader = task_with_notes(d, "pertask"), counter = task_with_notes(d, "pertask");
     for (int i = 0; i < 3; ++i) {
@@ -243,4 +255,48 @@ TEST_CASE("profiles: a task's own profile finds a binary usual for the tool but 
     // A closed task's profile goes with it.
     REQUIRE(d.call("DELETE", "/v1/tasks/" + std::to_string(reader)).status == 200);
     CHECK(d.call("GET", "/v1/profiles/pertask?task=" + std::to_string(reader)).status == 404);
+}
+
+TEST_CASE("profiles: exported as a rule file, the usual command runs under it and a binary it never ran is refused",
+          "[tasks][profiles]") {
+    ProfiledRules rules;
+    std::string exported;
+    {
+        PrivateBpf bpf("profiles");
+        Daemon d(bpf.args(), rules.path);
+        uint64_t id = task_with_notes(d, "recorded");
+        learn_window(d, id, "recorded");
+        auto r = d.call("GET", "/v1/profiles/recorded/rules");
+        INFO(r.raw);
+        REQUIRE(r.status == 200);
+        CHECK(r.body["runs"] == 3);
+        CHECK(r.body["source_changed"] == false);
+        exported = r.body["rules"].get<std::string>();
+        // sh's exec list, cut to what the runs executed: cat stays, ls goes.
+        std::map<std::string, std::string> results;
+        for (const auto& e : r.body["entries"]) results[e["text"].get<std::string>()] = e["result"].get<std::string>();
+        CHECK(results["exec.allow: /usr/bin/cat"] == "kept");
+        CHECK(results["exec.allow: /usr/bin/ls"] == "dropped");
+        CHECK(r.body["dropped"].get<int>() > 0);
+        CHECK(d.call("GET", "/v1/profiles/cat/rules").status == 404);  // keeps no profile
+    }
+    // The export in the tool's place: the usual command runs as before; ls,
+    // which the tool's own rules allow, is refused.
+    std::ofstream(rules.path + "/recorded.yaml") << exported;
+    PrivateBpf bpf("profiles");
+    Daemon d(bpf.args(), rules.path);
+    uint64_t id = task_with_notes(d, "recorded");
+    auto usual = exec_ok(d, id, "recorded", "cat notes.txt");
+    INFO(exported);
+    INFO(usual.dump(1).substr(0, 6000));
+    CHECK(usual["exit_status"] == 0);
+    CHECK(usual["stdout"] == "notes\n");
+    auto ls = exec_ok(d, id, "recorded", "ls");
+    CHECK(ls["exit_status"] != 0);
+    CHECK_THAT(ls["stderr"].get<std::string>(), Catch::Contains("Permission denied"));
+    // The control: ls under the rules the export was cut from.
+    uint64_t sh = task_with_notes(d, "stopped");
+    auto control = exec_ok(d, sh, "stopped", "ls");
+    CHECK(control["exit_status"] == 0);
+    CHECK_THAT(control["stdout"].get<std::string>(), Catch::Contains("notes.txt"));
 }

@@ -28,6 +28,8 @@ struct SourceLoc {
     std::string file;  // as given on the command line / rules dir relative
     uint32_t line = 0; // 1-based
     uint32_t col = 0;  // 1-based
+    // "file:line:col", as every message naming a rule says it
+    std::string text() const { return file + ":" + std::to_string(line) + ":" + std::to_string(col); }
 };
 
 // One source rule (a list item or a scalar setting in a rule file).
