@@ -288,7 +288,7 @@ std::string mandatory_unmet(const policy::Bundle& b, const LayersInForce& in) {
         std::string where;
         for (const auto& r : b.rules)
             if (r.text.starts_with("mandatory"))
-                where = r.loc.file + ":" + std::to_string(r.loc.line) + ":" + std::to_string(r.loc.col) + ": ";
+                where = r.loc.text() + ": ";
         return where + "mandatory layer " + m + " is not in force: " + why;
     }
     return "";

@@ -149,7 +149,7 @@ void note_hidden_tmp(const policy::Bundle& b, const policy::FileRule& r, const s
     if (!workdir.empty() && (r.path == workdir || r.path.starts_with(workdir + "/"))) return;
     const policy::RuleRef* ref = b.rule(r.rule_id);
     if (!ref || ref->text.find("${tmp}") != std::string::npos || ref->text.starts_with("grant")) return;
-    std::string note = ref->loc.file + ":" + std::to_string(ref->loc.line) + ":" + std::to_string(ref->loc.col) +
+    std::string note = ref->loc.text() +
                        ": rule \"" + ref->text + "\" grants " + r.path +
                        ", which the sandbox does not show (each run gets a private, empty /tmp); use ${tmp} for "
                        "scratch files, or the workdir for files shared with the host";

@@ -49,7 +49,7 @@ CoverageReport judge_coverage(std::vector<policy::RuleCoverage> claims, const La
 
 std::string describe_gap(const policy::Bundle& bundle, const RuleVerdict& v) {
     const policy::RuleRef* ref = bundle.rule(v.rule.rule_id);
-    std::string s = ref ? ref->loc.file + ":" + std::to_string(ref->loc.line) + ":" + std::to_string(ref->loc.col) +
+    std::string s = ref ? ref->loc.text() +
                               ": " + ref->text
                         : !v.rule.text.empty() ? v.rule.text
                                                : "rule #" + std::to_string(v.rule.rule_id);

@@ -207,7 +207,7 @@ namespace {
 
 // "file:line:col: text"
 std::string located(const policy::RuleRef& r) {
-    return r.loc.file + ":" + std::to_string(r.loc.line) + ":" + std::to_string(r.loc.col) + ": " + r.text;
+    return r.loc.text() + ": " + r.text;
 }
 
 // The tool's rule written as `text` (the last, where extends repeat it), or none.

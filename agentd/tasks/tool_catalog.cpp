@@ -94,7 +94,7 @@ std::expected<policy::Bundle, std::string> instantiate_tool(const policy::Bundle
     if (bundle) return std::move(*bundle);
     std::string where;
     if (const auto* r = compiled.rule(bundle.error().rule_id))
-        where = r->loc.file + ":" + std::to_string(r->loc.line) + ":" + std::to_string(r->loc.col) + ": ";
+        where = r->loc.text() + ": ";
     return std::unexpected(where + "cannot instantiate " + compiled.tool + ": " + bundle.error().message);
 }
 

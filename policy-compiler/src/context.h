@@ -50,7 +50,7 @@ struct CompileContext {
     std::string where(uint32_t rule_id) const {
         const RuleRef* r = bundle.rule(rule_id);
         if (!r) return "?";
-        return r->loc.file + ":" + std::to_string(r->loc.line) + ":" + std::to_string(r->loc.col);
+        return r->loc.text();
     }
     // "files.deny ${home}/.ssh (rules/curl.yaml:12:7)"
     std::string describe(uint32_t rule_id) const {

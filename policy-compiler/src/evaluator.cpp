@@ -722,7 +722,7 @@ std::string describe_rule(const Bundle& bundle, uint32_t rule_id) {
     if (!r) return "rule #" + std::to_string(rule_id);
     std::string out;
     if (!r->loc.file.empty())
-        out = r->loc.file + ":" + std::to_string(r->loc.line) + ":" + std::to_string(r->loc.col) + " ";
+        out = r->loc.text() + " ";
     return out + (r->text.empty() ? "rule #" + std::to_string(rule_id) : r->text);
 }
 

@@ -221,7 +221,7 @@ std::string coverage_text(const Bundle& b, const std::vector<std::string>* in_fo
     size_t unheld = 0, opted = 0;
     for (const auto& c : rule_coverage(b)) {
         const RuleRef* r = b.rule(c.rule_id);
-        o << "  " << (r ? r->loc.file + ":" + std::to_string(r->loc.line) + ":" + std::to_string(r->loc.col) : "-")
+        o << "  " << (r ? r->loc.text() : "-")
           << " " << (r ? r->text : !c.text.empty() ? c.text : c.kind) << "\n      can be held by: ";
         if (c.layers.empty()) o << "no layer holds a rule of kind " << c.kind;
         std::vector<std::string> here;

@@ -313,7 +313,7 @@ std::string verdict_word(Verdict v) { return std::string(to_string(v)); }
 }  // namespace
 
 std::string TestDiagnostic::format() const {
-    return loc.file + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.col) + ": ERROR: " + message;
+    return loc.text() + ": ERROR: " + message;
 }
 
 std::expected<PolicyTestFile, std::vector<TestDiagnostic>> parse_policy_test(std::string_view text,
