@@ -55,9 +55,9 @@ void register_profile_routes(Router& r, profiles::ProfileBook* book, const ToolC
         "GET", "/v1/profiles/{tool}/rules",
         [book, catalog](const ApiRequest& req) {
             const auto& tool = req.params.at("tool");
-            auto p = book->get(tool);
-            if (!p) return answer(p);
-            auto out = profile_rule_file(*catalog, tool, *p);
+            auto p = book->copy(tool);
+            if (!p) return answer(std::unexpected(p.error()));
+            auto out = profile_rule_file(*catalog, tool, p->profile, p->version);
             return out ? json_response(200, *out) : task_error_response(out.error());
         },
         {.offload = true});

@@ -122,6 +122,11 @@ public:
     std::vector<Finding> score(const RunFeatures& f) const;
     // A finding for one item of the run, or none.
     std::optional<Finding> score_item(std::string_view feature, const std::string& item) const;
+    // A set feature's learned items, or null when it learned none.
+    const ItemStats* items(std::string_view feature) const {
+        auto it = sets_.find(feature);
+        return it == sets_.end() ? nullptr : &it->second;
+    }
     // What runs starting now judge their items against as they happen.
     std::shared_ptr<const LiveView> live_view() const;
     void learn(const RunFeatures& f);

@@ -388,6 +388,13 @@ json ProfileBook::summary(const std::string& tool, const Entry& e) const {
     return j;
 }
 
+std::expected<ProfileBook::Copy, ProfileError> ProfileBook::copy(const std::string& tool) const {
+    std::lock_guard lk(mu_);
+    const Entry* e = find(tool);
+    if (!e) return no_profile(tool);
+    return Copy{e->profile, e->version};
+}
+
 json ProfileBook::list() const {
     std::lock_guard lk(mu_);
     json out = json::array();

@@ -136,6 +136,13 @@ public:
     // accounts for.
     void exit_recorded(const std::string& tool, uint64_t exit_seq);
 
+    // A copy of the tool's profile, with its version.
+    struct Copy {
+        Profile profile;
+        uint64_t version = 0;
+    };
+    std::expected<Copy, ProfileError> copy(const std::string& tool) const;
+
     nlohmann::json list() const;
     // The tool's profile and its tasks' (summaries); with `task`, that task's
     // own profile of the tool.

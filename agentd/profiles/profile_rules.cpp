@@ -98,7 +98,7 @@ bool net_rule_reaches(const policy::NetRule& r, const Destination& d) {
            in_prefix(d.addr, r.addr, r.prefix);
 }
 
-// What was learned, from the profile's JSON.
+// What was learned.
 struct Learned {
     uint64_t runs = 0;
     std::map<std::string, std::vector<Seen>> areas;  // verb -> areas
@@ -118,14 +118,12 @@ std::string canonical(const std::string& path) {
 
 Learned learned_of(const Profile& p) {
     Learned l;
-    const json j = p.to_json();
     l.runs = p.runs();
-    auto items = [&](std::string_view feature) {
-        std::vector<std::pair<std::string, uint64_t>> out;
-        auto s = j["sets"].find(std::string(feature));
-        if (s == j["sets"].end()) return out;
-        for (const auto& [item, n] : (*s)["items"].items()) out.emplace_back(item, n.get<uint64_t>());
-        return out;
+    using Items = std::map<std::string, uint64_t, std::less<>>;
+    auto items = [&](std::string_view feature) -> const Items& {
+        static const Items none;
+        const ItemStats* s = p.items(feature);
+        return s ? s->runs : none;
     };
     for (const auto& [item, n] : items(kFileArea)) {
         auto sp = item.find(' ');
@@ -173,9 +171,14 @@ private:
     // or dropped. `right`: the section's right; `seen`: what reaches it.
     void paths(std::string_view section, std::vector<policy::ast::PathItem>& list, uint32_t right,
                const std::vector<Seen>& seen);
-    void keep_if_emptied(std::initializer_list<std::string_view> sections,
-                         std::initializer_list<std::vector<policy::ast::PathItem>*> lists,
-                         std::initializer_list<const std::vector<policy::ast::PathItem>*> before);
+    // One path list of a block: its section, right, and what reaches it.
+    struct PathSection {
+        std::string_view name;
+        std::vector<policy::ast::PathItem>* list;
+        uint32_t right;
+        const std::vector<Seen>* seen;
+    };
+    void path_block(std::initializer_list<PathSection> sections);
     void net_items(std::string_view section, std::vector<policy::ast::NetItem>& list, uint32_t op);
     void dns(std::vector<policy::ast::Scalar>& list);
     void unix_addresses(std::string_view section, std::vector<policy::ast::Scalar>& list, uint32_t op);
@@ -228,24 +231,31 @@ void Narrower::paths(std::string_view section, std::vector<policy::ast::PathItem
     list = std::move(out);
 }
 
-// A block left without an allow would lift its restriction (no `files:`
-// rule, no `exec:` list: nothing is confined there), never narrow it: its
-// lists are put back as the tool wrote them.
-void Narrower::keep_if_emptied(std::initializer_list<std::string_view> sections,
-                               std::initializer_list<std::vector<policy::ast::PathItem>*> lists,
-                               std::initializer_list<const std::vector<policy::ast::PathItem>*> before) {
+// A block's path lists, each cut by paths(). A block left without an allow
+// would lift its restriction (no `files:` rule, no `exec:` list: nothing is
+// confined there), never narrow it: its lists are put back as the tool wrote
+// them.
+void Narrower::path_block(std::initializer_list<PathSection> sections) {
+    std::vector<std::vector<policy::ast::PathItem>> before;
     bool had = false, has = false;
-    for (const auto* l : before) had |= !l->empty();
-    for (const auto* l : lists) has |= !l->empty();
+    for (const auto& s : sections) {
+        before.push_back(*s.list);
+        had |= !s.list->empty();
+        paths(s.name, *s.list, s.right, *s.seen);
+        has |= !s.list->empty();
+    }
     if (!had || has) return;
     auto b = before.begin();
-    for (auto* l : lists) *l = **b++;
+    for (const auto& s : sections) *s.list = std::move(*b++);
+    auto in_block = [&](const json& e) {
+        return std::any_of(sections.begin(), sections.end(), [&](const PathSection& s) { return e["section"] == s.name; });
+    };
     for (auto& e : entries_)
-        if (std::find(sections.begin(), sections.end(), e["section"].get<std::string>()) != sections.end()) {
+        if (in_block(e)) {
             e["result"] = "kept";
             e.erase("to");
             e["note"] = "no entry of its block used: dropping them all would lift the block's restriction";
-            if (auto id = e.find("id"); id != e.end()) comments_[id->get<uint32_t>()] = e["note"].get<std::string>();
+            comments_[e["id"].get<uint32_t>()] = e["note"].get<std::string>();
         }
 }
 
@@ -363,8 +373,9 @@ ProfileRules Narrower::run() {
     // (its interpreter and libraries): before the tool runs a line, so no
     // run records it, and it is used by every run of the binary.
     std::vector<Seen> reads = areas("read");
+    std::set<std::string> resolved;  // each binary's closure read once
     for (size_t i = 0, n = executed.size(); i < n; ++i) {
-        if (!executed[i].path.starts_with('/')) continue;
+        if (!executed[i].path.starts_with('/') || !resolved.insert(executed[i].path).second) continue;
         auto libs = policy::binary_libraries(executed[i].path, "");
         if (!libs) continue;  // not ELF, or gone: nothing more to keep for it
         for (const auto& lib : *libs) {
@@ -372,19 +383,13 @@ ProfileRules Narrower::run() {
             reads.push_back({lib.path, executed[i].runs});
         }
     }
-    const auto files_before = f;
-    const auto exec_before = flat_.ast.exec.allow;
-    paths("files.read", f.read, BW_FS_READ, reads);
-    paths("files.write", f.write, BW_FS_WRITE, areas("write"));
-    paths("files.create", f.create, BW_FS_CREATE, areas("write"));
-    paths("files.remove", f.remove, BW_FS_REMOVE, areas("write"));
-    paths("files.exec", f.exec, BW_FS_EXEC, executed);
-    keep_if_emptied({"files.read", "files.write", "files.create", "files.remove", "files.exec"},
-                    {&f.read, &f.write, &f.create, &f.remove, &f.exec},
-                    {&files_before.read, &files_before.write, &files_before.create, &files_before.remove,
-                     &files_before.exec});
-    paths("exec.allow", flat_.ast.exec.allow, BW_FS_EXEC, executed);
-    keep_if_emptied({"exec.allow"}, {&flat_.ast.exec.allow}, {&exec_before});
+    const std::vector<Seen> writes = areas("write");
+    path_block({{"files.read", &f.read, BW_FS_READ, &reads},
+                {"files.write", &f.write, BW_FS_WRITE, &writes},
+                {"files.create", &f.create, BW_FS_CREATE, &writes},
+                {"files.remove", &f.remove, BW_FS_REMOVE, &writes},
+                {"files.exec", &f.exec, BW_FS_EXEC, &executed}});
+    path_block({{"exec.allow", &flat_.ast.exec.allow, BW_FS_EXEC, &executed}});
     auto& n = flat_.ast.network;
     if (n.mapping) {
         net_items("network.connect", n.connect, BW_NET_CONNECT);

@@ -361,7 +361,7 @@ std::expected<json, TaskError> propose(const LearningSources& src, const RecordR
 }
 
 std::expected<json, TaskError> profile_rule_file(const ToolCatalog& catalog, const std::string& tool,
-                                                 const json& profile_json) {
+                                                 const profiles::Profile& profile, uint64_t version) {
     const ToolEntry* entry = catalog.find(tool);
     if (!entry) return task_error(TaskErrc::UnknownTool, "tool: no tool named '" + tool + "'");
     // The file flattened, and the text it was read from compiled: the
@@ -374,19 +374,13 @@ std::expected<json, TaskError> profile_rule_file(const ToolCatalog& catalog, con
     if (!flat || !compiled.ok())
         return task_error(TaskErrc::CandidateInvalid,
                           path + " does not compile now: " + policy::render_diagnostics(compiled));
-    profiles::Profile profile;
-    try {
-        profile = profiles::Profile::from_json(profile_json.at("profile"));
-    } catch (const json::exception& e) {
-        return task_error(TaskErrc::CandidateInvalid, std::string("the profile of ") + tool + " is unreadable: " + e.what());
-    }
     auto exported = profiles::profile_rules(profile, std::move(*flat), *compiled.bundle);
     auto check = compile_for_tool(catalog, exported.text, "profile:" + tool + ".yaml", tool);
     if (!check) return std::unexpected(std::move(check.error()));
     std::map<std::string, uint64_t> counts{{"kept", 0}, {"narrowed", 0}, {"dropped", 0}};
     for (const auto& e : exported.entries) ++counts[e["result"].get<std::string>()];
     return json{{"tool", tool},
-                {"version", profile_json.value("version", uint64_t(0))},
+                {"version", version},
                 {"runs", profile.runs()},
                 {"learning", profile.learning()},
                 {"rules", exported.text},

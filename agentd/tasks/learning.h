@@ -23,6 +23,10 @@
 #include "bulwark/policy/rule_writer.h"
 #include "tasks/task_error.h"
 
+namespace bulwark::profiles {
+class Profile;
+}
+
 namespace bulwark {
 class ToolCatalog;
 class TaskManager;
@@ -51,13 +55,13 @@ std::expected<nlohmann::json, TaskError> replay(const LearningSources& src, cons
                                                 const std::string& candidate_rules);
 std::expected<nlohmann::json, TaskError> propose(const LearningSources& src, const RecordRange& range);
 
-// A tool's behaviour profile (`profile_json`: ProfileBook::get's answer)
-// exported as a rule file: the narrowest rules within the tool's own that
-// cover it (profiles::profile_rules), compiled to check it. The tool's file
-// is read from disk now; `source_changed` says when it differs from the
-// rules served. UnknownTool, CandidateInvalid (the export does not compile).
+// A tool's behaviour profile (`version`: the book's) exported as a rule
+// file: the narrowest rules within the tool's own that cover it
+// (profiles::profile_rules), compiled to check it. The tool's file is read
+// from disk now; `source_changed` says when it differs from the rules
+// served. UnknownTool, CandidateInvalid (the export does not compile).
 std::expected<nlohmann::json, TaskError> profile_rule_file(const ToolCatalog& catalog, const std::string& tool,
-                                                           const nlohmann::json& profile_json);
+                                                           const profiles::Profile& profile, uint64_t version);
 
 // The narrowest rule that allows one refused operation, added to `draft`
 // with `comment` beside it: the file path, the directory created in, the
