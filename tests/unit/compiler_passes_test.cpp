@@ -219,24 +219,8 @@ TEST_CASE("the library's own seccomp path fails closed until the emitter is link
     CHECK_FALSE(is_known_syscall("ptrce"));
 }
 
-namespace {
-struct TempDir {
-    std::filesystem::path path;
-    TempDir() {
-        char tmpl[] = "/tmp/bulwark-rules-XXXXXX";
-        path = mkdtemp(tmpl);
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-    void write(const std::string& rel, const std::string& text) const {
-        auto p = path / rel;
-        std::filesystem::create_directories(p.parent_path());
-        std::ofstream(p) << text;
-    }
-};
-}  // namespace
-
 TEST_CASE("extends: bases first, lists append, scalars override, denies stay", "[compiler][passes]") {
-    TempDir d;
+    RulesDir d;
     d.write("base/net.yaml",
             "mode: audit\nfiles:\n  read: [/etc/ssl]\n  deny: [\"${home}/.ssh\"]\nlimits: { pids: 10, memory: 1MiB }\n"
             "network: { connect: [{ cidr: 10.0.0.0/8 }] }\n");
@@ -265,7 +249,7 @@ TEST_CASE("extends: bases first, lists append, scalars override, denies stay", "
 
 TEST_CASE("duplicates: told to the file that repeats, not to a tool extending two bases that both need it",
           "[compiler][passes]") {
-    TempDir d;
+    RulesDir d;
     d.write("base/net.yaml", "files: { read: [/etc/hosts] }\nsyscalls: { allow: [ptrace] }\n");
     d.write("base/tls.yaml", "files: { read: [/etc/hosts] }\nsyscalls: { allow: [ptrace] }\n");
     d.write("base/self.yaml", "tool: base-self\nextends: base/net\nfiles: { read: [/etc/hosts] }\n");
@@ -287,7 +271,7 @@ TEST_CASE("duplicates: told to the file that repeats, not to a tool extending tw
 }
 
 TEST_CASE("extends: cycles, depth, missing and malformed names", "[compiler][passes]") {
-    TempDir d;
+    RulesDir d;
     d.write("a.yaml", "extends: b\n");
     d.write("b.yaml", "extends: a\n");
     auto r = compile_string("tool: t\nextends: a\n", "t.yaml", options({d.path.string()}));

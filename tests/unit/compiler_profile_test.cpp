@@ -2,9 +2,6 @@
 // rows, the BPF observation it turns on and its place in the bundle JSON.
 #include "compiler_support.h"
 
-#include <filesystem>
-#include <fstream>
-
 #include "bulwark/policy/bpf_tables.h"
 #include "bulwark/policy/coverage.h"
 #include "bulwark/policy/explain.h"
@@ -45,11 +42,9 @@ TEST_CASE("profile: learn and respond compile, each traced to its rule", "[compi
 }
 
 TEST_CASE("profile: an extension cannot weaken the response", "[compiler][profile]") {
-    namespace fs = std::filesystem;
-    fs::path dir = fs::temp_directory_path() / ("bw-prof-" + std::to_string(::getpid()));
-    fs::create_directories(dir / "base");
-    std::ofstream(dir / "base" / "watched.yaml") << "tool: w\nprofile: { learn: 40, respond: stop }\n";
-    auto weaker = require_ok("tool: t\nextends: base/watched\nprofile: { learn: 10, respond: record }\n", {dir.string()});
+    RulesDir dir;
+    dir.write("base/watched.yaml", "tool: w\nprofile: { learn: 40, respond: stop }\n");
+    auto weaker = require_ok("tool: t\nextends: base/watched\nprofile: { learn: 10, respond: record }\n", {dir.path.string()});
     CHECK(weaker.profile.respond == ProfileResponse::Stop);
     CHECK(weaker.profile.learn_runs == 10u);
     auto respond_rows = [](const Bundle& b) {
@@ -59,15 +54,14 @@ TEST_CASE("profile: an extension cannot weaken the response", "[compiler][profil
     };
     // One coverage row, for the response in effect (the base's stop).
     CHECK(respond_rows(weaker) == 1);
-    std::ofstream(dir / "base" / "recorded.yaml") << "tool: r\nprofile: { respond: record }\n";
-    auto stronger = require_ok("tool: t\nextends: base/recorded\nprofile: { respond: require-grant }\n", {dir.string()});
+    dir.write("base/recorded.yaml", "tool: r\nprofile: { respond: record }\n");
+    auto stronger = require_ok("tool: t\nextends: base/recorded\nprofile: { respond: require-grant }\n", {dir.path.string()});
     CHECK(stronger.profile.respond == ProfileResponse::RequireGrant);
     // The base's record, replaced, is no row; the extension's response is.
     auto cov = rule_coverage(stronger);
     CHECK(respond_rows(stronger) == 1);
     REQUIRE(coverage_row(cov, "profile.respond"));
     CHECK(coverage_row(cov, "profile.respond")->rule_id == stronger.profile.rule_of("respond"));
-    fs::remove_all(dir);
 }
 
 TEST_CASE("profile: only a response is a rule to hold, by agentd serve's scoring", "[compiler][profile][coverage]") {

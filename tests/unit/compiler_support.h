@@ -3,7 +3,11 @@
 // backend (the real emitter is tested on its own), and find diagnostics.
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "bulwark/policy/compiler.h"
@@ -12,6 +16,29 @@
 namespace bulwark::test {
 
 using namespace bulwark::policy;
+
+// A rules directory of the test's own, removed afterwards.
+struct RulesDir {
+    std::filesystem::path path;
+    RulesDir() {
+        char tmpl[] = "/tmp/bulwark-rules-XXXXXX";
+        REQUIRE(::mkdtemp(tmpl));
+        path = tmpl;
+    }
+    ~RulesDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+    RulesDir(const RulesDir&) = delete;
+    RulesDir& operator=(const RulesDir&) = delete;
+    // `text` written at `rel` below it (directories made); its path.
+    std::string write(const std::string& rel, const std::string& text) const {
+        auto p = path / rel;
+        std::filesystem::create_directories(p.parent_path());
+        std::ofstream(p) << text;
+        return p.string();
+    }
+};
 
 inline CompileOptions options(std::vector<std::string> dirs = {}) {
     CompileOptions o;

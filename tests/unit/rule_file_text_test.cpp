@@ -24,6 +24,8 @@
 //    and `hash` (of the whole JSON, rules table and chain included).
 #include <catch2/catch.hpp>
 
+#include "compiler_support.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -316,21 +318,6 @@ CompileOptions shipped_options() {
     return o;
 }
 
-// A rules directory of the test's own, removed afterwards.
-struct TextTestDir {
-    fs::path dir;
-    TextTestDir() {
-        char tmpl[] = "/tmp/bulwark-rule-text-XXXXXX";
-        REQUIRE(::mkdtemp(tmpl));
-        dir = tmpl;
-    }
-    ~TextTestDir() { fs::remove_all(dir); }
-    std::string write(const std::string& name, const std::string& text) const {
-        fs::create_directories((dir / name).parent_path());
-        std::ofstream(dir / name) << text;
-        return (dir / name).string();
-    }
-};
 
 // Every key of the language (docs/rule-language.md), values a compile on any
 // host accepts: no binary is looked at (libraries: none), host names are
@@ -431,10 +418,10 @@ TEST_CASE("every shipped rule file, flattened and printed, compiles to its own b
 }
 
 TEST_CASE("a file with every key of the language round-trips", "[rule_file_text]") {
-    TextTestDir t;
+    bulwark::test::RulesDir t;
     const std::string path = t.write("kitchen-sink.yaml", kEveryKey);
     CompileOptions opts;
-    opts.rules_dirs = {t.dir.string()};
+    opts.rules_dirs = {t.path.string()};
     auto trip = require_round_trip(path, opts);
     // spot checks that the keys reached the bundle at all
     CHECK(trip.again.mode == Mode::Audit);
@@ -449,7 +436,7 @@ TEST_CASE("a file with every key of the language round-trips", "[rule_file_text]
 }
 
 TEST_CASE("an extends chain is flattened the way the compiler merges it", "[rule_file_text]") {
-    TextTestDir t;
+    bulwark::test::RulesDir t;
     std::ifstream docker(BULWARK_SOURCE_DIR "/policy-compiler/data/docker-default-seccomp.json");
     std::stringstream profile;
     profile << docker.rdbuf();
@@ -497,7 +484,7 @@ hardening: { mte: sync }
 environment: { set: { A: "3" }, clear: true }
 )");
     CompileOptions opts;
-    opts.rules_dirs = {t.dir.string()};
+    opts.rules_dirs = {t.path.string()};
     auto trip = require_round_trip(path, opts);
     INFO(trip.text);
     // the merge, as written out: bases first, the tool's scalars last
@@ -528,10 +515,10 @@ environment: { set: { A: "3" }, clear: true }
 }
 
 TEST_CASE("flatten_rule_file reports the compiler's errors", "[rule_file_text]") {
-    TextTestDir t;
+    bulwark::test::RulesDir t;
     const std::string path = t.write("tool.yaml", "tool: tool\nextends: base/missing\n");
     CompileOptions opts;
-    opts.rules_dirs = {t.dir.string()};
+    opts.rules_dirs = {t.path.string()};
     auto flat = flatten_rule_file(path, opts);
     REQUIRE_FALSE(flat);
     auto compiled = compile_file(path, opts);
@@ -542,7 +529,7 @@ TEST_CASE("flatten_rule_file reports the compiler's errors", "[rule_file_text]")
     auto bad = flatten_rule_string("tool: x\nfiles: { reed: [/etc] }\n", "x.yaml", opts);
     REQUIRE_FALSE(bad);
     CHECK(bad.error().front().code == "unknown-key");
-    auto missing = flatten_rule_file((t.dir / "absent.yaml").string(), opts);
+    auto missing = flatten_rule_file((t.path / "absent.yaml").string(), opts);
     REQUIRE_FALSE(missing);
     CHECK(missing.error().front().code == "unreadable");
 }
