@@ -119,9 +119,8 @@ std::optional<std::string_view> ApiRequest::header(std::string_view name) const 
 }
 
 std::optional<uint64_t> positive_integer(std::string_view s) {
-    uint64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || p != s.data() + s.size() || v == 0) return std::nullopt;
+    auto v = parse_uint<uint64_t>(std::string(s));
+    if (!v || *v == 0) return std::nullopt;
     return v;
 }
 
