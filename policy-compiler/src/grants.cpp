@@ -5,6 +5,7 @@
 #include <linux/landlock.h>
 
 #include <algorithm>
+#include <map>
 
 #include "bulwark/policy/bpf_tables.h"
 #include "bulwark/policy/evaluator.h"
@@ -181,10 +182,10 @@ struct Narrowing {
 // files: rights the grant names are scoped to its paths (each one the tool
 // must already have there); the rest of the tool's rights stay.
 void Narrowing::narrow_files() {
-    if (grant.files) {
-        uint32_t scoped = 0;
+    if (grant.files || grant.files_confined) {
+        uint32_t scoped = grant.files_confined & BW_FS_ALL;
         std::vector<FileRule> added;
-        for (const auto& g : *grant.files) {
+        for (const auto& g : grant.files.value_or(std::vector<FileGrant>{})) {
             auto path = normalise_path(g.path);
             uint32_t l = line++;
             if (path && !path->starts_with("/")) path = std::unexpected(std::string("not an absolute path"));
@@ -214,6 +215,14 @@ void Narrowing::narrow_files() {
             scoped |= g.rights;
             uint32_t id = rb.add_rule("files", "grant files." + format_rights(g.rights) + ": " + *path, l);
             added.push_back({*path, g.rights & BW_FS_ALL, 0, id});
+        }
+        // A right confined with no entry naming it is taken away (a deny:
+        // with no files rule left, the bundle would read as unrestricted).
+        uint32_t named = 0;
+        for (const auto& f : added) named |= f.allow;
+        if (uint32_t bare = scoped & ~named) {
+            uint32_t id = rb.add_rule("files", "grant files." + format_rights(bare) + ": none", line++);
+            added.push_back({"/", 0, bare, id});
         }
         if (scoped) {
             uint32_t unrestricted = unrestricted_file_rights(parent);
@@ -254,9 +263,9 @@ void Narrowing::narrow_network(const Resolver& resolve) {
         n.network.rules.clear();
         n.network.dns.clear();
         n.network.af_allow &= 1ull << 1;  // AF_UNIX only
-    } else if (grant.network) {
+    } else if (grant.network || grant.network_confined) {
         std::vector<NetGrant> entries;
-        for (const auto& g : *grant.network) {
+        for (const auto& g : grant.network.value_or(std::vector<NetGrant>{})) {
             if (!g.op_mask || (g.op_mask & ~(BW_NET_CONNECT | BW_NET_BIND | BW_NET_SEND)) || !g.proto_mask ||
                 g.port_lo > g.port_hi || g.prefix > 128) {
                 reasons.push_back(grant_net_text(g) + ": malformed (operations, protocols and ports must be set)");
@@ -289,7 +298,7 @@ void Narrowing::narrow_network(const Resolver& resolve) {
             }
         }
         std::vector<NetRule> prules = parent_net_rules(parent);
-        uint8_t scoped = 0;
+        uint8_t scoped = grant.network_confined & (BW_NET_CONNECT | BW_NET_BIND | BW_NET_SEND);
         for (const auto& g : entries) {
             check_net_grant(parent, prules, g, reasons);
             scoped |= g.op_mask;
@@ -435,6 +444,87 @@ void Narrowing::cut_at_expiry(Clock::time_point now) {
 }
 
 }  // namespace
+
+namespace {
+
+// intersection_grant's files: per right `narrower` confines, its paths that
+// `current` gives the right on, and below each one that it does not,
+// `current`'s own paths that do.
+std::vector<FileGrant> shared_file_grants(const Bundle& current, const Bundle& narrower, uint32_t confined) {
+    std::map<std::string, uint32_t> rights;  // path -> rights, one grant entry per path
+    auto gives = [&](const std::string& path, uint32_t bit) { return (effective_file_rights(current, path) & bit) != 0; };
+    for (uint32_t bit = 1; bit <= BW_FS_EXEC; bit <<= 1) {
+        if (!(confined & bit)) continue;
+        for (const auto& x : narrower.files) {
+            if (!(x.allow & bit)) continue;
+            if (gives(x.path, bit)) {
+                rights[x.path] |= bit;
+                continue;
+            }
+            for (const auto& c : current.files)
+                if ((c.allow & bit) && c.path != x.path && path_covers(x.path, c.path) && gives(c.path, bit))
+                    rights[c.path] |= bit;
+        }
+    }
+    std::vector<FileGrant> out;
+    for (const auto& [path, r] : rights) out.push_back({path, r});
+    return out;
+}
+
+// intersection_grant's network: each allow of `narrower` met with each of
+// `current`'s, the pieces that no deny of `current` touches.
+std::vector<NetGrant> shared_net_grants(const Bundle& current, const Bundle& narrower) {
+    const std::vector<NetRule> mine = parent_net_rules(current);
+    std::vector<NetGrant> out;
+    for (const auto& x : parent_net_rules(narrower)) {
+        if (x.action != BW_NET_ACTION_ALLOW) continue;
+        for (const auto& c : mine) {
+            if (c.action != BW_NET_ACTION_ALLOW) continue;
+            NetGrant as_grant;
+            as_grant.addr = x.addr;
+            as_grant.prefix = x.prefix;
+            as_grant.port_lo = x.port_lo;
+            as_grant.port_hi = x.port_hi;
+            as_grant.proto_mask = x.proto_mask;
+            as_grant.op_mask = x.op_mask;
+            auto piece = intersect(c, as_grant, x.op_mask, BW_NO_RULE);
+            if (!piece) continue;
+            NetGrant g;
+            g.addr = piece->addr;
+            g.prefix = piece->prefix;
+            g.port_lo = piece->port_lo;
+            g.port_hi = piece->port_hi;
+            g.proto_mask = piece->proto_mask;
+            g.op_mask = piece->op_mask;
+            std::vector<std::string> refused;
+            check_net_grant(current, mine, g, refused);
+            bool dup = std::any_of(out.begin(), out.end(), [&](const NetGrant& o) {
+                return o.addr == g.addr && o.prefix == g.prefix && o.port_lo == g.port_lo && o.port_hi == g.port_hi &&
+                       o.proto_mask == g.proto_mask && o.op_mask == g.op_mask;
+            });
+            if (refused.empty() && !dup) out.push_back(g);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+Grant intersection_grant(const Bundle& current, const Bundle& narrower, std::string name) {
+    Grant g;
+    g.name = std::move(name);
+    g.files_confined = BW_FS_ALL & ~unrestricted_file_rights(narrower);
+    if (g.files_confined) g.files = shared_file_grants(current, narrower, g.files_confined);
+    if (narrower.network.mode == NetMode::None) {
+        g.network_none = current.network.mode != NetMode::None;
+    } else if (current.network.mode != NetMode::None) {
+        g.network_confined = BW_NET_CONNECT | BW_NET_BIND | BW_NET_SEND;
+        g.network = shared_net_grants(current, narrower);
+    }
+    if (uint64_t both = current.network.af_allow & narrower.network.af_allow; both != current.network.af_allow)
+        g.families = both;
+    return g;
+}
 
 std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, const Grant& grant,
                                                         Clock::time_point now, const Resolver& resolve) {

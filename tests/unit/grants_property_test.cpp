@@ -141,3 +141,57 @@ TEST_CASE("narrowed bundles never allow what the tool denies (random, seeded)", 
     CHECK(ops > 10000);
     CHECK(narrowed_denies_parent_allows > 500);  // grants really narrow
 }
+
+// A profile's narrowing (intersection_grant) over random pairs of narrowings
+// of one tool: applied to the one in force it is never refused, allows
+// nothing either does not, and exactly what both allow of files; of the
+// network, only a range that meets a deny of the one in force is left out.
+TEST_CASE("the intersection of two narrowings of one tool allows what both allow (random, seeded)",
+          "[grants][property]") {
+    RandomPolicy rp(20261207);
+    size_t pairs = 0, ops = 0, file_ops = 0, both_net = 0, net_left_out = 0, cut = 0;
+    for (int i = 0; i < 4000; ++i) {
+        Bundle parent;
+        try {
+            parent = rp.bundle();
+        } catch (const std::runtime_error&) {
+            continue;
+        }
+        auto current = apply_grant(parent, random_grant(rp, parent), kClock);
+        auto narrower = apply_grant(parent, random_grant(rp, parent), kClock);
+        if (!current || !narrower) continue;
+        const Bundle& c = current->bundle;
+        const Bundle& x = narrower->bundle;
+        auto r = apply_grant(c, intersection_grant(c, x, "profile"), kClock);
+        INFO("pair " << i);
+        REQUIRE(r);
+        ++pairs;
+        const Bundle& n = r->bundle;
+        for (int k = 0; k < 40; ++k) {
+            Operation op = rp.op();
+            Decision dn = evaluate(n, op), dc = evaluate(c, op), dx = evaluate(x, op);
+            INFO("op " << to_string(op.kind) << " " << op.path << " " << format_addr(op.addr) << ":" << op.port
+                       << "\nnarrowed: " << dn.explanation << "\ncurrent:  " << dc.explanation
+                       << "\nnarrower: " << dx.explanation);
+            if (allowed(dn)) REQUIRE((allowed(dc) && allowed(dx)));
+            REQUIRE(evaluate_tables(n, op).verdict == dn.verdict);
+            const bool net = op.kind == OpKind::Connect || op.kind == OpKind::Bind || op.kind == OpKind::Send;
+            if (required_right(op) && !net) {
+                REQUIRE(allowed(dn) == (allowed(dc) && allowed(dx)));
+                ++file_ops;
+            } else if (net && allowed(dc) && allowed(dx)) {
+                ++both_net;
+                net_left_out += !allowed(dn);
+            }
+            cut += allowed(dc) && !allowed(dn);
+            ++ops;
+        }
+    }
+    INFO(pairs << " pairs, " << file_ops << " file operations, " << cut << " cut, " << net_left_out << " of "
+                << both_net << " network operations both allow left out");
+    CHECK(pairs > 250);
+    CHECK(file_ops > 6000);
+    CHECK(cut > 1000);  // the narrowing narrows
+    CHECK(both_net > 300);
+    CHECK(net_left_out * 20 < both_net);  // under 5% of what both allow, all of it beside a deny
+}

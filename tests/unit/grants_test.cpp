@@ -215,3 +215,54 @@ TEST_CASE("a grant that takes socket families away narrows the seccomp filter to
     REQUIRE(kept);
     CHECK(kept->bundle.seccomp.program.size() == parent.seccomp.program.size());
 }
+
+TEST_CASE("a profile's narrowing keeps what the task's epoch and the profile both allow", "[grants]") {
+    // In force: the task may write under /srv/t42 only.
+    Grant task;
+    task.name = "task 42";
+    task.files = std::vector<FileGrant>{{"/srv/t42", BW_FS_WRITE | BW_FS_CREATE}};
+    auto current = apply_grant(tool(), task, kNow);
+    REQUIRE(current);
+    // The profile: reads below /srv/t42/src and /srv/docs, wrote all of /srv
+    // (a wider area than the task allows), created nothing; reached
+    // 140.82.112.0/24 on 443 only.
+    BundleBuilder pb;
+    pb.allow("/srv/t42/src", BW_FS_READ)
+        .allow("/srv/docs", BW_FS_READ)
+        .allow("/srv", BW_FS_WRITE)
+        .allow("/usr", BW_FS_READ | BW_FS_EXEC)
+        .deny("/srv/keys")
+        .net_rule("140.82.112.0/24", 443, 443)
+        .families({AF_UNIX, AF_INET, AF_INET6});
+    Bundle profile = pb.build();
+    const Bundle& c = current->bundle;
+    Grant g = intersection_grant(c, profile, "profile of t");
+    auto r = apply_grant(c, g, kNow);
+    REQUIRE(r);
+    const Bundle& n = r->bundle;
+    // The controls: the epoch in force allows each of these.
+    for (const char* p : {"/srv/t42/x", "/srv/other"})
+        CHECK(evaluate(c, open_op(p)).verdict == Verdict::Allow);
+    CHECK(evaluate(c, file_op(OpKind::Create, "/srv/t42/new")).verdict == Verdict::Allow);
+    CHECK(evaluate(c, net_op(OpKind::Connect, "8.8.8.8", 443)).verdict == Verdict::Allow);
+
+    CHECK(evaluate(n, open_op("/srv/t42/src/a.py")).verdict == Verdict::Allow);
+    CHECK(evaluate(n, open_op("/srv/docs/a.md")).verdict == Verdict::Allow);
+    CHECK(evaluate(n, open_op("/srv/t42/x")).verdict == Verdict::Deny);
+    CHECK(evaluate(n, open_op("/srv/other")).verdict == Verdict::Deny);
+    // write: the profile's /srv met the task's /srv/t42: the deeper one
+    CHECK(evaluate(n, open_op("/srv/t42/out", FileAccess::Write)).verdict == Verdict::Allow);
+    CHECK(evaluate(n, open_op("/srv/docs/a.md", FileAccess::Write)).verdict == Verdict::Deny);
+    // create: confined with no path, taken away
+    CHECK(evaluate(n, file_op(OpKind::Create, "/srv/t42/new")).verdict == Verdict::Deny);
+    CHECK(evaluate(n, file_op(OpKind::Exec, "/usr/bin/git")).verdict == Verdict::Allow);
+    CHECK(evaluate(n, open_op("/srv/keys/k")).verdict == Verdict::Deny);
+    for (auto eval : {&evaluate, &evaluate_tables}) {
+        CHECK(eval(n, net_op(OpKind::Connect, "140.82.112.5", 443)).verdict == Verdict::Allow);
+        CHECK(eval(n, net_op(OpKind::Connect, "8.8.8.8", 443)).verdict == Verdict::Deny);
+        // the task's dns send the profile never made
+        CHECK(eval(n, net_op(OpKind::Send, "127.0.0.53", 53, BW_PROTO_UDP)).verdict == Verdict::Deny);
+    }
+    // A decision names the narrowing.
+    CHECK_THAT(evaluate(n, open_op("/srv/docs/a.md")).explanation, Catch::Contains("grant:profile of t"));
+}

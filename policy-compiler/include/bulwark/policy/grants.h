@@ -50,6 +50,11 @@ struct Grant {
     std::optional<uint64_t> microvm_memory_bytes;
     std::optional<uint32_t> microvm_vcpus;
     std::optional<Clock::time_point> expires_at;   // the task's run is cut at this time
+    // Rights (BW_FS_*) and network operations (BW_NET_*) confined to what
+    // `files` and `network` give even where no entry names them: one
+    // confined with no entry is taken away.
+    uint32_t files_confined = 0;
+    uint8_t network_confined = 0;
 };
 
 struct GrantRefusal {
@@ -67,6 +72,16 @@ struct NarrowedBundle {
 std::expected<NarrowedBundle, GrantRefusal> apply_grant(const Bundle& parent, const Grant& grant,
                                                         Clock::time_point now,
                                                         const Resolver& resolve = {});
+
+// The grant that narrows `current` to what it shares with `narrower`, both
+// instantiated from the same tool's rules (`narrower` cut from them, as a
+// profile's export is): each file right `narrower` confines is confined to
+// the subtrees both give it on (of two nested paths, the deeper); each
+// network operation to the addresses, ports and protocols both allow (a
+// range that meets one of `current`'s denies is left out); the socket
+// families to those of both. Unix socket rules stay `current`'s.
+// apply_grant(current, it) refuses nothing but a table that overflows.
+Grant intersection_grant(const Bundle& current, const Bundle& narrower, std::string name);
 
 // The rights the bundle's rules give on a path (allows, plus what the bundle
 // leaves unrestricted, minus denies).
