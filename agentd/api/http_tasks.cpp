@@ -354,6 +354,12 @@ void register_task_routes(Router& r, const TaskRoutes& ctx) {
         auto id = task_id_param(req, bad);
         return id ? reply(ctx.tasks->close(*id)) : bad;
     });
+    // What a tool's profile narrowed (respond: narrow), lifted: a new epoch.
+    r.add("DELETE", "/v1/tasks/{id}/narrowings/{tool}", [ctx](const ApiRequest& req) {
+        ApiResponse bad;
+        auto id = task_id_param(req, bad);
+        return id ? reply(ctx.tasks->lift_narrowing(*id, req.params.at("tool"))) : bad;
+    });
     r.add("PUT", "/v1/tasks/{id}/grant",
           with_task_body([ctx](uint64_t id, json body) {
               auto update = parse_grant_update(body);
@@ -395,7 +401,8 @@ int http_status(TaskErrc code) {
     case TaskErrc::UnknownTool:
     case TaskErrc::UnknownContainer:
     case TaskErrc::UnknownProfile:
-    case TaskErrc::UnknownFinding: return 404;
+    case TaskErrc::UnknownFinding:
+    case TaskErrc::NotNarrowed: return 404;
     case TaskErrc::ContainerExists:
     case TaskErrc::TaskClosed:
     case TaskErrc::WorkdirGone:

@@ -62,6 +62,11 @@ std::unexpected<ProfileError> no_profile(const std::string& tool) {
     return std::unexpected(ProfileError{ProfileError::Code::UnknownTool, "no profile is kept for " + tool});
 }
 
+std::unexpected<ProfileError> no_task_profile(const std::string& tool, uint64_t task) {
+    return std::unexpected(ProfileError{ProfileError::Code::UnknownTask,
+                                        "no profile of " + tool + " is kept for task " + std::to_string(task)});
+}
+
 }  // namespace
 
 void mark_concluded(json& exit_detail, const RunVerdict& v) {
@@ -75,6 +80,7 @@ json RunVerdict::to_json() const {
     if (!response.empty()) j["response"] = response;
     if (!summary.empty()) j["summary"] = summary;
     if (task) j["task"] = {{"task_id", task->task_id}, {"learning", task->learning}, {"runs", task->runs}};
+    if (!narrowed.is_null()) j["narrowed"] = narrowed;
     return j;
 }
 
@@ -319,6 +325,7 @@ RunVerdict ProfileBook::conclude(RunObserver& run, const json& exit_detail) {
         const auto respond = run.plan_.respond;
         v.response = stopped ? "stopped"
                      : respond == policy::ProfileResponse::RequireGrant ? "require-grant"
+                     : respond == policy::ProfileResponse::Narrow       ? "narrowed"
                                                                        : "recorded";
         v.summary = "unusual for " + run.tool_ + ": " + v.findings.front().message;
         if (v.findings.size() > 1) v.summary += " (and " + std::to_string(v.findings.size() - 1) + " more)";
@@ -339,7 +346,7 @@ RunVerdict ProfileBook::conclude(RunObserver& run, const json& exit_detail) {
                             {"profile_runs", e->profile.runs()},
                             {"features", features.to_json()}}
                            .dump();
-            (void)store_->enqueue(std::move(r));
+            v.finding_seq = store_->enqueue(std::move(r)).value_or(0);
         }
     }
     v.profile_runs = e->profile.runs();
@@ -388,11 +395,15 @@ json ProfileBook::summary(const std::string& tool, const Entry& e) const {
     return j;
 }
 
-std::expected<ProfileBook::Copy, ProfileError> ProfileBook::copy(const std::string& tool) const {
+std::expected<ProfileBook::Copy, ProfileError> ProfileBook::copy(const std::string& tool,
+                                                                std::optional<uint64_t> task) const {
     std::lock_guard lk(mu_);
     const Entry* e = find(tool);
     if (!e) return no_profile(tool);
-    return Copy{e->profile, e->version};
+    if (!task) return Copy{e->profile, e->version};
+    auto it = e->tasks.find(*task);
+    if (it == e->tasks.end()) return no_task_profile(tool, *task);
+    return Copy{it->second.profile, e->version};
 }
 
 json ProfileBook::list() const {
@@ -409,10 +420,7 @@ std::expected<json, ProfileError> ProfileBook::get(const std::string& tool, std:
     json j = summary(tool, *e);
     if (task) {
         auto it = e->tasks.find(*task);
-        if (it == e->tasks.end())
-            return std::unexpected(ProfileError{ProfileError::Code::UnknownTask, "no profile of " + tool +
-                                                                                    " is kept for task " +
-                                                                                    std::to_string(*task)});
+        if (it == e->tasks.end()) return no_task_profile(tool, *task);
         j["profile"] = it->second.profile.to_json();
         return j;
     }

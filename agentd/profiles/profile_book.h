@@ -93,7 +93,8 @@ private:
 // What the book concluded of one run: the exec reply's `profile` section.
 struct RunVerdict {
     std::vector<Finding> findings;
-    std::string response;      // "" (none), "recorded", "stopped", "require-grant"
+    std::string response;      // "" (none), "recorded", "stopped", "require-grant", "narrowed"
+    uint64_t finding_seq = 0;  // its finding record's, when the store took it
     std::string summary;       // "unusual for curl: first-time destination ... in 412 runs"
     bool learning = false;     // the profile was still in its learning window
     bool learned = false;      // this run was learned
@@ -105,6 +106,9 @@ struct RunVerdict {
         uint64_t runs = 0;  // after this one
     };
     std::optional<TaskPart> task;
+    // `narrowed`: the epoch the task moved to, or why the tool is held
+    // instead (set by the task manager, which carries the response out).
+    nlohmann::json narrowed;
     nlohmann::json to_json() const;
 };
 
@@ -136,12 +140,14 @@ public:
     // accounts for.
     void exit_recorded(const std::string& tool, uint64_t exit_seq);
 
-    // A copy of the tool's profile, with its version.
+    // A copy of the tool's profile, with its version; with `task`, of that
+    // task's own profile of the tool (its version: the tool's).
     struct Copy {
         Profile profile;
         uint64_t version = 0;
     };
-    std::expected<Copy, ProfileError> copy(const std::string& tool) const;
+    std::expected<Copy, ProfileError> copy(const std::string& tool,
+                                           std::optional<uint64_t> task = std::nullopt) const;
 
     nlohmann::json list() const;
     // The tool's profile and its tasks' (summaries); with `task`, that task's

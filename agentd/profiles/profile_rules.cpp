@@ -414,6 +414,15 @@ ProfileRules Narrower::run() {
 
 }  // namespace
 
+nlohmann::json ProfileRules::counts() const {
+    nlohmann::json c = {{"kept", 0}, {"narrowed", 0}, {"dropped", 0}};
+    for (const auto& e : entries) {
+        auto& n = c[e["result"].get<std::string>()];
+        n = n.get<uint64_t>() + 1;
+    }
+    return c;
+}
+
 ProfileRules profile_rules(const Profile& profile, policy::FlatRuleFile flat, const policy::Bundle& compiled) {
     Learned learned = learned_of(profile);
     Narrower n(learned, flat, compiled);

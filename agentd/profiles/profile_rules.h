@@ -39,6 +39,8 @@ struct ProfileRules {
     // [{rule: "file:line:col", text, section, result: kept|narrowed|dropped,
     //   to: [values] (narrowed), runs: learned runs that used it}]
     nlohmann::json entries = nlohmann::json::array();
+    // {kept, narrowed, dropped}: how many entries came to each
+    nlohmann::json counts() const;
 };
 
 // `flat`: the tool's rule file flattened; `compiled`: the same file compiled

@@ -360,8 +360,8 @@ std::expected<json, TaskError> propose(const LearningSources& src, const RecordR
     return out;
 }
 
-std::expected<json, TaskError> profile_rule_file(const ToolCatalog& catalog, const std::string& tool,
-                                                 const profiles::Profile& profile, uint64_t version) {
+std::expected<ProfileExport, TaskError> export_profile(const ToolCatalog& catalog, const std::string& tool,
+                                                       const profiles::Profile& profile) {
     const ToolEntry* entry = catalog.find(tool);
     if (!entry) return task_error(TaskErrc::UnknownTool, "tool: no tool named '" + tool + "'");
     // The file flattened, and the text it was read from compiled: the
@@ -377,19 +377,24 @@ std::expected<json, TaskError> profile_rule_file(const ToolCatalog& catalog, con
     auto exported = profiles::profile_rules(profile, std::move(*flat), *compiled.bundle);
     auto check = compile_for_tool(catalog, exported.text, "profile:" + tool + ".yaml", tool);
     if (!check) return std::unexpected(std::move(check.error()));
-    std::map<std::string, uint64_t> counts{{"kept", 0}, {"narrowed", 0}, {"dropped", 0}};
-    for (const auto& e : exported.entries) ++counts[e["result"].get<std::string>()];
-    return json{{"tool", tool},
-                {"version", version},
-                {"runs", profile.runs()},
-                {"learning", profile.learning()},
-                {"rules", exported.text},
-                {"entries", exported.entries},
-                {"kept", counts["kept"]},
-                {"narrowed", counts["narrowed"]},
-                {"dropped", counts["dropped"]},
-                {"hash", check->bundle->hash},
-                {"source_changed", compiled.bundle->hash != entry->bundle.hash}};
+    return ProfileExport{std::move(exported), std::make_shared<const policy::Bundle>(std::move(*check->bundle)),
+                         compiled.bundle->hash != entry->bundle.hash};
+}
+
+std::expected<json, TaskError> profile_rule_file(const ToolCatalog& catalog, const std::string& tool,
+                                                 const profiles::Profile& profile, uint64_t version) {
+    auto exported = export_profile(catalog, tool, profile);
+    if (!exported) return std::unexpected(std::move(exported.error()));
+    json j = exported->rules.counts();
+    j.update({{"tool", tool},
+              {"version", version},
+              {"runs", profile.runs()},
+              {"learning", profile.learning()},
+              {"rules", exported->rules.text},
+              {"entries", exported->rules.entries},
+              {"hash", exported->bundle->hash},
+              {"source_changed", exported->source_changed}});
+    return j;
 }
 
 }  // namespace bulwark

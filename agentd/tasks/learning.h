@@ -21,11 +21,8 @@
 #include "bulwark/policy/evaluator.h"
 #include "bulwark/policy/instantiate.h"
 #include "bulwark/policy/rule_writer.h"
+#include "profiles/profile_rules.h"
 #include "tasks/task_error.h"
-
-namespace bulwark::profiles {
-class Profile;
-}
 
 namespace bulwark {
 class ToolCatalog;
@@ -55,11 +52,20 @@ std::expected<nlohmann::json, TaskError> replay(const LearningSources& src, cons
                                                 const std::string& candidate_rules);
 std::expected<nlohmann::json, TaskError> propose(const LearningSources& src, const RecordRange& range);
 
-// A tool's behaviour profile (`version`: the book's) exported as a rule
-// file: the narrowest rules within the tool's own that cover it
-// (profiles::profile_rules), compiled to check it. The tool's file is read
-// from disk now; `source_changed` says when it differs from the rules
-// served. UnknownTool, CandidateInvalid (the export does not compile).
+// A tool's behaviour profile exported as a rule file: the narrowest rules
+// within the tool's own that cover it (profiles::profile_rules), and that
+// file compiled. The tool's file is read from disk now; `source_changed`
+// says when it differs from the rules served. UnknownTool,
+// CandidateInvalid (the export does not compile).
+struct ProfileExport {
+    profiles::ProfileRules rules;
+    std::shared_ptr<const policy::Bundle> bundle;  // compiled, not instantiated
+    bool source_changed = false;
+};
+std::expected<ProfileExport, TaskError> export_profile(const ToolCatalog& catalog, const std::string& tool,
+                                                       const profiles::Profile& profile);
+// The export as GET /v1/profiles/{tool}/rules answers it (`version`: the
+// book's): the rules, what became of each entry, the hash.
 std::expected<nlohmann::json, TaskError> profile_rule_file(const ToolCatalog& catalog, const std::string& tool,
                                                            const profiles::Profile& profile, uint64_t version);
 

@@ -15,6 +15,7 @@ std::string_view code_name(TaskErrc code) {
     case TaskErrc::UnknownContainer: return "unknown_container";
     case TaskErrc::UnknownProfile: return "unknown_profile";
     case TaskErrc::UnknownFinding: return "unknown_finding";
+    case TaskErrc::NotNarrowed: return "not_narrowed";
     case TaskErrc::ProfileHold: return "profile_hold";
     case TaskErrc::ContainerExists: return "container_exists";
     case TaskErrc::UnknownTool: return "unknown_tool";

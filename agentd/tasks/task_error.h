@@ -28,6 +28,7 @@ enum class TaskErrc : uint8_t {
     UnknownContainer,
     UnknownProfile,   // a tool no profile is kept for
     UnknownFinding,
+    NotNarrowed,      // a tool of the task its profile has not narrowed
     ContainerExists,  // a container id already bound
     TaskClosed,
     WorkdirGone,  // the task's work directory is gone from the host

@@ -17,6 +17,7 @@
 #include "bulwark/policy/match.h"
 #include "common/fd.h"
 #include "tasks/grant_json.h"
+#include "tasks/learning.h"
 #include "audit/metrics.h"
 #include "tasks/record_operation.h"
 #include "kaudit/run_registry.h"
@@ -62,6 +63,8 @@ const char* outcome_name(RunOutcome o) {
 
 }  // namespace
 
+struct DenialBasis;
+
 // A VM a task's run left parked, with its VMM's binding.
 struct TaskManager::WarmVm {
     std::shared_ptr<vm::VmSession> session;
@@ -81,6 +84,19 @@ struct TaskManager::Task {
         std::string reason;
         std::map<std::string, std::shared_ptr<const policy::Bundle>> bundles;  // narrowed, per tool
         size_t revert_to = 0;  // time-boxed: index of the epoch to return to
+        DenialBasis basis(const Task& t, const std::string& tool) const;
+        json narrowed = json::object();  // tool -> what its profile narrowed (Narrowing::why)
+        // tool -> its bundle under the grant alone, for a tool its profile narrowed
+        std::map<std::string, std::shared_ptr<const policy::Bundle>> granted;
+    };
+    // A tool its profile narrowed (`respond: narrow`): the profile's export
+    // instantiated for the task. Every epoch from then on runs the tool
+    // under what the epoch's grant and the export both allow
+    // (policy::intersection_grant), until the task closes or the narrowing
+    // is lifted (lift_narrowing); a grant update does not lift it.
+    struct Narrowing {
+        std::shared_ptr<const policy::Bundle> bundle;
+        json why;  // finding_seq, run_id, summary, profile, profile_runs, hash, kept/narrowed/dropped
     };
     struct Run {
         uint64_t run_id = 0;
@@ -129,6 +145,7 @@ struct TaskManager::Task {
     // `respond: require-grant`: tool -> the finding's summary. Their runs
     // are refused until the task's grant is updated.
     std::map<std::string, std::string> profile_holds;
+    std::map<std::string, Narrowing> narrowings;
 
     const Epoch& current() const { return epochs.back(); }
 
@@ -159,6 +176,7 @@ struct TaskManager::Task {
         j["running"] = running;
         j["runs"] = runs.size();
         if (!profile_holds.empty()) j["profile_holds"] = profile_holds;
+        if (!e.narrowed.empty()) j["narrowed"] = e.narrowed;
         return j;
     }
 
@@ -172,7 +190,8 @@ struct TaskManager::Task {
                           {"started_ns", e.started_ns},
                           {"ended_ns", e.ended_ns ? json(*e.ended_ns) : json(nullptr)},
                           {"expires_ns", e.expires_at ? json(to_ns(*e.expires_at)) : json(nullptr)},
-                          {"reason", e.reason}});
+                          {"reason", e.reason},
+                          {"narrowed", e.narrowed}});
         json rs = json::array();
         for (const auto& r : runs)
             rs.push_back({{"run_id", r.run_id},
@@ -328,14 +347,14 @@ std::expected<json, TaskError> TaskManager::create(const CreateTaskRequest& req)
 // Builds the epoch's bundles (narrowing every tool), then appends it. Called
 // with mu_ held.
 std::expected<json, TaskError> TaskManager::switch_epoch(Task& t, const json& grant_json,
-                                                        std::optional<std::chrono::milliseconds> timebox,
+                                                        std::optional<SysClock::time_point> expires_at,
                                                         std::string reason) {
     auto now = SysClock::now();
     Task::Epoch e;
     e.grant = grant_json;
     e.reason = std::move(reason);
     e.started_ns = to_ns(now);
-    if (timebox) e.expires_at = now + *timebox;
+    e.expires_at = expires_at;
     if (grant_json.is_null()) {
         e.bundles = t.instantiated;
     } else {
@@ -357,6 +376,20 @@ std::expected<json, TaskError> TaskManager::switch_epoch(Task& t, const json& gr
             return task_error(TaskErrc::GrantWidens, msg, {{"reasons", reasons}});
         }
     }
+    // A tool its profile narrowed: what the grant and the profile both allow.
+    for (const auto& [name, nar] : t.narrowings) {
+        auto& bundle = e.bundles.at(name);
+        auto g = policy::intersection_grant(*bundle, *nar.bundle, "profile of " + name);
+        auto nb = policy::apply_grant(*bundle, g, now, opts_.resolve);
+        if (!nb) {
+            std::string why;
+            for (const auto& r : nb.error().reasons) why += (why.empty() ? "" : "; ") + r;
+            return task_error(TaskErrc::Internal, name + ": its profile's narrowing does not apply: " + why);
+        }
+        e.granted[name] = bundle;
+        bundle = std::make_shared<const policy::Bundle>(std::move(nb->bundle));
+        e.narrowed[name] = nar.why;
+    }
     e.n = t.epochs.empty() ? 1 : t.epochs.back().n + 1;
     e.policy_version = next_policy_version_++;
     if (!t.epochs.empty()) t.epochs.back().ended_ns = e.started_ns;
@@ -377,10 +410,10 @@ std::expected<json, TaskError> TaskManager::switch_epoch(Task& t, const json& gr
     }
     if (store_) {
         for (const auto& name : t.tools) {
-            auto rec = audit::policy_epoch_record(
-                name, e.policy_version, e.reason,
-                {{"epoch", e.n}, {"grant", e.grant}, {"hash", e.bundles.at(name)->hash},
-                 {"expires_ns", e.expires_at ? json(to_ns(*e.expires_at)) : json(nullptr)}});
+            json detail = {{"epoch", e.n}, {"grant", e.grant}, {"hash", e.bundles.at(name)->hash},
+                           {"expires_ns", e.expires_at ? json(to_ns(*e.expires_at)) : json(nullptr)}};
+            if (e.narrowed.contains(name)) detail["narrowed"] = e.narrowed[name];
+            auto rec = audit::policy_epoch_record(name, e.policy_version, e.reason, std::move(detail));
             rec.task_id = t.id;
             store_->enqueue(std::move(rec));
         }
@@ -417,7 +450,9 @@ std::expected<json, TaskError> TaskManager::update_grant(uint64_t id, const Gran
     // update replaces the base.
     size_t base = t.epochs.size() - 1;
     if (t.current().expires_at) base = t.current().revert_to;
-    auto r = switch_epoch(t, update.grant, box, box ? "timebox" : "update");
+    std::optional<SysClock::time_point> expires_at;
+    if (box) expires_at = SysClock::now() + *box;
+    auto r = switch_epoch(t, update.grant, expires_at, box ? "timebox" : "update");
     if (!r) return std::unexpected(r.error());
     if (box) t.epochs.back().revert_to = base;
     t.profile_holds.clear();  // someone decided what the task may do next
@@ -468,6 +503,113 @@ void TaskManager::timer_loop(std::stop_token st) {
             lk.lock();
         }
     }
+}
+
+namespace {
+
+// The narrowing a finding of `tool` asks for (`respond: narrow`): the export
+// of its profile, the task's own once that has learned (what the tool
+// usually does here), else the tool's; cut from the rules in force and
+// instantiated for the task. (t.id and t.vars never change: no lock.)
+std::expected<TaskManager::Task::Narrowing, std::string> profile_narrowing(
+    const ToolCatalog& catalog, const profiles::ProfileBook& book, const policy::Resolver& resolve,
+    const TaskManager::Task& t, const std::string& tool, uint64_t run_id, const profiles::RunVerdict& v) {
+    const bool own = v.task && !v.task->learning;
+    auto copy = book.copy(tool, own ? std::optional<uint64_t>(t.id) : std::nullopt);
+    if (!copy) return std::unexpected(copy.error().message);
+    auto exported = export_profile(catalog, tool, copy->profile);
+    if (!exported) return std::unexpected("its profile's export does not compile: " + exported.error().message);
+    if (exported->source_changed)
+        return std::unexpected("its rule file changed since agentd loaded it (the export would not be cut from "
+                               "the rules in force)");
+    auto inst = instantiate_tool(*exported->bundle, t.vars, resolve);
+    if (!inst) return std::unexpected("its profile's export does not instantiate: " + inst.error());
+    json why = exported->rules.counts();
+    why.update({{"finding_seq", v.finding_seq},
+                {"run_id", run_id},
+                {"summary", v.summary},
+                {"profile", own ? "task" : "tool"},
+                {"profile_runs", copy->profile.runs()},
+                {"hash", exported->bundle->hash}});
+    return TaskManager::Task::Narrowing{std::make_shared<const policy::Bundle>(std::move(*inst)), std::move(why)};
+}
+
+}  // namespace
+
+std::expected<json, TaskError> TaskManager::renew_epoch(Task& t, std::string reason) {
+    const auto expires_at = t.current().expires_at;
+    const size_t revert_to = t.current().revert_to;
+    json grant = t.current().grant;
+    auto r = switch_epoch(t, grant, expires_at, std::move(reason));
+    if (r && expires_at) t.epochs.back().revert_to = revert_to;  // still returns where the time box began
+    return r;
+}
+
+// `respond: narrow`: a new epoch in which the tool runs under what the
+// grant in force and its profile both allow; running runs of the tool
+// follow through their binding like at any switch. Should no narrowing be
+// made, the tool is held as under `require-grant` (it never runs on
+// unnarrowed), and that is recorded instead.
+json TaskManager::narrow_to_profile(Task& t, const std::string& tool, uint64_t run_id, const profiles::RunVerdict& v) {
+    auto made = profile_narrowing(catalog_, *opts_.profiles, opts_.resolve, t, tool, run_id, v);
+    std::lock_guard lk(mu_);
+    if (t.closed) return {{"held", "the task is closed"}};
+    std::string failed;
+    if (auto it = t.narrowings.find(tool); made && it != t.narrowings.end() && it->second.why["hash"] == made->why["hash"]) {
+        // Narrowed to this same export already (a run refused under it is
+        // unusual too): the epoch in force stays.
+        json out = it->second.why;
+        out.update({{"epoch", t.current().n}, {"policy_version", t.current().policy_version}, {"in_force", true}});
+        return out;
+    }
+    if (made) {
+        std::optional<Task::Narrowing> before;
+        if (auto it = t.narrowings.find(tool); it != t.narrowings.end()) before = it->second;
+        t.narrowings[tool] = *made;
+        auto r = renew_epoch(t, "narrow");
+        if (r) {
+            json out = made->why;
+            out["epoch"] = t.current().n;
+            out["policy_version"] = t.current().policy_version;
+            return out;
+        }
+        if (before)
+            t.narrowings[tool] = std::move(*before);
+        else
+            t.narrowings.erase(tool);
+        failed = r.error().message;
+    } else {
+        failed = made.error();
+    }
+    spdlog::warn("task {}: {} not narrowed to its profile, held instead: {}", t.id, tool, failed);
+    std::string hold = v.summary + " (not narrowed: " + failed + ")";
+    t.profile_holds[tool] = hold;
+    if (store_) {
+        auto rec = audit::policy_epoch_record(tool, t.current().policy_version, "hold",
+                                              {{"epoch", t.current().n}, {"held", hold}, {"finding_seq", v.finding_seq}});
+        rec.task_id = t.id;
+        store_->enqueue(std::move(rec));
+    }
+    return {{"held", failed}};
+}
+
+std::expected<json, TaskError> TaskManager::lift_narrowing(uint64_t id, const std::string& tool) {
+    std::lock_guard lk(mu_);
+    auto it = tasks_.find(id);
+    if (it == tasks_.end()) return task_error(TaskErrc::UnknownTask, "no task " + std::to_string(id));
+    Task& t = *it->second;
+    if (t.closed) return task_error(TaskErrc::TaskClosed, "task " + std::to_string(id) + " is closed");
+    auto n = t.narrowings.find(tool);
+    if (n == t.narrowings.end())
+        return task_error(TaskErrc::NotNarrowed, "no profile narrowed " + tool + " in task " + std::to_string(id));
+    Task::Narrowing kept = std::move(n->second);
+    t.narrowings.erase(n);
+    auto r = renew_epoch(t, "lift");
+    if (!r) {
+        t.narrowings[tool] = std::move(kept);
+        return std::unexpected(r.error());
+    }
+    return t.summary();
 }
 
 std::expected<json, TaskError> TaskManager::close(uint64_t id) {
@@ -526,8 +668,31 @@ namespace {
 // What an agent can act on for one denial: the rule that decided, and
 // whether the tool's own rules would allow it (then the task's grant is what
 // stands in the way, and a grant update naming it would allow it).
-json explain_denial(const json& row, const audit::AuditRecord& rec, const policy::Bundle& narrowed,
-                    const policy::Bundle& tool, bool has_grant) {
+}  // namespace
+
+// What a denial is explained with: the bundle it was decided under, the
+// tool's own, whether a grant narrowed it, and for a tool its profile
+// narrowed, the bundle of the grant alone and what narrowed it.
+struct DenialBasis {
+    std::shared_ptr<const policy::Bundle> decided, tool, granted;
+    bool has_grant = false;
+    json narrowing;  // Narrowing::why, or null
+};
+
+DenialBasis TaskManager::Task::Epoch::basis(const Task& t, const std::string& tool) const {
+    DenialBasis b{bundles.at(tool), t.instantiated.at(tool), nullptr, !grant.is_null(), nullptr};
+    if (auto g = granted.find(tool); g != granted.end()) {
+        b.granted = g->second;
+        b.narrowing = narrowed.at(tool);
+    }
+    return b;
+}
+
+namespace {
+
+json explain_denial(const json& row, const audit::AuditRecord& rec, const DenialBasis& basis) {
+    const policy::Bundle& narrowed = *basis.decided;
+    const policy::Bundle& tool = *basis.tool;
     json d{{"seq", rec.seq},
            {"layer", row.value("layer", "")},
            {"op", row.value("op", "")},
@@ -548,8 +713,22 @@ json explain_denial(const json& row, const audit::AuditRecord& rec, const policy
     // the kernel's audit log): the rule the policy decides it with.
     if (rec.rule_file.empty() && rec.rule_id == BW_NO_RULE && now.rule_id != BW_NO_RULE)
         d["rule"] = policy::describe_rule(narrowed, now.right_rule_id);
+    // The profile's narrowing took away what the tool's rules and the grant allow.
+    if (basis.granted && policy::evaluate(*basis.granted, *op).verdict == policy::Verdict::Allow) {
+        const auto& why = basis.narrowing;
+        auto base = policy::evaluate(tool, *op);
+        d["narrowing"] = why;
+        d["explanation"] = "denied: the narrowing of " + rec.tool + " to its profile (after finding " +
+                           std::to_string(why.value("finding_seq", uint64_t(0))) + ": " +
+                           why.value("summary", std::string()) + ") takes " + std::string(policy::to_string(op->kind)) + " " +
+                           rec.object + " away; the tool's rules (" + policy::describe_rule(tool, base.right_rule_id) +
+                           ")" + (basis.has_grant ? " and the task's grant" : "") +
+                           " allow it; lifting the narrowing (DELETE /v1/tasks/" + std::to_string(rec.task_id) +
+                           "/narrowings/" + rec.tool + ") would allow it";
+        return d;
+    }
     // grants name files and IP network rules: not syscalls, not unix sockets (a grant keeps the tool's unix rules)
-    if (has_grant && op->kind != policy::OpKind::Syscall && op->unix_addr.empty()) {
+    if (basis.has_grant && op->kind != policy::OpKind::Syscall && op->unix_addr.empty()) {
         auto base = policy::evaluate(tool, *op);
         if (base.verdict == policy::Verdict::Allow) {
             json suggestion;
@@ -594,9 +773,9 @@ struct TaskManager::ExecRun {
     // admit()
     std::shared_ptr<Task> task;
     std::shared_ptr<const policy::Bundle> epoch_bundle, tool_bundle;
+    DenialBasis basis;  // the epoch's bundles, for explaining its denials
     uint64_t run_id = 0, epoch = 0, version = 0;
     std::optional<SysClock::time_point> expires_at;
-    bool has_grant = false;
     json files_written = json::array();
     Fd cancel;
     // plan()
@@ -707,7 +886,7 @@ std::expected<void, TaskError> TaskManager::ExecRun::admit() {
     epoch = task->current().n;
     version = task->current().policy_version;
     expires_at = task->current().expires_at;
-    has_grant = !task->current().grant.is_null();
+    basis = task->current().basis(*task, req.tool);
     run_id = m.next_run_id_++;
     Task::Run r;
     r.run_id = run_id;
@@ -937,10 +1116,12 @@ std::expected<void, TaskError> TaskManager::ExecRun::settle_start(RunReport& rep
 }
 
 // The run scored against its tool's profile; `respond: require-grant` holds
-// the tool's further runs in this task until the grant is updated.
+// the tool's further runs in this task until the grant is updated, `narrow`
+// narrows the tool to its profile for the rest of the task.
 void TaskManager::ExecRun::conclude_profile(json& exit_detail) {
     verdict = m.opts_.profiles->conclude(*observer, exit_detail);
     profiles::mark_concluded(exit_detail, *verdict);
+    if (verdict->response == "narrowed") verdict->narrowed = m.narrow_to_profile(*task, req.tool, run_id, *verdict);
     if (verdict->response != "require-grant") return;
     std::lock_guard lk(m.mu_);
     task->profile_holds[req.tool] = verdict->summary;
@@ -1017,6 +1198,7 @@ void TaskManager::ExecRun::collect(RunReport& rep) {
         if (observer && exit_seq) m.opts_.profiles->exit_recorded(req.tool, *exit_seq);
         auto taken = watch->decisions_before(exit_seq ? *exit_seq : UINT64_MAX);
         if (taken.truncated) start["decisions_truncated"] = true;
+        const DenialBasis vmm_basis{vmm_bundle, vmm_bundle, nullptr, false, nullptr};
         for (const auto& rec : taken.records) {
             json row = audit::to_json(rec);
             // A VM run's host-side records are its VMM's, judged under the
@@ -1025,8 +1207,7 @@ void TaskManager::ExecRun::collect(RunReport& rep) {
             const auto detail = row.find("detail");  // not row["detail"]: that would add a null one
             const bool by_vmm = vm_launch && !(detail != row.end() && detail->is_object() && detail->value("in_guest", false));
             if (rec.decision == BW_DECISION_DENY || rec.decision == BW_DECISION_AUDIT)
-                denials.push_back(by_vmm ? explain_denial(row, rec, vm_launch->vmm_bundle, vm_launch->vmm_bundle, false)
-                                         : explain_denial(row, rec, *epoch_bundle, *tool_bundle, has_grant));
+                denials.push_back(explain_denial(row, rec, by_vmm ? vmm_basis : basis));
             decisions.push_back(std::move(row));
         }
     }
@@ -1081,19 +1262,16 @@ std::expected<json, TaskError> TaskManager::ExecRun::answer(const RunReport& rep
 
 std::expected<json, TaskError> TaskManager::denials(uint64_t id, uint64_t after_seq, uint32_t limit) const {
     if (!store_) return task_error(TaskErrc::NoStore, "the audit store is not open");
-    using Pair = std::pair<std::shared_ptr<const policy::Bundle>, std::shared_ptr<const policy::Bundle>>;
-    std::map<std::pair<uint64_t, std::string>, std::pair<Pair, bool>> by_epoch;  // (version, tool)
-    std::map<std::string, std::pair<Pair, bool>> current;
+    std::map<std::pair<uint64_t, std::string>, DenialBasis> by_epoch;  // (version, tool)
+    std::map<std::string, DenialBasis> current;
     {
         std::lock_guard lk(mu_);
         auto it = tasks_.find(id);
         if (it == tasks_.end()) return task_error(TaskErrc::UnknownTask, "no task " + std::to_string(id));
         const Task& t = *it->second;
         for (const auto& e : t.epochs)
-            for (const auto& [tool, b] : e.bundles)
-                by_epoch[{e.policy_version, tool}] = {{b, t.instantiated.at(tool)}, !e.grant.is_null()};
-        for (const auto& [tool, b] : t.current().bundles)
-            current[tool] = {{b, t.instantiated.at(tool)}, !t.current().grant.is_null()};
+            for (const auto& [tool, b] : e.bundles) by_epoch[{e.policy_version, tool}] = e.basis(t, tool);
+        for (const auto& [tool, b] : t.current().bundles) current[tool] = t.current().basis(t, tool);
     }
     audit::Query q;
     q.task_id = id;
@@ -1107,10 +1285,10 @@ std::expected<json, TaskError> TaskManager::denials(uint64_t id, uint64_t after_
     for (const auto& rec : res->rows) {
         json row = audit::to_json(rec);
         // explained under the epoch that decided it, else the current one
-        const std::pair<Pair, bool>* e = nullptr;
+        const DenialBasis* e = nullptr;
         if (auto f = by_epoch.find({rec.policy_version, rec.tool}); f != by_epoch.end()) e = &f->second;
         else if (auto c = current.find(rec.tool); c != current.end()) e = &c->second;
-        json d = e ? explain_denial(row, rec, *e->first.first, *e->first.second, e->second) : json(nullptr);
+        json d = e ? explain_denial(row, rec, *e) : json(nullptr);
         out.push_back({{"record", std::move(row)}, {"denial", std::move(d)}});
     }
     return json{{"task_id", id},

@@ -39,6 +39,7 @@
 namespace bulwark {
 namespace profiles {
 class ProfileBook;
+struct RunVerdict;
 }
 namespace vm {
 struct MicroVmHost;
@@ -119,6 +120,10 @@ public:
     std::expected<nlohmann::json, TaskError> get(uint64_t id) const;
     std::expected<nlohmann::json, TaskError> update_grant(uint64_t id, const GrantUpdate& update);
     std::expected<nlohmann::json, TaskError> close(uint64_t id);
+    // Lifts what a tool's profile narrowed (`respond: narrow`): a new epoch
+    // with the tool under the task's grant alone. UnknownTask, TaskClosed,
+    // NotNarrowed.
+    std::expected<nlohmann::json, TaskError> lift_narrowing(uint64_t id, const std::string& tool);
 
     struct ExecHooks {
         std::function<void(const nlohmann::json& run)> on_start;            // after the run_start ack
@@ -161,8 +166,14 @@ public:
 
 private:
     std::expected<nlohmann::json, TaskError> switch_epoch(Task& t, const nlohmann::json& grant_json,
-                                                         std::optional<std::chrono::milliseconds> timebox,
+                                                         std::optional<std::chrono::system_clock::time_point> expires_at,
                                                          std::string reason);
+    // The same grant and expiry as the epoch in force, in a new epoch (a
+    // narrowing made or lifted); mu_ held.
+    std::expected<nlohmann::json, TaskError> renew_epoch(Task& t, std::string reason);
+    // `respond: narrow` carried out for a run of `tool` that had findings;
+    // the exec reply's `profile.narrowed`.
+    nlohmann::json narrow_to_profile(Task& t, const std::string& tool, uint64_t run_id, const profiles::RunVerdict& v);
     void timer_loop(std::stop_token st);
     // Tears a task's warm VM down and releases its binding (outside mu_).
     void retire(WarmVm w);

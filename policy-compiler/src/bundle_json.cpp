@@ -36,7 +36,7 @@ constexpr std::array<const char*, 3> kNetModes = {"none", "loopback", "rules"};
 constexpr std::array<const char*, 5> kActions = {"allow", "errno", "kill", "log", "trap"};
 constexpr std::array<const char*, 3> kMte = {"off", "async", "sync"};
 constexpr std::array<const char*, 3> kMicroVm = {"off", "preferred", "required"};
-constexpr std::array<const char*, 3> kResponse = {"record", "require-grant", "stop"};
+constexpr std::array<const char*, 4> kResponse = {"record", "require-grant", "stop", "narrow"};
 constexpr std::array<const char*, 2> kReq = {"require", "warn"};
 
 std::string hex(const uint8_t* p, size_t n) {

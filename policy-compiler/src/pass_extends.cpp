@@ -126,9 +126,11 @@ void merge_into(ast::RuleFile& dst, ast::RuleFile& src) {
     merge_keyed(dst.microvm, src.microvm, {"mode", "confidential"},
                 [](const std::string& v) { return v == "required" ? 2 : v == "preferred" ? 1 : 0; });
     // profile: learn is replaced; respond keeps the stronger response (an
-    // extension cannot turn a stop into a record).
-    merge_keyed(dst.profile, src.profile, {"respond"},
-                [](const std::string& v) { return v == "stop" ? 2 : v == "require-grant" ? 1 : 0; });
+    // extension cannot turn a stop into a record): record < narrow (the tool
+    // runs on, within its profile) < require-grant (it does not run) < stop.
+    merge_keyed(dst.profile, src.profile, {"respond"}, [](const std::string& v) {
+        return v == "stop" ? 3 : v == "require-grant" ? 2 : v == "narrow" ? 1 : 0;
+    });
     auto& dh = dst.hardening;
     auto& sh = src.hardening;
     if (sh.present) {

@@ -9,6 +9,7 @@ std::string_view response_name(ProfileResponse r) {
         case ProfileResponse::Record: return "record";
         case ProfileResponse::RequireGrant: return "require-grant";
         case ProfileResponse::Stop: return "stop";
+        case ProfileResponse::Narrow: return "narrow";
     }
     return "record";
 }
@@ -35,9 +36,10 @@ void run_profile(CompileContext& ctx) {
             }
             (name == "learn" ? p.learn_runs : p.task_learn_runs) = uint32_t(*v);
         } else if (name == "respond") {
-            if (!ctx.check_choice(s, {"record", "require-grant", "stop"}, "profile response")) continue;
+            if (!ctx.check_choice(s, {"record", "narrow", "require-grant", "stop"}, "profile response")) continue;
             p.respond = s.value == "stop"            ? ProfileResponse::Stop
                         : s.value == "require-grant" ? ProfileResponse::RequireGrant
+                        : s.value == "narrow"        ? ProfileResponse::Narrow
                                                      : ProfileResponse::Record;
         }
         p.rule_ids.emplace_back(name, s.rule_id);

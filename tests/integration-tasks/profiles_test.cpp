@@ -26,7 +26,7 @@ namespace {
 // a daemon of a tier running in parallel may read this one's monitor events
 // (a profile is learned from them, and `stop` acts on them).
 //
-// The shipped rules, and three tools that are sh with a profile learning
+// The shipped rules, and four tools that are sh with a profile learning
 // from 3 runs: each answering a finding in its own way; and one learning
 // from 6 runs that keeps a profile per task as well, from 3 runs in a task.
 struct ProfiledRules {
@@ -34,7 +34,7 @@ struct ProfiledRules {
     std::string path = (dir.path / "rules").string();
     ProfiledRules() {
         std::filesystem::copy(BULWARK_RULES_DIR, path, std::filesystem::copy_options::recursive);
-        for (auto [tool, respond] : {std::pair{"recorded", "record"}, {"stopped", "stop"}, {"held", "require-grant"}})
+        for (auto [tool, respond] : {std::pair{"recorded", "record"}, {"stopped", "stop"}, {"held", "require-grant"}, {"narrowed", "narrow"}})
             std::ofstream(path + "/" + tool + ".yaml")
                 << "tool: " << tool << "\nextends: sh\nprofile:\n  learn: 3\n  respond: " << respond << "\n";
         std::ofstream(path + "/pertask.yaml") << "tool: pertask\nextends: sh\nprofile: { learn: 6, task_learn: 3 }\n";
@@ -78,7 +78,7 @@ TEST_CASE("profiles: a first-time binary is a finding, recorded, accepted, and k
     Daemon d(bpf.args(), rules.path);
     auto listed = d.call("GET", "/v1/profiles");
     REQUIRE(listed.status == 200);
-    CHECK(listed.body["profiles"].size() == 4);  // the shipped tools keep none
+    CHECK(listed.body["profiles"].size() == 5);  // the shipped tools keep none
 
     uint64_t id = task_with_notes(d, "recorded");
     learn_window(d, id, "recorded");
@@ -206,6 +206,93 @@ TEST_CASE("profiles: respond: require-grant holds the tool's runs until the gran
     REQUIRE(grant.status == 200);
     auto resumed = exec_ok(d, id, "held", "cat notes.txt");
     CHECK(resumed["exit_status"] == 0);
+}
+
+TEST_CASE("profiles: respond: narrow confines the tool to its profile for the rest of the task, "
+          "through grant updates, until lifted",
+          "[tasks][profiles]") {
+    ProfiledRules rules;
+    PrivateBpf bpf("profiles");
+    Daemon d(bpf.args(), rules.path);
+    uint64_t id = task_with_notes(d, "narrowed");
+    learn_window(d, id, "narrowed");
+    const std::string task = "/v1/tasks/" + std::to_string(id);
+    auto refused = [&](uint64_t in, const std::string& script) {
+        auto r = exec_ok(d, in, "narrowed", script);
+        INFO(r.dump(1).substr(0, 4000));
+        CHECK(r["exit_status"] != 0);
+        CHECK_THAT(r["stderr"].get<std::string>(), Catch::Contains("Permission denied"));
+    };
+
+    // The finding: wc, which the rules allow and the profile never saw. The
+    // run itself goes on; the task moves to a narrowed epoch.
+    auto odd = exec_ok(d, id, "narrowed", "wc -l notes.txt");
+    INFO(odd["profile"].dump());
+    CHECK(odd["exit_status"] == 0);
+    CHECK(odd["profile"]["response"] == "narrowed");
+    const json narrowed = odd["profile"]["narrowed"];
+    REQUIRE(narrowed.contains("epoch"));
+    CHECK(narrowed["epoch"] == 2);
+    CHECK(narrowed["profile"] == "tool");
+    CHECK(narrowed["run_id"] == odd["run_id"]);
+    CHECK(narrowed["dropped"].get<int>() > 0);
+    auto t = d.call("GET", task).body;
+    CHECK(t["epoch"] == 2);
+    CHECK(t["narrowed"].contains("narrowed"));
+    CHECK(t["epochs"].back()["reason"] == "narrow");
+
+    // The usual command runs as before; binaries the profile never saw are
+    // refused, wc (the finding's) as well as ls.
+    auto usual = exec_ok(d, id, "narrowed", "cat notes.txt");
+    CHECK(usual["exit_status"] == 0);
+    CHECK(usual["stdout"] == "notes\n");
+    refused(id, "ls");
+    refused(id, "wc -l notes.txt");
+    // Those runs were unusual too: the narrowing in force stays, no new epoch.
+    CHECK(d.call("GET", task).body["epoch"] == 2);
+    // A decision names the narrowing.
+    bool named = false;
+    auto denied = exec_ok(d, id, "narrowed", "ls");
+    for (const auto& den : denied["denials"])
+        named |= den["explanation"].get<std::string>().find("denied: the narrowing of narrowed to its profile") !=
+                     std::string::npos &&
+                 den["narrowing"]["finding_seq"] == narrowed["finding_seq"];
+    INFO(denied["denials"].dump(1));
+    CHECK(named);
+
+    // The control: the same tool in another task is not narrowed (its ls
+    // runs, and is a finding there, which narrows that task in turn).
+    uint64_t other = task_with_notes(d, "narrowed");
+    auto loose = exec_ok(d, other, "narrowed", "ls");
+    CHECK(loose["exit_status"] == 0);
+    CHECK_THAT(loose["stdout"].get<std::string>(), Catch::Contains("notes.txt"));
+
+    // A grant update does not lift it.
+    auto grant = d.call("PUT", task + "/grant", json{{"grant", nullptr}});
+    REQUIRE(grant.status == 200);
+    CHECK(grant.body["narrowed"].contains("narrowed"));
+    refused(id, "ls");
+
+    // The response is recorded: the epoch record names the finding.
+    auto epochs = d.call("GET", "/v1/audit?kind=policy_epoch&task=" + std::to_string(id));
+    REQUIRE(epochs.status == 200);
+    bool recorded = false;
+    for (const auto& row : epochs.body["rows"])
+        if (row["detail"]["change"] == "narrow")
+            recorded |= row["detail"]["narrowed"]["finding_seq"] == narrowed["finding_seq"] &&
+                        row["detail"]["narrowed"]["finding_seq"].get<uint64_t>() > 0;
+    CHECK(recorded);
+
+    // Lifted: ls runs again (and, being unusual still, narrows the task anew).
+    auto lift = d.call("DELETE", task + "/narrowings/narrowed");
+    INFO(lift.raw);
+    REQUIRE(lift.status == 200);
+    CHECK_FALSE(lift.body.contains("narrowed"));
+    auto free = exec_ok(d, id, "narrowed", "ls");
+    CHECK(free["exit_status"] == 0);
+    CHECK(free["profile"]["response"] == "narrowed");
+    CHECK(d.call("DELETE", task + "/narrowings/stopped").status == 404);
+    CHECK(d.call("DELETE", "/v1/tasks/999999/narrowings/narrowed").status == 404);
 }
 
 TEST_CASE("profiles: a task's own profile finds a binary usual for the tool but new to the task",

@@ -116,3 +116,21 @@ TEST_CASE("profile: in the bundle JSON only when written, round-trips, shown by 
     CHECK(t.hash != b.hash);
     CHECK(explain_text(t).find("task_learn  5 runs") != std::string::npos);
 }
+
+TEST_CASE("profile: narrow sits between record and require-grant, and round-trips", "[compiler][profile]") {
+    RulesDir dir;
+    dir.write("base/narrowed.yaml", "tool: n\nprofile: { respond: narrow }\n");
+    // A base's narrow is not undone by an extension's record ...
+    auto kept = require_ok("tool: t\nextends: base/narrowed\nprofile: { respond: record }\n", {dir.path.string()});
+    CHECK(kept.profile.respond == ProfileResponse::Narrow);
+    // ... and gives way to its require-grant.
+    auto held = require_ok("tool: t\nextends: base/narrowed\nprofile: { respond: require-grant }\n", {dir.path.string()});
+    CHECK(held.profile.respond == ProfileResponse::RequireGrant);
+    // A rule to hold, like the other responses that act.
+    auto cov = rule_coverage(kept);
+    REQUIRE(coverage_row(cov, "profile.respond"));
+    auto back = bundle_from_json(bundle_to_json(kept));
+    REQUIRE(back);
+    CHECK(back->profile.respond == ProfileResponse::Narrow);
+    CHECK(response_name(ProfileResponse::Narrow) == "narrow");
+}

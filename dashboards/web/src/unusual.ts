@@ -82,6 +82,7 @@ const FEATURES: Record<string, string> = {
 // What a profile does with a run that departs from it.
 const RESPONSES: Record<string, string> = {
   record: "record the finding",
+  narrow: "narrow the tool to its profile for the rest of the task",
   "require-grant": "hold the tool's runs until a grant",
   stop: "stop the run",
 };

@@ -197,9 +197,11 @@ struct MicroVmPlan {
 // the runs recorded before scoring starts. Respond: what a finding does
 // besides its record: nothing more (Record), the run's cgroup killed (Stop),
 // the task's further runs of the tool refused until a grant update
-// (RequireGrant). A bundle with a profile asks the BPF programs for allowed
+// (RequireGrant), the tool narrowed for the rest of the task to what its
+// profile covers (Narrow: a new epoch, the profile's export intersected with
+// the task's grant). A bundle with a profile asks the BPF programs for allowed
 // decisions and process events (BW_POL_REPORT_ALLOW, BW_POL_TRACE_PROC).
-enum class ProfileResponse : uint8_t { Record, RequireGrant, Stop };
+enum class ProfileResponse : uint8_t { Record, RequireGrant, Stop, Narrow };
 
 struct ProfilePlan {
     bool enabled = false;  // the rule file has a `profile:` block
