@@ -27,8 +27,9 @@ namespace {
 // (a profile is learned from them, and `stop` acts on them).
 //
 // The shipped rules, and four tools that are sh with a profile learning
-// from 3 runs: each answering a finding in its own way; and one learning
-// from 6 runs that keeps a profile per task as well, from 3 runs in a task.
+// from 3 runs: each answering a finding in its own way; and two learning
+// from 6 runs that keep a profile per task as well, from 3 runs in a task
+// (one of them narrowing).
 struct ProfiledRules {
     TempDir dir;
     std::string path = (dir.path / "rules").string();
@@ -38,6 +39,8 @@ struct ProfiledRules {
             std::ofstream(path + "/" + tool + ".yaml")
                 << "tool: " << tool << "\nextends: sh\nprofile:\n  learn: 3\n  respond: " << respond << "\n";
         std::ofstream(path + "/pertask.yaml") << "tool: pertask\nextends: sh\nprofile: { learn: 6, task_learn: 3 }\n";
+        std::ofstream(path + "/tasknarrow.yaml")
+            << "tool: tasknarrow\nextends: sh\nprofile: { learn: 6, task_learn: 3, respond: narrow }\n";
     }
 };
 
@@ -78,7 +81,7 @@ TEST_CASE("profiles: a first-time binary is a finding, recorded, accepted, and k
     Daemon d(bpf.args(), rules.path);
     auto listed = d.call("GET", "/v1/profiles");
     REQUIRE(listed.status == 200);
-    CHECK(listed.body["profiles"].size() == 5);  // the shipped tools keep none
+    CHECK(listed.body["profiles"].size() == 6);  // the shipped tools keep none
 
     uint64_t id = task_with_notes(d, "recorded");
     learn_window(d, id, "recorded");
@@ -386,4 +389,61 @@ TEST_CASE("profiles: exported as a rule file, the usual command runs under it an
     auto control = exec_ok(d, sh, "stopped", "ls");
     CHECK(control["exit_status"] == 0);
     CHECK_THAT(control["stdout"].get<std::string>(), Catch::Contains("notes.txt"));
+}
+
+TEST_CASE("profiles: a task's own learned profile is what narrow narrows the task to", "[tasks][profiles]") {
+    ProfiledRules rules;
+    PrivateBpf bpf("profiles");
+    Daemon d(bpf.args(), rules.path);
+    // The tool learns cat in one task and wc in another: both are usual for it.
+    uint64_t reader = task_with_notes(d, "tasknarrow"), counter = task_with_notes(d, "tasknarrow");
+    for (int i = 0; i < 3; ++i) {
+        CHECK(exec_ok(d, reader, "tasknarrow", "cat notes.txt")["profile"]["findings"].empty());
+        CHECK(exec_ok(d, counter, "tasknarrow", "wc -l notes.txt")["profile"]["findings"].empty());
+    }
+    // wc in the reading task: new to the task, so the reading task is
+    // narrowed to its own profile, where wc is not.
+    auto odd = exec_ok(d, reader, "tasknarrow", "wc -l notes.txt");
+    INFO(odd["profile"].dump());
+    CHECK(odd["exit_status"] == 0);
+    CHECK(odd["profile"]["response"] == "narrowed");
+    CHECK(odd["profile"]["narrowed"]["profile"] == "task");
+    CHECK(odd["profile"]["narrowed"]["profile_runs"] == 3);
+    auto refused = exec_ok(d, reader, "tasknarrow", "wc -l notes.txt");
+    CHECK(refused["exit_status"] != 0);
+    CHECK_THAT(refused["stderr"].get<std::string>(), Catch::Contains("Permission denied"));
+    CHECK(exec_ok(d, reader, "tasknarrow", "cat notes.txt")["stdout"] == "notes\n");
+    // The control: wc, usual for the counting task, runs there.
+    auto counted = exec_ok(d, counter, "tasknarrow", "wc -l notes.txt");
+    CHECK(counted["exit_status"] == 0);
+    CHECK(counted["profile"]["findings"].empty());
+    CHECK_FALSE(d.call("GET", "/v1/tasks/" + std::to_string(counter)).body.contains("narrowed"));
+}
+
+TEST_CASE("profiles: a narrowing that cannot be made holds the tool instead", "[tasks][profiles]") {
+    ProfiledRules rules;
+    PrivateBpf bpf("profiles");
+    Daemon d(bpf.args(), rules.path);
+    uint64_t id = task_with_notes(d, "narrowed");
+    learn_window(d, id, "narrowed");
+    // The tool's file changes on disk after agentd loaded it: an export of
+    // it would not be cut from the rules in force.
+    std::ofstream(rules.path + "/narrowed.yaml")
+        << "tool: narrowed\nextends: sh\nlimits: { pids: 8 }\nprofile:\n  learn: 3\n  respond: narrow\n";
+    auto odd = exec_ok(d, id, "narrowed", "wc -l notes.txt");
+    INFO(odd["profile"].dump());
+    CHECK(odd["profile"]["response"] == "narrowed");
+    CHECK_THAT(odd["profile"]["narrowed"]["held"].get<std::string>(), Catch::Contains("rule file changed"));
+    auto held = d.exec(id, {{"tool", "narrowed"}, {"argv", {"sh", "-c", "cat notes.txt"}}});
+    CHECK(held.status == 409);
+    CHECK(held.body["error"]["code"] == "profile_hold");
+    CHECK_THAT(held.body["error"]["message"].get<std::string>(), Catch::Contains("not narrowed"));
+    auto epochs = d.call("GET", "/v1/audit?kind=policy_epoch&task=" + std::to_string(id));
+    bool recorded = false;
+    for (const auto& row : epochs.body["rows"]) recorded |= row["detail"]["change"] == "hold";
+    CHECK(recorded);
+    // The control: the task's other epochs and the grant update that
+    // releases the hold work as for require-grant.
+    REQUIRE(d.call("PUT", "/v1/tasks/" + std::to_string(id) + "/grant", json{{"grant", nullptr}}).status == 200);
+    CHECK(exec_ok(d, id, "narrowed", "cat notes.txt")["exit_status"] == 0);
 }
