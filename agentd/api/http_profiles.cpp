@@ -37,43 +37,60 @@ std::expected<uint64_t, std::string> finding_seq_of(const std::string& body) {
     return seq->get<uint64_t>();
 }
 
+// ?task=N (nothing else): a task's own profile of the tool (task_learn)
+// instead of the tool's.
+std::expected<std::optional<uint64_t>, ApiResponse> task_of(const ApiRequest& req) {
+    std::optional<uint64_t> task;
+    for (const auto& [k, v] : req.query) {
+        if (k != "task") return std::unexpected(error_response(400, "bad_parameter", "unknown query parameter '" + k + "'"));
+        task = positive_integer(v);
+        if (!task)
+            return std::unexpected(error_response(400, "bad_parameter", "task '" + v + "' is not a positive integer"));
+    }
+    return task;
+}
+
+// A route on one profile: the tool's, or with ?task=N that task's own.
+template <class F>
+Router::Handler on_profile(F f) {
+    return [f](const ApiRequest& req) {
+        auto task = task_of(req);
+        return task ? f(req, req.params.at("tool"), *task) : task.error();
+    };
+}
+
 }  // namespace
 
 void register_profile_routes(Router& r, profiles::ProfileBook* book, const ToolCatalog* catalog) {
     r.add("GET", "/v1/profiles", [book](const ApiRequest&) { return json_response(200, book->list()); });
-    // ?task=N: that task's own profile of the tool (task_learn).
-    r.add("GET", "/v1/profiles/{tool}", [book](const ApiRequest& req) {
-        std::optional<uint64_t> task;
-        for (const auto& [k, v] : req.query) {
-            if (k != "task") return error_response(400, "bad_parameter", "unknown query parameter '" + k + "'");
-            task = positive_integer(v);
-            if (!task) return error_response(400, "bad_parameter", "task '" + v + "' is not a positive integer");
-        }
-        return answer(book->get(req.params.at("tool"), task));
-    });
+    r.add("GET", "/v1/profiles/{tool}", on_profile([book](const ApiRequest&, const std::string& tool, auto task) {
+              return answer(book->get(tool, task));
+          }));
     r.add(
         "GET", "/v1/profiles/{tool}/rules",
-        [book, catalog](const ApiRequest& req) {
-            const auto& tool = req.params.at("tool");
-            auto p = book->copy(tool);
+        on_profile([book, catalog](const ApiRequest&, const std::string& tool, auto task) {
+            auto p = book->copy(tool, task);
             if (!p) return answer(std::unexpected(p.error()));
             auto out = profile_rule_file(*catalog, tool, p->profile, p->version);
             return out ? json_response(200, *out) : task_error_response(out.error());
-        },
+        }),
         {.offload = true});
-    r.add("POST", "/v1/profiles/{tool}/reset",
-          [book](const ApiRequest& req) { return answer(book->reset(req.params.at("tool"))); });
-    r.add("POST", "/v1/profiles/{tool}/pin",
-          [book](const ApiRequest& req) { return answer(book->pin(req.params.at("tool"), true)); });
-    r.add("POST", "/v1/profiles/{tool}/unpin",
-          [book](const ApiRequest& req) { return answer(book->pin(req.params.at("tool"), false)); });
+    r.add("POST", "/v1/profiles/{tool}/reset", on_profile([book](const ApiRequest&, const std::string& tool, auto task) {
+              return answer(book->reset(tool, task));
+          }));
+    r.add("POST", "/v1/profiles/{tool}/pin", on_profile([book](const ApiRequest&, const std::string& tool, auto task) {
+              return answer(book->pin(tool, true, task));
+          }));
+    r.add("POST", "/v1/profiles/{tool}/unpin", on_profile([book](const ApiRequest&, const std::string& tool, auto task) {
+              return answer(book->pin(tool, false, task));
+          }));
     r.add(
         "POST", "/v1/profiles/{tool}/accept",
-        [book](const ApiRequest& req) {
+        on_profile([book](const ApiRequest& req, const std::string& tool, auto task) {
             auto seq = finding_seq_of(req.body);
             if (!seq) return error_response(400, "bad_request", seq.error());
-            return answer(book->accept(req.params.at("tool"), *seq));
-        },
+            return answer(book->accept(tool, *seq, task));
+        }),
         {.offload = true});
 }
 

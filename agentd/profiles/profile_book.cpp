@@ -304,7 +304,7 @@ RunVerdict ProfileBook::conclude(RunObserver& run, const json& exit_detail) {
     // A snapshot every kSnapshotEvery runs, learned or not: a restart
     // replays at most that many.
     if (++e->since_snapshot >= kSnapshotEvery && e->due.empty()) e->due = "snapshot";
-    if (v.findings.empty() && task) {
+    if (v.findings.empty() && task && !task->profile.pinned()) {
         const bool was_learning = task->profile.learning();
         task->profile.learn(features);
         task->live = task->profile.live_view();
@@ -375,9 +375,11 @@ void ProfileBook::snapshot(const std::string& tool, Entry& e, std::string change
     (void)store_->enqueue(profile_record(tool, std::move(d)));
 }
 
-void ProfileBook::snapshot_task(const std::string& tool, const Entry::TaskScope& t, std::string change) {
+void ProfileBook::snapshot_task(const std::string& tool, const Entry::TaskScope& t, std::string change, json extra) {
     if (!store_) return;
-    auto r = profile_record(tool, {{"change", std::move(change)}, {"profile", t.profile.to_json()}});
+    json d = extra.is_object() ? extra : json::object();
+    d.update({{"change", std::move(change)}, {"profile", t.profile.to_json()}});
+    auto r = profile_record(tool, std::move(d));
     r.task_id = t.profile.task_id();
     (void)store_->enqueue(std::move(r));
 }
@@ -435,41 +437,73 @@ std::expected<json, ProfileError> ProfileBook::get(const std::string& tool, std:
     return j;
 }
 
-std::expected<json, ProfileError> ProfileBook::reset(const std::string& tool) {
-    std::lock_guard lk(mu_);
+std::expected<ProfileBook::Edited, ProfileError> ProfileBook::edited(const std::string& tool,
+                                                                    std::optional<uint64_t> task) {
     Entry* e = find(tool);
     if (!e) return no_profile(tool);
-    e->profile.reset();
-    renew_live(*e);
-    e->accepted.clear();
-    ++e->version;
-    snapshot(tool, *e, "reset");
-    return summary(tool, *e);
+    if (!task)
+        return Edited{e->profile, e->accepted,
+                      [this, e, tool](std::string change, json extra) {
+                          renew_live(*e);
+                          ++e->version;
+                          snapshot(tool, *e, std::move(change), std::move(extra));
+                      },
+                      [this, e, tool] { return summary(tool, *e); }};
+    auto it = e->tasks.find(*task);
+    if (it == e->tasks.end()) return no_task_profile(tool, *task);
+    Entry::TaskScope* t = &it->second;
+    return Edited{t->profile, t->accepted,
+                  [this, t, tool](std::string change, json extra) {
+                      t->live = t->profile.live_view();
+                      snapshot_task(tool, *t, std::move(change), std::move(extra));
+                  },
+                  [this, e, t, tool] { return task_summary(tool, *e, *t); }};
 }
 
-std::expected<json, ProfileError> ProfileBook::pin(const std::string& tool, bool pinned) {
+json ProfileBook::task_summary(const std::string& tool, const Entry& e, const Entry::TaskScope& t) const {
+    json j = summary(tool, e);
+    j.update({{"task_id", t.profile.task_id()},
+              {"runs", t.profile.runs()},
+              {"learn_runs", t.profile.learn_runs()},
+              {"learning", t.profile.learning()},
+              {"pinned", t.profile.pinned()}});
+    return j;
+}
+
+std::expected<json, ProfileError> ProfileBook::reset(const std::string& tool, std::optional<uint64_t> task) {
     std::lock_guard lk(mu_);
-    Entry* e = find(tool);
-    if (!e) return no_profile(tool);
-    if (e->profile.pinned() != pinned) {
-        e->profile.set_pinned(pinned);
-        ++e->version;
-        snapshot(tool, *e, pinned ? "pin" : "unpin");
+    auto p = edited(tool, task);
+    if (!p) return std::unexpected(p.error());
+    p->profile.reset();
+    p->accepted.clear();
+    p->changed("reset", {});
+    return p->summary();
+}
+
+std::expected<json, ProfileError> ProfileBook::pin(const std::string& tool, bool pinned, std::optional<uint64_t> task) {
+    std::lock_guard lk(mu_);
+    auto p = edited(tool, task);
+    if (!p) return std::unexpected(p.error());
+    if (p->profile.pinned() != pinned) {
+        p->profile.set_pinned(pinned);
+        p->changed(pinned ? "pin" : "unpin", {});
     }
-    return summary(tool, *e);
+    return p->summary();
 }
 
-std::expected<json, ProfileError> ProfileBook::accept(const std::string& tool, uint64_t finding_seq) {
+std::expected<json, ProfileError> ProfileBook::accept(const std::string& tool, uint64_t finding_seq,
+                                                      std::optional<uint64_t> task) {
     if (!keeps(tool)) return no_profile(tool);
     if (!store_) return std::unexpected(ProfileError{ProfileError::Code::Store, "no audit store"});
-    auto rows = store_->read_sql("SELECT detail, run_id FROM records WHERE seq = " + std::to_string(finding_seq) +
-                                     " AND kind = " + std::to_string(int(audit::RecordKind::Finding)) +
-                                     " AND tool = " + sql_text(tool),
-                                 std::chrono::milliseconds(5000));
+    std::string sql = "SELECT detail, run_id FROM records WHERE seq = " + std::to_string(finding_seq) +
+                      " AND kind = " + std::to_string(int(audit::RecordKind::Finding)) + " AND tool = " + sql_text(tool);
+    if (task) sql += " AND task_id = " + std::to_string(*task);
+    auto rows = store_->read_sql(sql, std::chrono::milliseconds(5000));
     if (!rows) return std::unexpected(ProfileError{ProfileError::Code::Store, rows.error().message});
     if (rows->empty())
         return std::unexpected(ProfileError{ProfileError::Code::UnknownFinding,
-                                            "no finding of " + tool + " with seq " + std::to_string(finding_seq)});
+                                            "no finding of " + tool + " with seq " + std::to_string(finding_seq) +
+                                                (task ? " in task " + std::to_string(*task) : std::string())});
     RunFeatures f;
     try {
         f = RunFeatures::from_json(json::parse((*rows)[0][0].get<std::string>()).at("features"));
@@ -478,21 +512,20 @@ std::expected<json, ProfileError> ProfileBook::accept(const std::string& tool, u
                                             "finding " + std::to_string(finding_seq) + " is unreadable: " + ex.what()});
     }
     std::lock_guard lk(mu_);
-    Entry* e = find(tool);
-    if (!e) return no_profile(tool);
-    if (e->profile.pinned())
+    auto p = edited(tool, task);
+    if (!p) return std::unexpected(p.error());
+    const std::string whose = task ? tool + " in task " + std::to_string(*task) : tool;
+    if (p->profile.pinned())
         return std::unexpected(ProfileError{ProfileError::Code::Pinned,
-                                            "the profile of " + tool + " is pinned: unpin it to accept a finding"});
-    if (e->accepted.contains(finding_seq))
+                                            "the profile of " + whose + " is pinned: unpin it to accept a finding"});
+    if (p->accepted.contains(finding_seq))
         return std::unexpected(ProfileError{ProfileError::Code::Accepted,
-                                            "finding " + std::to_string(finding_seq) + " of " + tool +
+                                            "finding " + std::to_string(finding_seq) + " of " + whose +
                                                 " was accepted already: its run is learned"});
-    e->profile.learn(f);
-    renew_live(*e);
-    e->accepted.insert(finding_seq);
-    ++e->version;
-    snapshot(tool, *e, "accept", {{"finding_seq", finding_seq}, {"run_id", (*rows)[0][1]}});
-    return summary(tool, *e);
+    p->profile.learn(f);
+    p->accepted.insert(finding_seq);
+    p->changed("accept", {{"finding_seq", finding_seq}, {"run_id", (*rows)[0][1]}});
+    return p->summary();
 }
 
 }  // namespace bulwark::profiles

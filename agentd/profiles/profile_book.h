@@ -154,10 +154,16 @@ public:
     // own profile of the tool.
     std::expected<nlohmann::json, ProfileError> get(const std::string& tool,
                                                     std::optional<uint64_t> task = std::nullopt) const;
-    std::expected<nlohmann::json, ProfileError> reset(const std::string& tool);
-    std::expected<nlohmann::json, ProfileError> pin(const std::string& tool, bool pinned);
-    // The run of finding record `seq` learned as usual.
-    std::expected<nlohmann::json, ProfileError> accept(const std::string& tool, uint64_t finding_seq);
+    // Each on the tool's profile, or with `task` on that task's own (its
+    // change recorded as a profile record with the task's id).
+    std::expected<nlohmann::json, ProfileError> reset(const std::string& tool,
+                                                      std::optional<uint64_t> task = std::nullopt);
+    std::expected<nlohmann::json, ProfileError> pin(const std::string& tool, bool pinned,
+                                                    std::optional<uint64_t> task = std::nullopt);
+    // The run of finding record `seq` learned as usual (with `task`: by the
+    // task's own profile; the finding must be of a run of that task).
+    std::expected<nlohmann::json, ProfileError> accept(const std::string& tool, uint64_t finding_seq,
+                                                       std::optional<uint64_t> task = std::nullopt);
 
 private:
     struct Entry {
@@ -176,6 +182,7 @@ private:
         struct TaskScope {
             Profile profile;
             std::shared_ptr<const LiveView> live;
+            std::set<uint64_t> accepted;  // as Entry::accepted
         };
         std::map<uint64_t, TaskScope> tasks;  // task id -> its own profile (plan.task_learn_runs)
     };
@@ -183,7 +190,17 @@ private:
     // The profile changed: runs starting from now judge against it.
     static void renew_live(Entry& e) { e.live = e.profile.live_view(); }
     // Enqueues a profile record of a task's own profile (mu_ held).
-    void snapshot_task(const std::string& tool, const Entry::TaskScope& t, std::string change);
+    void snapshot_task(const std::string& tool, const Entry::TaskScope& t, std::string change,
+                       nlohmann::json extra = {});
+    nlohmann::json task_summary(const std::string& tool, const Entry& e, const Entry::TaskScope& t) const;
+    // The profile an edit names, and what a change of it records (mu_ held).
+    struct Edited {
+        Profile& profile;
+        std::set<uint64_t>& accepted;
+        std::function<void(std::string change, nlohmann::json extra)> changed;  // version, snapshot, live view
+        std::function<nlohmann::json()> summary;
+    };
+    std::expected<Edited, ProfileError> edited(const std::string& tool, std::optional<uint64_t> task);
     const Entry* find(const std::string& tool) const;
     nlohmann::json summary(const std::string& tool, const Entry& e) const;
     // Enqueues a profile record of `e` (mu_ held).

@@ -342,6 +342,37 @@ TEST_CASE("profiles: a task's own profile finds a binary usual for the tool but 
     CHECK(mine.body["profile"]["sets"]["exec"]["items"].contains("/usr/bin/cat"));
     CHECK_FALSE(mine.body["profile"]["sets"]["exec"]["items"].contains("/usr/bin/wc"));
     CHECK(d.call("GET", "/v1/profiles/pertask?task=x").status == 400);
+
+    // The task's own profile is edited like the tool's, with ?task=ID.
+    const std::string q = "?task=" + std::to_string(reader);
+    auto f = d.call("GET", "/v1/audit?kind=finding&task=" + std::to_string(reader));
+    REQUIRE(f.body["rows"].size() == 1);
+    const json seq = f.body["rows"][0]["seq"];
+    auto pinned = d.call("POST", "/v1/profiles/pertask/pin" + q);
+    REQUIRE(pinned.status == 200);
+    CHECK(pinned.body["pinned"] == true);
+    CHECK(pinned.body["task_id"] == reader);
+    CHECK(d.call("GET", "/v1/profiles/pertask").body["pinned"] == false);  // the tool's is not
+    CHECK(d.call("POST", "/v1/profiles/pertask/accept" + q, json{{"finding_seq", seq}}).status == 409);
+    REQUIRE(d.call("POST", "/v1/profiles/pertask/unpin" + q).status == 200);
+    // A finding of another task is not this task's to accept.
+    CHECK(d.call("POST", "/v1/profiles/pertask/accept?task=" + std::to_string(counter), json{{"finding_seq", seq}})
+              .status == 404);
+    auto acc = d.call("POST", "/v1/profiles/pertask/accept" + q, json{{"finding_seq", seq}});
+    INFO(acc.raw);
+    REQUIRE(acc.status == 200);
+    CHECK(acc.body["runs"] == 4);
+    CHECK(exec_ok(d, reader, "pertask", "wc -l notes.txt")["profile"]["findings"].empty());
+    auto exported = d.call("GET", "/v1/profiles/pertask/rules" + q);  // its export
+    REQUIRE(exported.status == 200);
+    CHECK(exported.body["runs"].get<int>() >= 4);
+    auto reset = d.call("POST", "/v1/profiles/pertask/reset" + q);
+    REQUIRE(reset.status == 200);
+    CHECK(reset.body["runs"] == 0);
+    CHECK(reset.body["learning"] == true);
+    CHECK(d.call("GET", "/v1/profiles/pertask").body["learning"] == false);  // the tool's learned on
+    CHECK(d.call("POST", "/v1/profiles/pertask/reset?task=999999").status == 404);
+    CHECK(d.call("POST", "/v1/profiles/pertask/reset?tusk=1").status == 400);
     // A closed task's profile goes with it.
     REQUIRE(d.call("DELETE", "/v1/tasks/" + std::to_string(reader)).status == 200);
     CHECK(d.call("GET", "/v1/profiles/pertask?task=" + std::to_string(reader)).status == 404);

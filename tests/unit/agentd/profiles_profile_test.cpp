@@ -475,6 +475,17 @@ TEST_CASE("the book: a task's own profile finds what is usual for the tool but n
         CHECK((*t1)["profile"]["task_id"] == 1);
         CHECK((*t1)["profile"]["sets"]["destination"]["items"].size() == 1);
         CHECK(book.get("curl", 99).error().code == ProfileError::Code::UnknownTask);
+        // A pinned task profile learns nothing; the tool's learns on.
+        auto pinned = book.pin("curl", true, 1);
+        REQUIRE(pinned);
+        CHECK((*pinned)["pinned"] == true);
+        CHECK((*pinned)["runs"] == 4);
+        const auto tool_runs = book.get("curl")->at("runs").get<uint64_t>();
+        CHECK(drive_run(book, *ts.store, "curl", run++, usual_decisions(a), exit_detail(200), nullptr, 1).learned);
+        CHECK(book.get("curl", 1)->at("profile")["runs"] == 4);
+        CHECK(book.get("curl")->at("runs") == tool_runs + 1);
+        CHECK(book.pin("curl", true, 99).error().code == ProfileError::Code::UnknownTask);
+        REQUIRE(book.pin("curl", false, 1));
         // A closed task's profile goes with it: a later run of that id learns anew.
         book.end_task(1);
         CHECK(book.get("curl")->at("tasks").size() == 2);
@@ -482,10 +493,11 @@ TEST_CASE("the book: a task's own profile finds what is usual for the tool but n
         CHECK(again.findings.empty());
         CHECK(again.task->learning);
         REQUIRE(ts.store->flush(5s));
-        // The tasks' profiles were recorded when their windows filled.
-        auto recs = ts.store->read_sql("SELECT task_id FROM records WHERE kind = 8 AND task_id IS NOT NULL ORDER BY seq", 5s);
+        // The tasks' profiles were recorded when their windows filled, and at each edit.
+        auto recs = ts.store->read_sql("SELECT task_id, json_extract(detail, '$.change') FROM records "
+                                       "WHERE kind = 8 AND task_id IS NOT NULL ORDER BY seq", 5s);
         REQUIRE(recs);
-        CHECK(*recs == json::array({json::array({1}), json::array({2})}));
+        CHECK(*recs == json::parse(R"([[1, "learned"], [2, "learned"], [1, "pin"], [1, "unpin"]])"));
     }
     // A restart rebuilds the tool's profile from its own snapshot, not a task's.
     ts.reopen();
@@ -493,7 +505,7 @@ TEST_CASE("the book: a task's own profile finds what is usual for the tool but n
     CHECK(book.load({{"curl", p}}).empty());
     auto got = book.get("curl");
     REQUIRE(got);
-    CHECK((*got)["runs"] == 9);  // 6 + the new task's + task 1's usual + its run after close
+    CHECK((*got)["runs"] == 10);  // 6 + the new task's + task 1's two usual + its run after close
     CHECK((*got)["tasks"].empty());
 }
 
