@@ -339,6 +339,10 @@ void RuleTextWriter::environment(const ast::Environment& e) {
 std::string RuleTextWriter::write(const ast::RuleFile& f) {
     out_ << YAML::BeginMap;
     entry("tool", f.tool);
+    if (f.extends.size() == 1)
+        entry("extends", f.extends.front());
+    else
+        scalars("extends", f.extends);
     entry("description", f.description);
     binaries(f.binaries);
     entry("mode", f.mode);

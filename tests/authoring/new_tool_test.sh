@@ -95,7 +95,7 @@ out=$(learn perl perl -e "$copy")
 rc=$?
 learned="$work/rules/perl.learned.yaml"
 if [ $rc = 0 ] && [ "$out" = "copied" ] && grep -q "confirmed: round [0-9]* under it was refused nothing" "$work/learn.err" &&
-  grep -q "^  read:" "$learned" && grep -q "$outside/data.txt\" *# deny landlock " "$learned" &&
+  grep -q "^  read:" "$learned" && grep -q "$outside/data.txt *# deny landlock " "$learned" &&
   grep -q '"${workdir}' "$learned"; then
   pass "agentd learn perl: $(tail -1 "$work/learn.err")"
 else

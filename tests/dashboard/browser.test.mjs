@@ -286,7 +286,7 @@ try {
   await page.click("#propose-run");
   await page.waitForSelector("#propose-summary, #propose-error", { timeout: 15000 });
   const proposal = (await page.textContent("#propose-rules").catch(() => "")) ?? "";
-  check(proposal.includes("extends: cat") && proposal.includes('"/etc/passwd"'), "the proposal extends cat's rules with the refused /etc/passwd",
+  check(proposal.includes("extends: cat") && proposal.includes('- /etc/passwd'), "the proposal extends cat's rules with the refused /etc/passwd",
     (await page.textContent("#replay-result"))?.slice(0, 400));
   await page.click("#propose-use");
   check((await page.inputValue("#r-rules")) === proposal, "the proposal becomes the replay candidate");

@@ -144,7 +144,7 @@ class ClientTest(unittest.TestCase):
         # Learning mode: the proposal names exactly that file, and under it the
         # recorded open is allowed.
         p = self.api.propose("cat", task=t.id)
-        self.assertIn('files:\n  read:\n    - "/etc/passwd"\n', p["rules"])
+        self.assertIn('files:\n  read:\n    - /etc/passwd\n', p["rules"])
         self.assertGreaterEqual(p["allowed_by_proposal"], 1)
         self.assertEqual(p["still_refused"], [])
 

@@ -1,6 +1,7 @@
 // policy/rule_writer: the rule file agentd proposes, written from its parts.
-// The text is pinned (clients show it to people, who edit and commit it),
-// and what it writes compiles to the rules it names.
+// The text is pinned (clients show it to people, who edit and commit it):
+// rule_file_text's, as for every rule file agentd writes; and what it writes
+// compiles to the rules it names.
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
@@ -25,20 +26,21 @@ TEST_CASE("a draft is written block by block, entries in first-seen order, witho
     w.add_path(DraftSection::FilesRead, "/etc/group");
     w.add_net(DraftSection::NetworkConnect, {"10.1.2.3/32", 443, "tcp"});
     CHECK_FALSE(w.empty());
-    // files.write comes after network in the calls, but with its block.
+    // files.write comes after network in the calls, but with its block; a
+    // task variable is quoted, a plain path is not.
     CHECK(w.text() ==
           "# Proposed by agentd: rules for 4 recorded operation(s) of cat.\n"
           "tool: cat\n"
           "extends: cat\n"
           "files:\n"
           "  read:\n"
-          "    - \"/etc/passwd\"\n"
-          "    - \"/etc/group\"\n"
+          "    - /etc/passwd\n"
+          "    - /etc/group\n"
           "  write:\n"
           "    - \"${workdir}/out.txt\"\n"
           "network:\n"
           "  connect:\n"
-          "    - {cidr: \"10.1.2.3/32\", ports: [443], proto: tcp}\n"
+          "    - {cidr: 10.1.2.3/32, ports: [443], proto: tcp}\n"
           "syscalls:\n"
           "  allow:\n"
           "    - getppid\n");
@@ -77,9 +79,9 @@ TEST_CASE("unix sockets are written under network.unix, after the IP rules, and 
     w.add_net(DraftSection::NetworkConnect, {"10.0.0.1/32", 443, "tcp"});
     w.add_path(DraftSection::NetworkUnixConnect, "@bus");
     w.add_path(DraftSection::NetworkUnixBind, "/srv/own/ctl.sock");  // no repeat
-    CHECK(w.text() == "tool: srv\nfiles:\n  create:\n    - \"/srv/own\"\nnetwork:\n"
-                      "  connect:\n    - {cidr: \"10.0.0.1/32\", ports: [443], proto: tcp}\n"
-                      "  unix:\n    bind:\n      - \"/srv/own/ctl.sock\"\n    connect:\n      - \"@bus\"\n");
+    CHECK(w.text() == "tool: srv\nfiles:\n  create:\n    - /srv/own\nnetwork:\n"
+                      "  connect:\n    - {cidr: 10.0.0.1/32, ports: [443], proto: tcp}\n"
+                      "  unix:\n    connect:\n      - \"@bus\"\n    bind:\n      - /srv/own/ctl.sock\n");
     auto r = compile_string(w.text(), "draft.yaml", CompileOptions{});
     INFO(w.text());
     INFO(render_diagnostics(r));
@@ -110,15 +112,15 @@ TEST_CASE("each entry may carry the refusal it comes from as a comment; a repeat
           "extends: cat\n"
           "files:\n"
           "  read:\n"
-          "    - \"/etc/passwd\"  # deny landlock file_open /etc/passwd\n"
+          "    - /etc/passwd  # deny landlock file_open /etc/passwd\n"
           "  create:\n"
           "    - \"${workdir}\"\n"
-          "syscalls:\n"
-          "  allow:\n"
-          "    - getppid  # deny seccomp syscall getppid\n"
           "network:\n"
           "  connect:\n"
-          "    - {cidr: \"10.1.2.3/32\", ports: [443], proto: tcp}  # deny sock_addr connect 10.1.2.3:443\n");
+          "    - {cidr: 10.1.2.3/32, ports: [443], proto: tcp}  # deny sock_addr connect 10.1.2.3:443\n"
+          "syscalls:\n"
+          "  allow:\n"
+          "    - getppid  # deny seccomp syscall getppid\n");
     // the comments are YAML's: the file compiles, each entry a rule
     char dir[] = "/tmp/bulwark-writer-XXXXXX";
     REQUIRE(::mkdtemp(dir));

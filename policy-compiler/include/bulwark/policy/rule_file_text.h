@@ -5,9 +5,11 @@
 // flatten_rule_file() runs the compiler's own first steps (the parser and
 // the extends pass, pass_manager.cpp) and stops before the other passes: the
 // tree it returns is the one every later pass of a compile of that file
-// reads. rule_file_text() writes a tree as one rule file, without `extends`;
-// compiling that text gives the bundle the original compiles to (the rule
-// ids aside: in the text they are numbered in the order it is written).
+// reads. rule_file_text() writes a tree back as text: a flattened one as one
+// rule file without `extends`, whose compile gives the bundle the original
+// compiles to (the rule ids aside: in the text they are numbered in the
+// order it is written); a tree that still extends other files (a draft,
+// rule_writer.h) with its `extends`.
 #include <cstdint>
 #include <expected>
 #include <map>
@@ -47,9 +49,8 @@ using RuleComments = std::map<uint32_t, std::string>;
 // order (tool, description, binaries, mode, mandatory, unenforceable, files,
 // exec, network, syscalls, limits, microvm, profile, hardening,
 // environment), lists in their order, the keyed sections (limits, microvm,
-// profile, environment.set) in theirs. `extends` is never written: a
-// flattened tree has it merged in, and of any other tree only its own rules
-// are written. Values are quoted where YAML needs it, and task variables
+// profile, environment.set) in theirs. `extends` as the tree has it (a
+// flattened tree has it merged in, and empty). Values are quoted where YAML needs it, and task variables
 // (`${workdir}`) always. An entry whose rule id has a comment gets it on its
 // line (a rule spanning several values, like `hardening:`, on the first).
 //

@@ -2,13 +2,17 @@
 // A rule file written from its parts, in the language policyc reads
 // (docs/rule-language.md): what agentd proposes for the operations a tool's
 // recorded runs were refused (POST /v1/propose). Entries keep the order they
-// were first added in, without repeats; sections of one block (files, exec,
-// network, syscalls) are written together. The text is emitted by yaml-cpp,
-// so a path or name is quoted wherever YAML needs it.
+// were first added in, without repeats. The draft is a rule file's tree
+// (ast.h), written by rule_file_text (rule_file_text.h) like every rule file
+// agentd writes: blocks in the language's key order, a value quoted wherever
+// YAML needs it and a task variable always.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "bulwark/policy/ast.h"
 
 namespace bulwark::policy {
 
@@ -59,17 +63,15 @@ public:
     std::string text() const;
 
 private:
-    struct Entry {
-        std::string value;  // a path or a name
-        DraftNetRule net;   // network sections
-        bool quoted = false;
-        std::string comment;
-        bool operator==(const Entry& o) const { return value == o.value && net == o.net && quoted == o.quoted; }
-    };
-    void add(DraftSection section, Entry e);
+    // A new entry's rule id, with its comment.
+    uint32_t next_rule(std::string comment);
+    ast::Scalar scalar(std::string value, uint32_t rule_id) const;
 
-    std::string tool_, extends_, comment_;
-    std::vector<std::pair<DraftSection, std::vector<Entry>>> sections_;
+    std::string comment_;
+    ast::RuleFile file_;
+    std::map<uint32_t, std::string> comments_;  // rule id -> comment
+    std::map<DraftSection, std::vector<std::string>> seen_;  // what each section holds, as added
+    uint32_t rules_ = 0;
 };
 
 }  // namespace bulwark::policy
