@@ -38,7 +38,7 @@ const profile = mkdtempSync(join(tmpdir(), "dashboard-chromium-"));
 const rulesCopy = mkdtempSync(join(tmpdir(), "dashboard-rules-"));
 cpSync(RULES, rulesCopy, { recursive: true });
 writeFileSync(join(rulesCopy, "watched.yaml"), "tool: watched\nextends: sh\nprofile:\n  learn: 3\n  task_learn: 3\n  respond: record\n");
-const d = await startAgentd(PORT, "browser", { rules: rulesCopy, privateBpf: true });
+const d = await startAgentd(PORT, "browser", { rules: rulesCopy });
 const ctx = await chromium.launchPersistentContext(profile, {
   executablePath: CHROMIUM,
   headless: true,

@@ -62,8 +62,8 @@ function privateBpf(name) {
   };
 }
 
-// opts.privateBpf: a BPF pin root and cgroup parent of its own (a test that
-// reads its runs' monitor events).
+// Each daemon has a BPF pin root and cgroup parent of its own (privateBpf)
+// unless opts.privateBpf is false.
 // opts.config: YAML text for --config (then no --http is passed: the
 // listener comes from the config); opts.expectDashboard false: wait for the
 // unix socket instead of the printed dashboard address; opts.rules: the rules
@@ -83,7 +83,7 @@ export async function startAgentd(port, name, opts = {}) {
   const rules = opts.rules ?? RULES;
   if (rules) args.push("--rules", rules);
   if (ASSETS) args.push("--dashboard-assets", ASSETS);
-  const bpf = opts.privateBpf ? privateBpf(name) : null;
+  const bpf = opts.privateBpf === false ? null : privateBpf(name);
   if (bpf) args.push(...bpf.args);
   const child = spawn(AGENTD, args, { stdio: ["ignore", "pipe", "pipe"] });
   let out = "", err = "";

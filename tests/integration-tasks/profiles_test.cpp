@@ -22,9 +22,9 @@ using nlohmann::json;
 
 namespace {
 
-// Each daemon has a BPF pin root of its own (PrivateBpf): with the shared one,
-// a daemon of a tier running in parallel may read this one's monitor events
-// (a profile is learned from them, and `stop` acts on them).
+// Each daemon has a BPF pin root of its own (Daemon's PrivateBpf): with the
+// shared one, a daemon of a tier running in parallel may read this one's
+// monitor events (a profile is learned from them, and `stop` acts on them).
 //
 // The shipped rules, and four tools that are sh with a profile learning
 // from 3 runs: each answering a finding in its own way; and two learning
@@ -77,8 +77,7 @@ void learn_window(const Daemon& d, uint64_t task, const std::string& tool) {
 TEST_CASE("profiles: a first-time binary is a finding, recorded, accepted, and kept across kill -9",
           "[tasks][profiles]") {
     ProfiledRules rules;
-    PrivateBpf bpf("profiles");
-    Daemon d(bpf.args(), rules.path);
+    Daemon d({}, rules.path);
     auto listed = d.call("GET", "/v1/profiles");
     REQUIRE(listed.status == 200);
     CHECK(listed.body["profiles"].size() == 6);  // the shipped tools keep none
@@ -153,8 +152,7 @@ TEST_CASE("profiles: a first-time binary is a finding, recorded, accepted, and k
 
 TEST_CASE("profiles: respond: stop ends the run at its first first-time binary", "[tasks][profiles]") {
     ProfiledRules rules;
-    PrivateBpf bpf("profiles");
-    Daemon d(bpf.args(), rules.path);
+    Daemon d({}, rules.path);
     uint64_t id = task_with_notes(d, "stopped");
     // A loop after a program the tool never started: it would spin until its
     // timeout if nothing stopped it.
@@ -189,8 +187,7 @@ TEST_CASE("profiles: respond: stop ends the run at its first first-time binary",
 
 TEST_CASE("profiles: respond: require-grant holds the tool's runs until the grant is updated", "[tasks][profiles]") {
     ProfiledRules rules;
-    PrivateBpf bpf("profiles");
-    Daemon d(bpf.args(), rules.path);
+    Daemon d({}, rules.path);
     uint64_t id = task_with_notes(d, "held");
     learn_window(d, id, "held");
     auto odd = exec_ok(d, id, "held", "wc -l notes.txt");
@@ -215,8 +212,7 @@ TEST_CASE("profiles: respond: narrow confines the tool to its profile for the re
           "through grant updates, until lifted",
           "[tasks][profiles]") {
     ProfiledRules rules;
-    PrivateBpf bpf("profiles");
-    Daemon d(bpf.args(), rules.path);
+    Daemon d({}, rules.path);
     uint64_t id = task_with_notes(d, "narrowed");
     learn_window(d, id, "narrowed");
     const std::string task = "/v1/tasks/" + std::to_string(id);
@@ -301,8 +297,7 @@ TEST_CASE("profiles: respond: narrow confines the tool to its profile for the re
 TEST_CASE("profiles: a task's own profile finds a binary usual for the tool but new to the task",
           "[tasks][profiles]") {
     ProfiledRules rules;
-    PrivateBpf bpf("profiles");
-    Daemon d(bpf.args(), rules.path);
+    Daemon d({}, rules.path);
     // Two tasks, each with its own usual command: the tool learns both.
     uint64_t reader = task_with_notes(d, "pertask"), counter = task_with_notes(d, "pertask");
     for (int i = 0; i < 3; ++i) {
@@ -383,8 +378,7 @@ TEST_CASE("profiles: exported as a rule file, the usual command runs under it an
     ProfiledRules rules;
     std::string exported;
     {
-        PrivateBpf bpf("profiles");
-        Daemon d(bpf.args(), rules.path);
+        Daemon d({}, rules.path);
         uint64_t id = task_with_notes(d, "recorded");
         learn_window(d, id, "recorded");
         auto r = d.call("GET", "/v1/profiles/recorded/rules");
@@ -404,8 +398,7 @@ TEST_CASE("profiles: exported as a rule file, the usual command runs under it an
     // The export in the tool's place: the usual command runs as before; ls,
     // which the tool's own rules allow, is refused.
     std::ofstream(rules.path + "/recorded.yaml") << exported;
-    PrivateBpf bpf("profiles");
-    Daemon d(bpf.args(), rules.path);
+    Daemon d({}, rules.path);
     uint64_t id = task_with_notes(d, "recorded");
     auto usual = exec_ok(d, id, "recorded", "cat notes.txt");
     INFO(exported);
@@ -424,8 +417,7 @@ TEST_CASE("profiles: exported as a rule file, the usual command runs under it an
 
 TEST_CASE("profiles: a task's own learned profile is what narrow narrows the task to", "[tasks][profiles]") {
     ProfiledRules rules;
-    PrivateBpf bpf("profiles");
-    Daemon d(bpf.args(), rules.path);
+    Daemon d({}, rules.path);
     // The tool learns cat in one task and wc in another: both are usual for it.
     uint64_t reader = task_with_notes(d, "tasknarrow"), counter = task_with_notes(d, "tasknarrow");
     for (int i = 0; i < 3; ++i) {
@@ -453,8 +445,7 @@ TEST_CASE("profiles: a task's own learned profile is what narrow narrows the tas
 
 TEST_CASE("profiles: a narrowing that cannot be made holds the tool instead", "[tasks][profiles]") {
     ProfiledRules rules;
-    PrivateBpf bpf("profiles");
-    Daemon d(bpf.args(), rules.path);
+    Daemon d({}, rules.path);
     uint64_t id = task_with_notes(d, "narrowed");
     learn_window(d, id, "narrowed");
     // The tool's file changes on disk after agentd loaded it: an export of

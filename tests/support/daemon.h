@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -26,13 +27,15 @@ namespace bulwark::test {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-// A BPF pin root and cgroup parent of this test process alone, removed at
-// the end: daemons of tiers running in parallel share the default ones, and
-// any of them reaps the run leaves a killed daemon left there.
+// A BPF pin root and cgroup parent of this one object, removed at the end:
+// daemons of tiers running in parallel would share the default ones (each
+// reading the others' monitor events from the shared ring buffer, reaping
+// the run leaves a killed one left there).
 struct PrivateBpf {
     std::string pin_root, parent;
     explicit PrivateBpf(const std::string& name) {
-        const std::string leaf = name + "-" + std::to_string(::getpid());
+        static int made = 0;
+        const std::string leaf = name + "-" + std::to_string(::getpid()) + "-" + std::to_string(made++);
         pin_root = "/sys/fs/bpf/" + leaf;
         auto mnt = cgroup2_mount();
         auto own = own_cgroup2_path();
@@ -54,6 +57,9 @@ struct Daemon {
     std::string sock = (dir.path / "agentd.sock").string();
     std::string state = (dir.path / "state").string();
     std::vector<std::string> argv;  // the `agentd serve` command line
+    // Its own BPF pin root and cgroup parent unless `extra` names them (or
+    // --no-bpf): outlives the child, so its pins go after the daemon.
+    std::unique_ptr<PrivateBpf> bpf;
     std::unique_ptr<AgentdChild> child;
 
     // extra: further `agentd serve` arguments (e.g. a BPF pin root).
@@ -63,6 +69,12 @@ struct Daemon {
         // The sandbox uid must traverse to the task work directories.
         ::chmod(dir.path.c_str(), 0711);
         argv.insert(argv.end(), extra.begin(), extra.end());
+        auto named = [&](const char* flag) { return std::find(extra.begin(), extra.end(), flag) != extra.end(); };
+        if (!named("--bpf-pin-root") && !named("--no-bpf")) {
+            bpf = std::make_unique<PrivateBpf>("daemon");
+            auto a = bpf->args();
+            argv.insert(argv.end(), a.begin(), a.end());
+        }
         start("agentd.log");
     }
 
