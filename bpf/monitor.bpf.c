@@ -120,16 +120,170 @@ static __always_inline int bw_count_syscall(__u64 cgid, long id)
 #define BW_O_ACCMODE 03
 #define BW_O_CREAT 0100
 #define BW_O_TRUNC 01000
+#define BW_AT_FDCWD -100
 
-/* What a counted run opens, as the tool named it (a relative name is
- * relative to its directory or descriptor): one observation per open(2),
- * openat(2), openat2(2) or creat(2), on every host, BPF LSM or not. The
- * kernel has not judged the open yet: the record says what was asked. */
+/* Where a relative name is resolved from: the directory a descriptor
+ * (openat's dirfd) or the working directory (AT_FDCWD, open, creat) is. */
+static __always_inline int bw_base_dir(int dirfd, struct dentry **d, struct vfsmount **mnt)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	if (dirfd == BW_AT_FDCWD) {
+		*d = BPF_CORE_READ(t, fs, pwd.dentry);
+		*mnt = BPF_CORE_READ(t, fs, pwd.mnt);
+		return *d != 0;
+	}
+	if (dirfd < 0)
+		return 0;
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	if (!fdt || (unsigned int)dirfd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = 0;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[dirfd]) || !f)
+		return 0;
+	*d = BPF_CORE_READ(f, f_path.dentry);
+	*mnt = BPF_CORE_READ(f, f_path.mnt);
+	return *d != 0;
+}
+
+/* A relative name made absolute: the base directory's path, built from its
+ * dentries and mounts up to the root of the task's mount namespace (as the
+ * tool sees its files), then the name. Built in a per-CPU scratch buffer:
+ * the directory's components written backwards to end at BW_NAME_AT - 1, the
+ * name at BW_NAME_AT. A path longer than the event holds keeps the name
+ * whole and the directory's leading part (what areas and task variables are
+ * judged by). */
+#define BW_NAME_AT 512
+#define BW_DIR_LEVELS 32
+struct bw_path_scratch {
+	char b[BW_NAME_AT + BW_EVENT_PATH_MAX + BW_NAME_AT];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct bw_path_scratch);
+} bw_path_scratch SEC(".maps");
+
+struct bw_name {
+	char path[BW_EVENT_PATH_MAX];
+};
+
+/* One step of the walk up from a directory: a component of its path
+ * written in front of what is there, or a mount crossed. A global function,
+ * verified once on its own; to the loop that calls it the walk's state is
+ * memory it may have changed in any way, so the loop's states do not
+ * multiply (an inlined walk's went past the verifier's limit). */
+struct bw_dir_walk {
+	__u64 dentry;
+	__u64 mount; /* struct mount */
+	__s32 pos;   /* the path so far starts here in the scratch */
+	__s32 state; /* 0 walking, 1 at the namespace's root, -1 no path to say */
+};
+
+__noinline int bw_dir_step(struct bw_dir_walk *w)
+{
+	if (!w || w->state)
+		return 0;
+	__u32 zero = 0;
+	struct bw_path_scratch *s = bpf_map_lookup_elem(&bw_path_scratch, &zero);
+	if (!s) {
+		w->state = -1;
+		return 0;
+	}
+	struct dentry *d = (struct dentry *)w->dentry;
+	struct mount *mnt = (struct mount *)w->mount;
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	struct dentry *root = BPF_CORE_READ(mnt, mnt.mnt_root);
+	if (d == root) {
+		struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+		if (!up || up == mnt) {
+			w->state = 1; /* the namespace's root */
+			return 0;
+		}
+		w->dentry = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
+		w->mount = (__u64)up;
+		return 0;
+	}
+	if (d == parent) {
+		w->state = -1; /* a filesystem's root that is not its mount's: disconnected */
+		return 0;
+	}
+	__u32 len = BPF_CORE_READ(d, d_name.len);
+	int pos = w->pos;
+	if (len == 0 || len > 255 || pos <= (int)len + 1 || pos >= BW_NAME_AT) {
+		w->state = -1; /* longer than the scratch holds */
+		return 0;
+	}
+	pos -= len;
+	bpf_probe_read_kernel(&s->b[pos & (BW_NAME_AT - 1)], len & 255, BPF_CORE_READ(d, d_name.name));
+	pos -= 1;
+	s->b[pos & (BW_NAME_AT - 1)] = '/';
+	w->pos = pos;
+	w->dentry = (__u64)parent;
+	return 0;
+}
+
+/* A global function too (the caller passes the event's path as `out_name`).
+ * `name`: the user's pointer; `dentry`, `vfsmnt`: the directory's. */
+__noinline int bw_absolute_name(struct bw_name *out_name, __u64 name, __u64 dentry, __u64 vfsmnt)
+{
+	if (!out_name || !dentry || !vfsmnt)
+		return 0;
+	char *out = out_name->path;
+	__u32 zero = 0;
+	struct bw_path_scratch *s = bpf_map_lookup_elem(&bw_path_scratch, &zero);
+	if (!s)
+		return 0;
+	long n = bpf_probe_read_user_str(&s->b[BW_NAME_AT], BW_EVENT_PATH_MAX, (const char *)name);
+	if (n <= 1)
+		return 0;
+	s->b[BW_NAME_AT - 1] = '/';
+	struct bw_dir_walk w = {
+		.dentry = dentry,
+		.mount = vfsmnt - bpf_core_field_offset(struct mount, mnt),
+		.pos = BW_NAME_AT - 1, /* the directory ends here, with its '/' */
+		.state = 0,
+	};
+	for (int i = 0; i < BW_DIR_LEVELS && !w.state; i++)
+		bw_dir_step(&w);
+	int pos = w.pos;
+	if (w.state != 1 || pos < 1 || pos >= BW_NAME_AT)
+		return 0; /* deeper than the walk goes, or no path: the name as given */
+	/* pos: the leading '/'; the directory and its trailing '/' fill
+	 * [pos, BW_NAME_AT), the name and its NUL n bytes from BW_NAME_AT (the
+	 * working directory "/" itself: pos is BW_NAME_AT - 1). */
+	int dir = BW_NAME_AT - pos, room = BW_EVENT_PATH_MAX - (int)n;
+	if (dir > room) {
+		/* keep the name: the directory's first `room` bytes moved up to it */
+		if (room < 2)
+			return 0;
+		int from = pos & (BW_NAME_AT - 1), to = (BW_NAME_AT - room) & (BW_NAME_AT - 1);
+		/* to > from and the stretch copied is room bytes, so the copy reads
+		 * ahead of where it writes: through the event, not in place */
+		bpf_probe_read_kernel(out, room & (BW_EVENT_PATH_MAX - 1), &s->b[from]);
+		bpf_probe_read_kernel(&s->b[to], room & (BW_EVENT_PATH_MAX - 1), out);
+		pos = to;
+	}
+	bpf_probe_read_kernel(out, BW_EVENT_PATH_MAX, &s->b[pos & (BW_NAME_AT - 1)]);
+	out[BW_EVENT_PATH_MAX - 1] = 0;
+	return 1;
+}
+
+/* What a counted run opens: one observation per open(2), openat(2),
+ * openat2(2) or creat(2), on every host, BPF LSM or not. An absolute name is
+ * recorded as the tool gave it; a relative one with the directory it is
+ * relative to (the working directory, or openat's descriptor) put in front,
+ * so that `cd /etc; cat passwd` and a walk by descriptors name where they
+ * read. (A symlink or `..` on the way is the kernel's to resolve, after.)
+ * The kernel has not judged the open yet: the record says what was asked. */
 static __always_inline void bw_observe_open(const struct bw_sbx *s, struct pt_regs *regs, long id)
 {
 	const char *path;
 	__u64 flags;
+	int dirfd = BW_AT_FDCWD;
 	if (id == BW_NR_OPENAT || id == BW_NR_OPENAT2) {
+		dirfd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
 		path = (const char *)PT_REGS_PARM2_CORE_SYSCALL(regs);
 		if (id == BW_NR_OPENAT) {
 			flags = PT_REGS_PARM3_CORE_SYSCALL(regs);
@@ -151,6 +305,12 @@ static __always_inline void bw_observe_open(const struct bw_sbx *s, struct pt_re
 		return;
 	if (bpf_probe_read_user_str(e->obj.file.path, sizeof(e->obj.file.path), path) < 0)
 		e->obj.file.path[0] = 0;
+	else if (e->obj.file.path[0] != '/' && e->obj.file.path[0]) {
+		struct dentry *dir;
+		struct vfsmount *mnt;
+		if (bw_base_dir(dirfd, &dir, &mnt))
+			bw_absolute_name((struct bw_name *)e->obj.file.path, (__u64)path, (__u64)dir, (__u64)mnt);
+	}
 	e->obj.file.dev = 0;
 	e->obj.file.ino = 0;
 	__u32 rights = BW_FS_READ;

@@ -71,8 +71,12 @@ std::string_view file_verb(const audit::AuditRecord& r) {
     }
 }
 
-// "a/./b", "a//b", "./a" -> "a/b", "a/b", "a" (".." is kept: the kernel
-// resolves it through links this cannot see).
+// "a/./b", "a//b", "./a", "/w/t/../../etc" -> "a/b", "a/b", "a", "/etc".
+// ".." takes the component before it away, by the letters: where a symlink
+// stands before it the kernel went elsewhere, but a name that climbs out of
+// the work directory is judged where it climbs to, not as the work
+// directory's (a ".." above a relative name's start, or above /, stays or
+// goes as at the root).
 std::string fold_dots(std::string_view p) {
     const bool abs = p.starts_with('/');
     std::string out;
@@ -80,7 +84,13 @@ std::string fold_dots(std::string_view p) {
         size_t j = p.find('/', i);
         if (j == std::string_view::npos) j = p.size();
         std::string_view part = p.substr(i, j - i);
-        if (!part.empty() && part != ".") {
+        size_t last = out.rfind('/');
+        std::string_view tail = last == std::string::npos ? std::string_view(out) : std::string_view(out).substr(last + 1);
+        if (part == ".." && !tail.empty() && tail != "..") {
+            out.erase(last == std::string::npos ? 0 : last);
+        } else if (part == ".." && abs) {
+            // above the root: the root
+        } else if (!part.empty() && part != ".") {
             if (!out.empty() || abs) out += '/';
             out += part;
         }
@@ -212,8 +222,9 @@ std::vector<std::pair<std::string_view, std::string>> RunFeatures::add(const aud
     // A file named by its inode only (the kernel could not give its path)
     // has no area to put it in.
     if (verb.empty() || r.object.empty() || r.object.starts_with("inode ")) return added;
-    // The monitor records an open as the tool named it: a relative name is
-    // taken relative to the work directory, where the tool starts.
+    // The monitor records a relative name with the directory it is relative
+    // to in front; one it could not resolve is taken relative to the work
+    // directory, where the tool starts.
     const std::string path = with_vars(r.object.front() == '/' ? r.object : workdir_of(vars) + "/" + r.object, vars);
     if (verb == "exec" && r.op == BW_OP_EXEC) put(kExec, path);
     put(kFileArea, std::string(verb) + " " + area_of(path));

@@ -471,6 +471,18 @@ std::vector<FileGrant> shared_file_grants(const Bundle& current, const Bundle& n
     return out;
 }
 
+// An allow rule's range as a grant entry.
+NetGrant grant_of(const NetRule& r) {
+    NetGrant g;
+    g.addr = r.addr;
+    g.prefix = r.prefix;
+    g.port_lo = r.port_lo;
+    g.port_hi = r.port_hi;
+    g.proto_mask = r.proto_mask;
+    g.op_mask = r.op_mask;
+    return g;
+}
+
 // intersection_grant's network: each allow of `narrower` met with each of
 // `current`'s, the pieces that no deny of `current` touches.
 std::vector<NetGrant> shared_net_grants(const Bundle& current, const Bundle& narrower) {
@@ -480,29 +492,12 @@ std::vector<NetGrant> shared_net_grants(const Bundle& current, const Bundle& nar
         if (x.action != BW_NET_ACTION_ALLOW) continue;
         for (const auto& c : mine) {
             if (c.action != BW_NET_ACTION_ALLOW) continue;
-            NetGrant as_grant;
-            as_grant.addr = x.addr;
-            as_grant.prefix = x.prefix;
-            as_grant.port_lo = x.port_lo;
-            as_grant.port_hi = x.port_hi;
-            as_grant.proto_mask = x.proto_mask;
-            as_grant.op_mask = x.op_mask;
-            auto piece = intersect(c, as_grant, x.op_mask, BW_NO_RULE);
+            auto piece = intersect(c, grant_of(x), x.op_mask, BW_NO_RULE);
             if (!piece) continue;
-            NetGrant g;
-            g.addr = piece->addr;
-            g.prefix = piece->prefix;
-            g.port_lo = piece->port_lo;
-            g.port_hi = piece->port_hi;
-            g.proto_mask = piece->proto_mask;
-            g.op_mask = piece->op_mask;
+            NetGrant g = grant_of(*piece);
             std::vector<std::string> refused;
             check_net_grant(current, mine, g, refused);
-            bool dup = std::any_of(out.begin(), out.end(), [&](const NetGrant& o) {
-                return o.addr == g.addr && o.prefix == g.prefix && o.port_lo == g.port_lo && o.port_hi == g.port_hi &&
-                       o.proto_mask == g.proto_mask && o.op_mask == g.op_mask;
-            });
-            if (refused.empty() && !dup) out.push_back(g);
+            if (refused.empty() && std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
         }
     }
     return out;

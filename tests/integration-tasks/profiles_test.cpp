@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -468,4 +469,58 @@ TEST_CASE("profiles: a narrowing that cannot be made holds the tool instead", "[
     // releases the hold work as for require-grant.
     REQUIRE(d.call("PUT", "/v1/tasks/" + std::to_string(id) + "/grant", json{{"grant", nullptr}}).status == 200);
     CHECK(exec_ok(d, id, "narrowed", "cat notes.txt")["exit_status"] == 0);
+}
+
+// The files a run opens, as the monitor recorded them (layer monitor).
+std::set<std::string> opened(const json& exec_reply) {
+    std::set<std::string> out;
+    for (const auto& d : exec_reply["decisions"])
+        if (d.value("layer", "") == "monitor" && d.value("op", "") == "file_open") out.insert(d.value("object", ""));
+    return out;
+}
+
+TEST_CASE("profiles: a relative name is recorded and judged where it leads (working directory, descriptors, ..)",
+          "[tasks][profiles]") {
+    ProfiledRules rules;
+    Daemon d({}, rules.path);
+    uint64_t id = task_with_notes(d, "recorded");
+    const std::string workdir = d.call("GET", "/v1/tasks/" + std::to_string(id)).body["workdir"];
+    learn_window(d, id, "recorded");
+    for (const char* dir : {"/sub", "/sub/deep"}) {
+        REQUIRE(std::filesystem::create_directory(workdir + dir));
+        REQUIRE(::chown((workdir + dir).c_str(), 65534, 65534) == 0);
+    }
+    write_file(workdir + "/sub/deep/f.txt", "hidden\n");
+
+    // The controls: an absolute name is recorded as given; the usual relative
+    // read, from the work directory, is the work directory's.
+    auto usual = exec_ok(d, id, "recorded", "cat notes.txt");
+    CHECK(opened(usual).contains(workdir + "/notes.txt"));
+    auto absolute = exec_ok(d, id, "recorded", "cat /proc/filesystems");
+    INFO(absolute["report"].dump(1).substr(0, 3000));
+    INFO(absolute["profile"].dump());
+    CHECK(opened(absolute).contains("/proc/filesystems"));
+
+    // From another working directory.
+    auto cd = exec_ok(d, id, "recorded", "cd sub/deep && cat f.txt");
+    INFO(cd["decisions"].dump(1).substr(0, 6000));
+    CHECK(cd["stdout"] == "hidden\n");
+    CHECK(opened(cd).contains(workdir + "/sub/deep/f.txt"));
+    // Through a directory descriptor (grep -r walks with openat(dirfd, name)).
+    auto walk = exec_ok(d, id, "recorded", "grep -r hidden sub");
+    CHECK(walk["exit_status"] == 0);
+    CHECK(opened(walk).contains(workdir + "/sub/deep/f.txt"));
+
+    // Out of the work directory by a relative name: the read succeeds (the
+    // rules allow it) and its area is the one it reached, first-time for the
+    // profile, not the work directory it was named from.
+    auto out = exec_ok(d, id, "recorded", "cd /proc && cat filesystems >/dev/null && cd " + workdir +
+                                                " && cat ../../../../../../../../proc/filesystems");
+    INFO(out["profile"].dump());
+    CHECK(out["exit_status"] == 0);
+    CHECK(out["stdout"].get<std::string>().find("proc") != std::string::npos);
+    CHECK(opened(out).contains("/proc/filesystems"));
+    bool area = false;
+    for (const auto& f : out["profile"]["findings"]) area |= f["feature"] == "file_area" && f["item"] == "read /proc";
+    CHECK(area);
 }

@@ -130,6 +130,11 @@ TEST_CASE("features: paths with the task's variables, areas, credential-like nam
     CHECK(area_of("/usr/lib/python3.11/json/decoder.py") == "/usr/lib/python3.11");
     CHECK(area_of("${workdir}/src/a/b/c.py") == "${workdir}");  // the task's data: one area
     CHECK(with_vars("/work/t1/./src//a.py", vars) == "${workdir}/src/a.py");
+    // A name that climbs out of the work directory is judged where it lands.
+    CHECK(with_vars("/work/t1/src/../../../etc/passwd", vars) == "/etc/passwd");
+    CHECK(with_vars("/work/t1/a/../b", vars) == "${workdir}/b");
+    CHECK(with_vars("/../../etc", vars) == "/etc");
+    CHECK(area_of(with_vars("/work/t1/../t2/x", vars)) == "/work/t2");
     CHECK(area_of("/etc/passwd") == "/etc");
     CHECK(area_of("/vmlinuz") == "/");
     for (auto p : {"/w/.env", "/w/.env.local", "/home/u/.ssh/config", "/w/deploy/server.pem", "/w/id_ed25519",

@@ -33,6 +33,7 @@ struct NetGrant {
     uint16_t port_lo = 0, port_hi = 65535;
     uint8_t proto_mask = BW_PROTO_TCP | BW_PROTO_UDP;
     uint8_t op_mask = BW_NET_CONNECT;
+    bool operator==(const NetGrant&) const = default;
 };
 
 using Clock = std::chrono::system_clock;
