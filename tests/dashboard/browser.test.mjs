@@ -38,6 +38,7 @@ const profile = mkdtempSync(join(tmpdir(), "dashboard-chromium-"));
 const rulesCopy = mkdtempSync(join(tmpdir(), "dashboard-rules-"));
 cpSync(RULES, rulesCopy, { recursive: true });
 writeFileSync(join(rulesCopy, "watched.yaml"), "tool: watched\nextends: sh\nprofile:\n  learn: 3\n  task_learn: 3\n  respond: record\n");
+writeFileSync(join(rulesCopy, "narrowing.yaml"), "tool: narrowing\nextends: sh\nprofile:\n  learn: 3\n  respond: narrow\n");
 const d = await startAgentd(PORT, "browser", { rules: rulesCopy });
 const ctx = await chromium.launchPersistentContext(profile, {
   executablePath: CHROMIUM,
@@ -412,6 +413,39 @@ try {
   check(p2[1] === "0" && p2[3] === "learning: 0 of 3 runs", "Reset leaves the profile learning from 0 runs", JSON.stringify(p2));
   const after = (await d.call("GET", "/v1/profiles/watched")).json;
   check(after?.runs === 0 && after?.learning === true, "the daemon's profile was reset", JSON.stringify(after));
+
+  // --- respond: narrow: the task's view lists the narrowing, explains the denial it caused, and lifts it
+  const nt = await d.call("POST", "/v1/tasks", { tools: ["narrowing"], label: "browser test: narrowing" });
+  check(nt.status === 201 || nt.status === 200, "task N (tool narrowing: profile learn 3, respond narrow) created", nt.text);
+  const N = nt.json.id;
+  for (let i = 1; i <= 3; i++) await exec(N, { tool: "narrowing", argv: ["sh", "-c", "echo hi"] });
+  const narrowed = await exec(N, { tool: "narrowing", argv: ["sh", "-c", "ls >/dev/null; echo hi"] });
+  check(narrowed.profile?.response === "narrowed" && narrowed.profile?.narrowed?.epoch === 2,
+    "the unusual run narrows task N to its profile (epoch 2)", JSON.stringify(narrowed.profile));
+  const lsRefused = await exec(N, { tool: "narrowing", argv: ["sh", "-c", "ls"] });
+  check(lsRefused.exit_status !== 0 && /Permission denied/.test(lsRefused.stderr ?? ""), "ls is refused under the narrowing",
+    JSON.stringify(lsRefused).slice(0, 400));
+  await page.click("#nav-tasks");
+  await page.click("#tasks-refresh");
+  await page.waitForSelector(`#task-list a[data-task="${N}"]`, { timeout: 5000 });
+  await page.click(`#task-list a[data-task="${N}"]`);
+  await page.waitForSelector(`.task-detail[data-task="${N}"]`, { timeout: 5000 });
+  const nrow = '#task-narrowings tr[data-tool="narrowing"]';
+  check(await waitRow(nrow, 5000), "the task's view lists the narrowing of its tool");
+  const ncells = await page.$eval(nrow, (r) => [...r.cells].map((c) => c.textContent)).catch(() => []);
+  check(ncells[1] === String(narrowed.profile?.narrowed?.finding_seq) && /first-time binary \/usr\/bin\/ls/.test(ncells[2] ?? ""),
+    "... with the finding that narrowed it", JSON.stringify(ncells));
+  check((await page.$$eval(".epoch-narrow", (e) => e.length)) === 1, "the epoch timeline shows the narrow epoch");
+  const why = await page.$$eval("#task-denials .narrowing", (e) => e.map((x) => x.textContent));
+  check(why.some((w) => /taken away by the narrowing of narrowing to its profile after finding/.test(w ?? "")),
+    "the ls denial is explained by the narrowing, not as the tool's rules", JSON.stringify(why));
+  await screenshot("task-narrowed");
+  await page.click(`${nrow} button.lift`);
+  await page.waitForFunction((sel) => !document.querySelector(sel), nrow, { timeout: 5000 }).catch(() => {});
+  check(!(await page.$(nrow)), "Lift takes the narrowing off the view");
+  const lifted = (await d.call("GET", `/v1/tasks/${N}`)).json;
+  check(!lifted?.narrowed && lifted?.epochs?.at(-1)?.reason === "lift", "the daemon's task is no longer narrowed (epoch reason lift)",
+    JSON.stringify(lifted?.epochs?.at(-1)));
 
   check(cspViolations.length === 0, "no Content-Security-Policy violation in the page", cspViolations.join("\n"));
   check(pageErrors.length === 0, "no uncaught error in the page", pageErrors.join("\n"));

@@ -72,6 +72,11 @@ export async function postJson<T = any>(path: string, body?: unknown): Promise<T
   return (await call("POST", path, body)).json() as Promise<T>;
 }
 
+// DELETE (lifting a task's narrowing): the answer's JSON.
+export async function deleteJson<T = any>(path: string): Promise<T> {
+  return (await call("DELETE", path)).json() as Promise<T>;
+}
+
 export async function getText(path: string): Promise<string> {
   return (await call("GET", path)).text();
 }

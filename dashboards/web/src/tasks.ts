@@ -1,7 +1,9 @@
-// Tasks: the list, and per task its policy epochs on a timeline, its runs and
-// their exits (with the hardening each run had), and its denials with the
-// deciding rule's file:line and text and the grant that would allow it.
-import { AuditRow, getJson, latest, ruleWhere } from "./api";
+// Tasks: the list, and per task its policy epochs on a timeline, the tools
+// its behaviour profiles narrowed (respond: narrow, each with a Lift), its
+// runs and their exits (with the hardening each run had), and its denials
+// with the deciding rule's file:line and text and the grant that would allow
+// it, or the narrowing that took it away.
+import { AuditRow, deleteJson, getJson, latest, ruleWhere } from "./api";
 import { clear, el, errorText, fmtDate, fmtDuration, fmtTime, table } from "./dom";
 import { layersText } from "./host";
 
@@ -24,8 +26,20 @@ interface Run {
   exit_status: number | null;
   outcome: string;
 }
+// What a tool's profile narrowed in the task (GET /v1/tasks/{id} `narrowed`).
+interface Narrowing {
+  finding_seq: number;
+  run_id: number;
+  summary: string;
+  profile: string;
+  profile_runs: number;
+  kept: number;
+  narrowed: number;
+  dropped: number;
+}
 interface TaskDetail {
   id: number;
+  narrowed?: Record<string, Narrowing>;
   label: string;
   workdir: string;
   tools: string[];
@@ -41,6 +55,7 @@ interface Denial {
     rule: string | null;
     explanation?: string;
     grant_would_allow: null | { message: string; tool_rule?: string; grant: unknown };
+    narrowing?: Narrowing;
   };
 }
 
@@ -160,10 +175,38 @@ export class TasksView {
         ),
       );
     }
+    const narrowings = el("tbody", { id: "task-narrowings" });
+    for (const [tool, n] of Object.entries(t.narrowed ?? {})) {
+      const lift = el("button", { type: "button", class: "lift", "data-tool": tool }, "Lift");
+      const said = el("span", { class: "small" });
+      lift.addEventListener("click", async () => {
+        lift.setAttribute("disabled", "");
+        try {
+          await deleteJson(`/v1/tasks/${t.id}/narrowings/${encodeURIComponent(tool)}`);
+          await this.show(t.id);
+        } catch (e) {
+          said.textContent = errorText(e);
+          lift.removeAttribute("disabled");
+        }
+      });
+      narrowings.appendChild(
+        el(
+          "tr",
+          { "data-tool": tool, "data-finding": n.finding_seq },
+          el("td", {}, tool),
+          el("td", { class: "num" }, n.finding_seq),
+          el("td", { class: "object" }, n.summary),
+          el("td", {}, `${n.profile === "task" ? "the task's own" : "the tool's"} (${n.profile_runs} runs)`),
+          el("td", { class: "small" }, `${n.kept} kept, ${n.narrowed} narrowed, ${n.dropped} dropped`),
+          el("td", {}, lift, said),
+        ),
+      );
+    }
     const den = el("tbody", { id: "task-denials" });
     for (const d of [...denials].reverse()) {
       const r = d.record;
       const g = d.denial?.grant_would_allow;
+      const n = d.denial?.narrowing;
       den.appendChild(
         el(
           "tr",
@@ -189,7 +232,11 @@ export class TasksView {
             "td",
             { class: "grant-cell" },
             g?.tool_rule ? el("div", { class: "rule-where" }, g.tool_rule) : null,
-            g ? el("div", { class: "small" }, g.message) : el("span", { class: "muted" }, "no grant of this task can allow it: the tool's rules deny it"),
+            n
+              ? el("div", { class: "small narrowing" }, `taken away by the narrowing of ${r.tool ?? "the tool"} to its profile after finding ${n.finding_seq} (${n.summary}); lifting it would allow it`)
+              : g
+                ? el("div", { class: "small" }, g.message)
+                : el("span", { class: "muted" }, "no grant of this task can allow it: the tool's rules deny it"),
             g ? el("pre", { class: "grant" }, JSON.stringify(g.grant, null, 1)) : null,
           ),
         ),
@@ -204,6 +251,12 @@ export class TasksView {
       el("h4", {}, "Policy epochs"),
       lane,
       runsLane,
+      ...(Object.keys(t.narrowed ?? {}).length
+        ? [
+            el("h4", {}, "Narrowed by their profiles"),
+            table(["tool", "finding", "summary", "profile", "export", ""], narrowings, "narrowings"),
+          ]
+        : []),
       el("h4", {}, "Runs"),
       table(["run", "tool", "argv", "epoch", "started", "took", "outcome", "exit", "layers", "hardening"], runs, "runs"),
       el("h4", {}, "Denials"),
