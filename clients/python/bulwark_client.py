@@ -343,6 +343,22 @@ class Client:
     def close_task(self, task_id: int) -> Dict[str, Any]:
         return self.request("DELETE", f"/v1/tasks/{int(task_id)}")
 
+    def lift_narrowing(self, task_id: int, tool: str) -> Dict[str, Any]:
+        """Lifts what the tool's behaviour profile narrowed in the task
+        (respond: narrow): a new epoch under the task's grant alone. NotFound
+        (not_narrowed) when the profile has not narrowed it."""
+        return self.request("DELETE", f"/v1/tasks/{int(task_id)}/narrowings/{urllib.parse.quote(tool, safe='')}")
+
+    def profiles(self) -> List[Dict[str, Any]]:
+        """The behaviour profiles the daemon keeps (one per tool whose rules
+        have a profile: block)."""
+        return self.request("GET", "/v1/profiles")["profiles"]
+
+    def profile(self, tool: str, task: Optional[int] = None) -> Dict[str, Any]:
+        """A tool's profile, or with task= that task's own profile of it."""
+        return self.request("GET", f"/v1/profiles/{urllib.parse.quote(tool, safe='')}",
+                            query={"task": int(task)} if task is not None else None)
+
     @staticmethod
     def _exec_body(tool, argv, stdin, files, timeout_ms, client_ref) -> Dict[str, Any]:
         body: Dict[str, Any] = {"tool": tool, "argv": list(argv)}
@@ -471,6 +487,9 @@ class Task:
 
     def cancel(self, client_ref: str) -> Dict[str, Any]:
         return self.client.cancel(self.id, client_ref)
+
+    def lift_narrowing(self, tool: str) -> Dict[str, Any]:
+        return self.client.lift_narrowing(self.id, tool)
 
     def refresh(self) -> Dict[str, Any]:
         return self.client.task(self.id)

@@ -176,6 +176,16 @@ class ClientTest(unittest.TestCase):
 
         with self.assertRaises(bc.NotFound):
             self.api.task(999999)
+        # A tool no profile narrowed, and one that keeps no profile (the
+        # shipped tools keep none): each named in its own error.
+        with self.assertRaises(bc.NotFound) as nn:
+            t.lift_narrowing("cat")
+        self.assertEqual(nn.exception.code, "not_narrowed")
+        self.assertIn("no profile narrowed cat in task", nn.exception.message)
+        with self.assertRaises(bc.NotFound) as np:
+            self.api.profile("cat", task=t.id)
+        self.assertEqual(np.exception.code, "unknown_profile")
+        self.assertEqual(self.api.profiles(), [])
         t.close()
         with self.assertRaises(bc.Conflict) as closed:
             t.exec("cat", ["cat", "x"])
