@@ -83,13 +83,23 @@ json output_schema() {
 }
 
 // The profile's word on the run, "" when it was usual: "unusual for curl:
-// first-time destination ... in 412 runs (response: recorded)".
+// first-time destination ... in 412 runs (response: recorded)"; a narrowing
+// says what the tool's next runs in the task are under.
 std::string unusual_line(const json& exec) {
     auto p = exec.find("profile");
     if (p == exec.end() || !p->is_object() || !p->contains("summary") || !(*p)["summary"].is_string()) return {};
     std::string line = (*p)["summary"].get<std::string>();
-    if (p->contains("response") && (*p)["response"].is_string()) line += " (response: " + (*p)["response"].get<std::string>() + ")";
-    return line;
+    if (!p->contains("response") || !(*p)["response"].is_string()) return line;
+    const std::string response = (*p)["response"].get<std::string>();
+    line += " (response: " + response;
+    const json n = p->value("narrowed", json::object());
+    if (response == "narrowed" && n.contains("held") && n["held"].is_string())
+        line += "; no narrowing could be made (" + n["held"].get<std::string>() +
+                "): the tool's runs in this task wait for a grant update";
+    else if (response == "narrowed" && n.contains("epoch") && n["epoch"].is_number_integer())
+        line += ": the tool's further runs in this task are held to what its profile covers (epoch " +
+                std::to_string(n["epoch"].get<uint64_t>()) + ")";
+    return line + ")";
 }
 
 json tool_error(const std::string& text) {

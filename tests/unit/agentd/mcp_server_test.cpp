@@ -230,4 +230,14 @@ TEST_CASE("mcp result: a run the tool's profile found unusual says so, in text a
           std::string::npos);
     CHECK(odd["result"]["structuredContent"]["unusual"] ==
           "unusual for sh: first-time binary /usr/bin/nc in 412 runs (response: recorded)");
+    // A narrowing tells the agent what its next runs of the tool are under.
+    sess.d.exec_extra["profile"]["response"] = "narrowed";
+    sess.d.exec_extra["profile"]["narrowed"] = {{"epoch", 2}, {"finding_seq", 54}};
+    CHECK(call_sh(sess.s, 4)["result"]["structuredContent"]["unusual"] ==
+          "unusual for sh: first-time binary /usr/bin/nc in 412 runs (response: narrowed: the tool's further runs in "
+          "this task are held to what its profile covers (epoch 2))");
+    sess.d.exec_extra["profile"]["narrowed"] = {{"held", "its rule file changed since agentd loaded it"}};
+    CHECK_THAT(call_sh(sess.s, 5)["result"]["structuredContent"]["unusual"].get<std::string>(),
+               Catch::EndsWith("(response: narrowed; no narrowing could be made (its rule file changed since agentd "
+                               "loaded it): the tool's runs in this task wait for a grant update)"));
 }
