@@ -441,23 +441,25 @@ std::expected<ProfileBook::Edited, ProfileError> ProfileBook::edited(const std::
                                                                     std::optional<uint64_t> task) {
     Entry* e = find(tool);
     if (!e) return no_profile(tool);
-    if (!task)
-        return Edited{e->profile, e->accepted,
-                      [this, e, tool](std::string change, json extra) {
-                          renew_live(*e);
-                          ++e->version;
-                          snapshot(tool, *e, std::move(change), std::move(extra));
-                      },
-                      [this, e, tool] { return summary(tool, *e); }};
+    if (!task) return Edited{e, nullptr};
     auto it = e->tasks.find(*task);
     if (it == e->tasks.end()) return no_task_profile(tool, *task);
-    Entry::TaskScope* t = &it->second;
-    return Edited{t->profile, t->accepted,
-                  [this, t, tool](std::string change, json extra) {
-                      t->live = t->profile.live_view();
-                      snapshot_task(tool, *t, std::move(change), std::move(extra));
-                  },
-                  [this, e, t, tool] { return task_summary(tool, *e, *t); }};
+    return Edited{e, &it->second};
+}
+
+void ProfileBook::changed(const std::string& tool, const Edited& p, std::string change, json extra) {
+    if (p.task) {
+        p.task->live = p.task->profile.live_view();
+        snapshot_task(tool, *p.task, std::move(change), std::move(extra));
+        return;
+    }
+    renew_live(*p.entry);
+    ++p.entry->version;
+    snapshot(tool, *p.entry, std::move(change), std::move(extra));
+}
+
+json ProfileBook::summary(const std::string& tool, const Edited& p) const {
+    return p.task ? task_summary(tool, *p.entry, *p.task) : summary(tool, *p.entry);
 }
 
 json ProfileBook::task_summary(const std::string& tool, const Entry& e, const Entry::TaskScope& t) const {
@@ -474,21 +476,21 @@ std::expected<json, ProfileError> ProfileBook::reset(const std::string& tool, st
     std::lock_guard lk(mu_);
     auto p = edited(tool, task);
     if (!p) return std::unexpected(p.error());
-    p->profile.reset();
-    p->accepted.clear();
-    p->changed("reset", {});
-    return p->summary();
+    p->profile().reset();
+    p->accepted().clear();
+    changed(tool, *p, "reset");
+    return summary(tool, *p);
 }
 
 std::expected<json, ProfileError> ProfileBook::pin(const std::string& tool, bool pinned, std::optional<uint64_t> task) {
     std::lock_guard lk(mu_);
     auto p = edited(tool, task);
     if (!p) return std::unexpected(p.error());
-    if (p->profile.pinned() != pinned) {
-        p->profile.set_pinned(pinned);
-        p->changed(pinned ? "pin" : "unpin", {});
+    if (p->profile().pinned() != pinned) {
+        p->profile().set_pinned(pinned);
+        changed(tool, *p, pinned ? "pin" : "unpin");
     }
-    return p->summary();
+    return summary(tool, *p);
 }
 
 std::expected<json, ProfileError> ProfileBook::accept(const std::string& tool, uint64_t finding_seq,
@@ -515,17 +517,17 @@ std::expected<json, ProfileError> ProfileBook::accept(const std::string& tool, u
     auto p = edited(tool, task);
     if (!p) return std::unexpected(p.error());
     const std::string whose = task ? tool + " in task " + std::to_string(*task) : tool;
-    if (p->profile.pinned())
+    if (p->profile().pinned())
         return std::unexpected(ProfileError{ProfileError::Code::Pinned,
                                             "the profile of " + whose + " is pinned: unpin it to accept a finding"});
-    if (p->accepted.contains(finding_seq))
+    if (p->accepted().contains(finding_seq))
         return std::unexpected(ProfileError{ProfileError::Code::Accepted,
                                             "finding " + std::to_string(finding_seq) + " of " + whose +
                                                 " was accepted already: its run is learned"});
-    p->profile.learn(f);
-    p->accepted.insert(finding_seq);
-    p->changed("accept", {{"finding_seq", finding_seq}, {"run_id", (*rows)[0][1]}});
-    return p->summary();
+    p->profile().learn(f);
+    p->accepted().insert(finding_seq);
+    changed(tool, *p, "accept", {{"finding_seq", finding_seq}, {"run_id", (*rows)[0][1]}});
+    return summary(tool, *p);
 }
 
 }  // namespace bulwark::profiles

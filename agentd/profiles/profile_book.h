@@ -193,14 +193,18 @@ private:
     void snapshot_task(const std::string& tool, const Entry::TaskScope& t, std::string change,
                        nlohmann::json extra = {});
     nlohmann::json task_summary(const std::string& tool, const Entry& e, const Entry::TaskScope& t) const;
-    // The profile an edit names, and what a change of it records (mu_ held).
+    // The profile an edit names: the tool's, or a task's own (mu_ held).
     struct Edited {
-        Profile& profile;
-        std::set<uint64_t>& accepted;
-        std::function<void(std::string change, nlohmann::json extra)> changed;  // version, snapshot, live view
-        std::function<nlohmann::json()> summary;
+        Entry* entry;
+        Entry::TaskScope* task;  // null: the tool's profile
+        Profile& profile() const { return task ? task->profile : entry->profile; }
+        std::set<uint64_t>& accepted() const { return task ? task->accepted : entry->accepted; }
     };
     std::expected<Edited, ProfileError> edited(const std::string& tool, std::optional<uint64_t> task);
+    // An edited profile changed: runs starting now judge against it, and it is
+    // recorded (the tool's with a new version).
+    void changed(const std::string& tool, const Edited& p, std::string change, nlohmann::json extra = {});
+    nlohmann::json summary(const std::string& tool, const Edited& p) const;
     const Entry* find(const std::string& tool) const;
     nlohmann::json summary(const std::string& tool, const Entry& e) const;
     // Enqueues a profile record of `e` (mu_ held).
