@@ -84,10 +84,19 @@ struct TaskManager::Task {
         std::string reason;
         std::map<std::string, std::shared_ptr<const policy::Bundle>> bundles;  // narrowed, per tool
         size_t revert_to = 0;  // time-boxed: index of the epoch to return to
+        // The tools its profile narrowed in this epoch: each one's bundle
+        // under the grant alone, and what narrowed it (Narrowing::why).
+        struct Narrowed {
+            std::shared_ptr<const policy::Bundle> granted;
+            json why;
+        };
+        std::map<std::string, Narrowed> narrowed;
         DenialBasis basis(const Task& t, const std::string& tool) const;
-        json narrowed = json::object();  // tool -> what its profile narrowed (Narrowing::why)
-        // tool -> its bundle under the grant alone, for a tool its profile narrowed
-        std::map<std::string, std::shared_ptr<const policy::Bundle>> granted;
+        json narrowed_json() const {
+            json j = json::object();
+            for (const auto& [tool, n] : narrowed) j[tool] = n.why;
+            return j;
+        }
     };
     // A tool its profile narrowed (`respond: narrow`): the profile's export
     // instantiated for the task. Every epoch from then on runs the tool
@@ -176,7 +185,7 @@ struct TaskManager::Task {
         j["running"] = running;
         j["runs"] = runs.size();
         if (!profile_holds.empty()) j["profile_holds"] = profile_holds;
-        if (!e.narrowed.empty()) j["narrowed"] = e.narrowed;
+        if (!e.narrowed.empty()) j["narrowed"] = e.narrowed_json();
         return j;
     }
 
@@ -191,7 +200,7 @@ struct TaskManager::Task {
                           {"ended_ns", e.ended_ns ? json(*e.ended_ns) : json(nullptr)},
                           {"expires_ns", e.expires_at ? json(to_ns(*e.expires_at)) : json(nullptr)},
                           {"reason", e.reason},
-                          {"narrowed", e.narrowed}});
+                          {"narrowed", e.narrowed_json()}});
         json rs = json::array();
         for (const auto& r : runs)
             rs.push_back({{"run_id", r.run_id},
@@ -386,9 +395,8 @@ std::expected<json, TaskError> TaskManager::switch_epoch(Task& t, const json& gr
             for (const auto& r : nb.error().reasons) why += (why.empty() ? "" : "; ") + r;
             return task_error(TaskErrc::Internal, name + ": its profile's narrowing does not apply: " + why);
         }
-        e.granted[name] = bundle;
+        e.narrowed[name] = {bundle, nar.why};
         bundle = std::make_shared<const policy::Bundle>(std::move(nb->bundle));
-        e.narrowed[name] = nar.why;
     }
     e.n = t.epochs.empty() ? 1 : t.epochs.back().n + 1;
     e.policy_version = next_policy_version_++;
@@ -412,7 +420,7 @@ std::expected<json, TaskError> TaskManager::switch_epoch(Task& t, const json& gr
         for (const auto& name : t.tools) {
             json detail = {{"epoch", e.n}, {"grant", e.grant}, {"hash", e.bundles.at(name)->hash},
                            {"expires_ns", e.expires_at ? json(to_ns(*e.expires_at)) : json(nullptr)}};
-            if (e.narrowed.contains(name)) detail["narrowed"] = e.narrowed[name];
+            if (auto n = e.narrowed.find(name); n != e.narrowed.end()) detail["narrowed"] = n->second.why;
             auto rec = audit::policy_epoch_record(name, e.policy_version, e.reason, std::move(detail));
             rec.task_id = t.id;
             store_->enqueue(std::move(rec));
@@ -681,9 +689,9 @@ struct DenialBasis {
 
 DenialBasis TaskManager::Task::Epoch::basis(const Task& t, const std::string& tool) const {
     DenialBasis b{bundles.at(tool), t.instantiated.at(tool), nullptr, !grant.is_null(), nullptr};
-    if (auto g = granted.find(tool); g != granted.end()) {
-        b.granted = g->second;
-        b.narrowing = narrowed.at(tool);
+    if (auto n = narrowed.find(tool); n != narrowed.end()) {
+        b.granted = n->second.granted;
+        b.narrowing = n->second.why;
     }
     return b;
 }
