@@ -224,9 +224,10 @@ __noinline int bw_dir_step(struct bw_dir_walk *w)
 	return 0;
 }
 
-/* A global function too (the caller passes the event's path as `out_name`).
- * `name`: the user's pointer; `dentry`, `vfsmnt`: the directory's. */
-__noinline int bw_absolute_name(struct bw_name *out_name, __u64 name, __u64 dentry, __u64 vfsmnt)
+/* A global function too: `out_name` is the event's path, holding the name
+ * as read from the tool (read once: the walk copies it from there);
+ * `dentry`, `vfsmnt`: the directory's. */
+__noinline int bw_absolute_name(struct bw_name *out_name, __u64 dentry, __u64 vfsmnt)
 {
 	if (!out_name || !dentry || !vfsmnt)
 		return 0;
@@ -235,7 +236,7 @@ __noinline int bw_absolute_name(struct bw_name *out_name, __u64 name, __u64 dent
 	struct bw_path_scratch *s = bpf_map_lookup_elem(&bw_path_scratch, &zero);
 	if (!s)
 		return 0;
-	long n = bpf_probe_read_user_str(&s->b[BW_NAME_AT], BW_EVENT_PATH_MAX, (const char *)name);
+	long n = bpf_probe_read_kernel_str(&s->b[BW_NAME_AT], BW_EVENT_PATH_MAX, out);
 	if (n <= 1)
 		return 0;
 	s->b[BW_NAME_AT - 1] = '/';
@@ -309,7 +310,7 @@ static __always_inline void bw_observe_open(const struct bw_sbx *s, struct pt_re
 		struct dentry *dir;
 		struct vfsmount *mnt;
 		if (bw_base_dir(dirfd, &dir, &mnt))
-			bw_absolute_name((struct bw_name *)e->obj.file.path, (__u64)path, (__u64)dir, (__u64)mnt);
+			bw_absolute_name((struct bw_name *)e->obj.file.path, (__u64)dir, (__u64)mnt);
 	}
 	e->obj.file.dev = 0;
 	e->obj.file.ino = 0;
