@@ -8,7 +8,10 @@
 // narrowed by the negation of each higher-precedence entry with a different
 // action (deny > clone3 ENOSYS, setuid/setgid modes > allow > baseline), and the resulting rules of
 // different actions never overlap. What cannot be expressed that way is a
-// compile error naming both rules, never a silently wider filter.
+// compile error naming both rules, never a silently wider filter. Every
+// exported program is run through a cBPF interpreter against the entries; a
+// syscall libseccomp got wrong is built again with its rules cut apart
+// (Form::Disjoint), and wrong again is a compile error.
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -19,6 +22,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include "seccomp_format.h"
 #include <limits>
 #include <map>
@@ -307,47 +311,120 @@ void add_unique(std::vector<Term>& terms, Term t) {
         terms.push_back(std::move(t));
 }
 
-// Final, non-overlapping rules of one syscall: each entry minus every
-// higher-ranked entry with a different action.
-std::expected<std::vector<std::pair<Term, const Entry*>>, SeccompError> resolve(
-    const std::vector<Entry>& entries) {
-    std::vector<std::pair<Term, const Entry*>> out;
-    for (const Entry& e : entries) {
-        std::vector<Term> terms = e.terms;
+// terms && !ft, as a disjunction of terms (nullopt: ft can never match, so
+// it takes nothing away).
+std::optional<std::vector<Term>> subtract(const std::vector<Term>& terms, const Term& ft) {
+    // !(c1 && c2 ...) == !c1 || !c2 ...
+    std::vector<Cond> alts;
+    for (const Cond& c : ft) {
+        auto neg = negate(c);
+        if (!neg) return std::nullopt;
+        alts.insert(alts.end(), neg->begin(), neg->end());
+    }
+    std::vector<Term> next;
+    for (const Term& t : terms) {
+        // A term ft cannot meet keeps as it is (t && !ft == t): splitting it
+        // would only add terms it already covers.
+        if (std::ranges::any_of(ft, [&](const Cond& c) { return conjoin(t, c).empty(); })) {
+            add_unique(next, t);
+            continue;
+        }
+        for (const Cond& alt : alts)
+            for (Term& nt : conjoin(t, alt)) add_unique(next, std::move(nt));
+    }
+    return next;
+}
+
+std::unexpected<SeccompError> too_many_rules(uint32_t rule_id, const Entry& e, std::string_view by) {
+    return error(rule_id, detail::format("{}: {} splits {} into more than {} libseccomp rules; simplify the "
+                                           "argument conditions",
+                                           e.name, by, e.what, kMaxRulesPerSyscall));
+}
+
+// x <= v as x < v + 1, x > v as x >= v + 1: libseccomp tests both of a
+// pair of complementary ranges with one node then (its own LT is GE with the
+// branches swapped), where `a0 <= 10` beside `a0 >= 11` becomes two nodes
+// whose fall-through it wires wrong.
+Cond as_ge_or_lt(Cond c) {
+    if (c.op == Op::Le && c.value < kMax) return Cond{c.index, Op::Lt, c.value + 1, 0};
+    if (c.op == Op::Gt && c.value < kMax) return Cond{c.index, Op::Ge, c.value + 1, 0};
+    return c;
+}
+
+// How resolve() writes one syscall's rules for libseccomp.
+enum class Form : uint8_t {
+    // Each entry minus every higher-ranked entry with a different action:
+    // rules of different actions never overlap; rules of one action may.
+    Precedence,
+    // Besides, each rule minus the rules of its action that rank above it or
+    // come before it, so no two rules can match the same arguments; the rules
+    // ordered by the first argument they compare, ranges written as_ge_or_lt.
+    // libseccomp drops a rule whose range on an argument overlaps a range
+    // another rule of the same action tests there (socket `a0 >= 11 && a1 == 2`
+    // vanishes beside `a0 >= 41`), and rules that start at a0 added after one
+    // that starts at a2 (`a0 == 0 && a2 != 0` after `a2 == 0`). The verifier
+    // catches both; the syscall is then built again in this form. Not the
+    // first choice: cutting the rules of one action apart needs more of them,
+    // and a mix near the per-syscall bound passes only in the other form.
+    Disjoint,
+};
+
+// Final rules of one syscall, in the entries' order.
+std::expected<std::vector<std::pair<Term, const Entry*>>, SeccompError> resolve(const std::vector<Entry>& entries,
+                                                                                 Form form) {
+    std::vector<const Entry*> by_rank;
+    for (const Entry& e : entries) by_rank.push_back(&e);
+    std::ranges::stable_sort(by_rank, std::greater{}, &Entry::rank);
+    std::map<const Entry*, std::vector<Term>> final_terms;
+    std::vector<std::pair<const Term*, const Entry*>> kept;  // in by_rank order
+    for (const Entry* e : by_rank) {
+        std::vector<Term> terms = e->terms;
         for (const Entry& f : entries) {
-            if (f.rank <= e.rank || same_action(e, f)) continue;
-            // e && !(F1 || F2 ...) == e && !F1 && !F2 ...; !(c1 && c2) == !c1 || !c2.
+            if (f.rank <= e->rank || same_action(*e, f)) continue;
             for (const Term& ft : f.terms) {
-                std::vector<Cond> alts;
-                bool never = false;  // ft can never match: subtracts nothing
-                for (const Cond& c : ft) {
-                    auto neg = negate(c);
-                    if (!neg) { never = true; break; }
-                    alts.insert(alts.end(), neg->begin(), neg->end());
-                }
-                if (never) continue;
-                std::vector<Term> next;
-                for (const Term& t : terms) {
-                    // A term ft cannot meet keeps as it is (t && !ft == t):
-                    // splitting it would only add terms it already covers.
-                    if (std::ranges::any_of(ft, [&](const Cond& c) { return conjoin(t, c).empty(); })) {
-                        add_unique(next, t);
-                        continue;
-                    }
-                    for (const Cond& alt : alts)
-                        for (Term& nt : conjoin(t, alt)) add_unique(next, std::move(nt));
-                }
-                terms = std::move(next);
-                if (terms.size() > kMaxRulesPerSyscall)
-                    return error(f.rule_id,
-                                 detail::format("{}: {} splits {} into more than {} libseccomp "
-                                                "rules; simplify the argument conditions",
-                                                e.name, f.what, e.what, kMaxRulesPerSyscall));
+                auto rest = subtract(terms, ft);
+                if (!rest) continue;
+                terms = std::move(*rest);
+                if (terms.size() > kMaxRulesPerSyscall) return too_many_rules(f.rule_id, *e, f.what);
                 if (terms.empty()) break;
             }
             if (terms.empty()) break;
         }
-        for (auto& t : terms) out.emplace_back(std::move(t), &e);
+        std::vector<Term>& own = final_terms[e];
+        if (form == Form::Precedence) {
+            own = std::move(terms);
+            continue;
+        }
+        for (const auto& [term, by] : kept) {
+            if (terms.empty()) break;
+            if (!same_action(*e, *by)) continue;  // disjoint already: one outranks the other
+            auto rest = subtract(terms, *term);
+            if (!rest) continue;
+            terms = std::move(*rest);
+            if (terms.size() > kMaxRulesPerSyscall) return too_many_rules(by->rule_id, *e, by->what);
+        }
+        // The entry's own terms may overlap each other: each is cut by those
+        // before it too.
+        for (const Term& t : terms) {
+            std::vector<Term> piece{t};
+            for (const Term& before : own) {
+                auto rest = subtract(piece, before);
+                if (rest) piece = std::move(*rest);
+                if (piece.empty()) break;
+            }
+            for (Term& p : piece) own.push_back(std::move(p));
+            if (own.size() > kMaxRulesPerSyscall) return too_many_rules(e->rule_id, *e, "its own overlap");
+        }
+        for (const Term& t : own) kept.emplace_back(&t, e);
+    }
+    std::vector<std::pair<Term, const Entry*>> out;
+    for (const Entry& e : entries)
+        for (Term& t : final_terms[&e]) out.emplace_back(std::move(t), &e);
+    if (form == Form::Disjoint) {
+        for (auto& [term, _] : out)
+            for (Cond& c : term) c = as_ge_or_lt(c);
+        // by the first argument each rule compares (conjoin keeps them sorted)
+        std::ranges::stable_sort(out, {}, [](const auto& r) { return r.first.empty() ? -1 : int{r.first.front().index}; });
     }
     return out;
 }
@@ -523,11 +600,17 @@ std::vector<std::array<uint64_t, 6>> samples(const std::vector<Entry>& entries) 
     return out;
 }
 
+// A syscall whose rules libseccomp compiled into other decisions than asked.
+struct Miscompiled {
+    std::string syscall;
+    SeccompError error;
+};
+
 // libseccomp builds its rule tree heuristically; a rule combination it gets
 // wrong must not become a filter. Every syscall the spec names is run through
 // the exported program at the boundaries of its conditions and compared with
-// what was asked; any difference fails the compile.
-std::expected<void, SeccompError> verify(std::span<const sock_filter> prog,
+// what was asked.
+std::expected<void, Miscompiled> verify(std::span<const sock_filter> prog,
                                          const std::vector<Check>& checks, uint32_t default_ret) {
     for (const Check& c : checks) {
         for (const auto& args : samples(c.entries)) {
@@ -553,12 +636,13 @@ std::expected<void, SeccompError> verify(std::span<const sock_filter> prog,
             std::copy(args.begin(), args.end(), d.args);
             const uint32_t got = run_seccomp_filter(prog, d);
             if (std::ranges::find(want, got) == want.end())
-                return error(rule_id,
+                return std::unexpected(Miscompiled{
+                    c.name, SeccompError{rule_id,
                              detail::format("libseccomp compiled the rules for {} into a filter that "
                                             "decides {:#x} instead of {:#x} for arguments ({:#x}, "
                                             "{:#x}, {:#x}, ...); simplify the argument conditions "
                                             "of this syscall",
-                                            c.name, got, want.front(), args[0], args[1], args[2]));
+                                            c.name, got, want.front(), args[0], args[1], args[2])}});
         }
     }
     return {};
@@ -587,8 +671,7 @@ struct SeccompBuild {
     Built add_denies();
     Built restrict_families();
     Built check_compat_arches();
-    Built build_arches();
-    Built export_and_verify();
+    Built build_verified();
 
     const SeccompSpec& spec;
     const uint16_t fallback_errno;
@@ -598,8 +681,16 @@ struct SeccompBuild {
     std::map<std::string, uint32_t> decided_by;  // syscall -> rule id, for explanations
     Ctx merged;
     std::vector<Check> checks;
+    std::set<std::string> disjoint;  // syscalls built in Form::Disjoint
+
+    Form form_of(const std::string& syscall) const {
+        return disjoint.contains(syscall) ? Form::Disjoint : Form::Precedence;
+    }
 
 private:
+    Built build_arches();
+    Built export_and_verify();
+    std::string miscompiled;  // export_and_verify's verdict: the syscall libseccomp got wrong
     // How a socket family the list leaves out is answered.
     SyscallRule family_refusal(const char* call) const {
         const bool log = spec.violation == SeccompAction::Log;
@@ -931,7 +1022,7 @@ Built SeccompBuild::add_syscall(const detail::FilterArch& arch, Ctx& ctx, const 
             collapsed.back().terms = {Term{}};
         }
     }
-    auto rules = resolve(collapsed.empty() ? entries : collapsed);
+    auto rules = resolve(collapsed.empty() ? entries : collapsed, form_of(name));
     if (!rules) return std::unexpected(rules.error());
     const int arch_nr = seccomp_syscall_resolve_name_arch(arch.token, name.c_str());
     if (arch_nr >= 0 && !(arch.token == SCMP_ARCH_X86 &&
@@ -962,6 +1053,22 @@ Built SeccompBuild::add_syscall(const detail::FilterArch& arch, Ctx& ctx, const 
     return {};
 }
 
+// The program, built and verified; a syscall libseccomp got wrong in the
+// precedence form is built again in the disjoint one (one more round per
+// such syscall), and wrong in that form too fails the compile.
+Built SeccompBuild::build_verified() {
+    for (;;) {
+        merged.reset();
+        checks.clear();
+        plan.arches.clear();
+        miscompiled.clear();
+        if (auto ok = build_arches(); !ok) return ok;
+        auto ok = export_and_verify();
+        if (ok || miscompiled.empty() || disjoint.contains(miscompiled)) return ok;
+        disjoint.insert(miscompiled);
+    }
+}
+
 // The merged program: within the kernel's size, accepted by its checker,
 // and deciding every entry as the entries say.
 Built SeccompBuild::export_and_verify() {
@@ -977,7 +1084,10 @@ Built SeccompBuild::export_and_verify() {
                                     ok.error().pc, ok.error().message));
     const uint32_t default_ret =
         default_action == SCMP_ACT_KILL_PROCESS ? SECCOMP_RET_KILL_PROCESS : default_action;
-    if (auto ok = verify(*prog, checks, default_ret); !ok) return std::unexpected(ok.error());
+    if (auto ok = verify(*prog, checks, default_ret); !ok) {
+        miscompiled = ok.error().syscall;
+        return std::unexpected(ok.error().error);
+    }
     plan.program = std::move(*prog);
     for (auto& [name, id] : decided_by) plan.syscall_rules.emplace_back(name, id);
     return {};
@@ -985,19 +1095,43 @@ Built SeccompBuild::export_and_verify() {
 
 }  // namespace
 
-std::expected<std::vector<ResolvedSyscallRule>, SeccompError> resolve_seccomp_rules(const SeccompSpec& spec) {
-    if (auto ok = check_violation(spec); !ok) return std::unexpected(ok.error());
-    SeccompBuild b(spec);
+namespace {
+
+// The compile's steps, in order; `b` holds what they made.
+Built compile_steps(SeccompBuild& b) {
+    if (auto ok = check_violation(b.spec); !ok) return ok;
     static constexpr Built (SeccompBuild::*kSteps[])() = {
-        &SeccompBuild::add_baseline,           &SeccompBuild::add_allows, &SeccompBuild::add_clone3_enosys,
-        &SeccompBuild::add_setid_mode_refusal, &SeccompBuild::add_denies, &SeccompBuild::restrict_families,
-        &SeccompBuild::check_compat_arches,
+        &SeccompBuild::add_baseline,         // tier 1
+        &SeccompBuild::add_allows,           // tier 2
+        &SeccompBuild::add_clone3_enosys,    // tier 3
+        &SeccompBuild::add_setid_mode_refusal,  // tier 3: chmod family without S_ISUID/S_ISGID
+        &SeccompBuild::add_denies,           // tier 4
+        &SeccompBuild::restrict_families,    // socket(2) in network.families only (tier 0: the rest)
+        &SeccompBuild::check_compat_arches,  // the compat ABIs the rules accept exist here
+        &SeccompBuild::build_verified,       // one context per arch, merged; size, the kernel's checker,
+                                             // every entry decided as said
     };
     for (auto step : kSteps)
-        if (auto ok = (b.*step)(); !ok) return std::unexpected(ok.error());
+        if (auto ok = (b.*step)(); !ok) return ok;
+    return {};
+}
+
+}  // namespace
+
+std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec) {
+    SeccompBuild b(spec);
+    if (auto ok = compile_steps(b); !ok) return std::unexpected(ok.error());
+    return std::move(b.plan);
+}
+
+// The rules of the program compile_seccomp verified, in the form it verified
+// them in (a runtime's libseccomp builds its own filter from them).
+std::expected<std::vector<ResolvedSyscallRule>, SeccompError> resolve_seccomp_rules(const SeccompSpec& spec) {
+    SeccompBuild b(spec);
+    if (auto ok = compile_steps(b); !ok) return std::unexpected(ok.error());
     std::vector<ResolvedSyscallRule> out;
     for (const auto& [name, entries] : b.by_name) {
-        auto rules = resolve(entries);
+        auto rules = resolve(entries, b.form_of(name));
         if (!rules) return std::unexpected(rules.error());
         for (const auto& [term, entry] : *rules) {
             if (detail::scmp_action(entry->action, entry->errno_value) == b.default_action) continue;
@@ -1007,23 +1141,6 @@ std::expected<std::vector<ResolvedSyscallRule>, SeccompError> resolve_seccomp_ru
     return out;
 }
 
-std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec) {
-    if (auto ok = check_violation(spec); !ok) return std::unexpected(ok.error());
-    SeccompBuild b(spec);
-    static constexpr Built (SeccompBuild::*kSteps[])() = {
-        &SeccompBuild::add_baseline,         // tier 1
-        &SeccompBuild::add_allows,           // tier 2
-        &SeccompBuild::add_clone3_enosys,    // tier 3
-        &SeccompBuild::add_setid_mode_refusal,  // tier 3: chmod family without S_ISUID/S_ISGID
-        &SeccompBuild::add_denies,           // tier 4
-        &SeccompBuild::restrict_families,    // socket(2) in network.families only (tier 0: the rest)
-        &SeccompBuild::check_compat_arches,  // the compat ABIs the rules accept exist here
-        &SeccompBuild::build_arches,         // one context per arch, merged
-        &SeccompBuild::export_and_verify,    // size, the kernel's checker, every entry decided as said
-    };
-    for (auto step : kSteps)
-        if (auto ok = (b.*step)(); !ok) return std::unexpected(ok.error());
-    return std::move(b.plan);
-}
+
 
 }  // namespace bulwark::policy

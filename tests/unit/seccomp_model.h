@@ -10,6 +10,7 @@
 // no decision is taken from the compiler.
 #include <linux/audit.h>
 #include <linux/seccomp.h>
+#include <sys/socket.h>
 #include <seccomp.h>
 
 #include <algorithm>
@@ -287,6 +288,74 @@ inline void add_family_samples(const SeccompSpec& spec, const std::string& name,
     for (uint64_t f = 0; f < 50; ++f)
         for (uint64_t type : {1, 2, 3})  // SOCK_STREAM, SOCK_DGRAM, SOCK_RAW
             samples.push_back({f, type, 0, 0, 0, 0});
+}
+
+// Rule mixes libseccomp 2.5 builds into a wrong filter from the rules as
+// precedence alone settles them (found by a seeded search over socket rules,
+// reduced by hand): the compiler has to build each in its disjoint form.
+struct NamedSpec {
+    const char* what;
+    SeccompSpec spec;
+};
+
+inline std::vector<NamedSpec> libseccomp_trouble_specs() {
+    using Op = SyscallArgCond::Op;
+    std::vector<NamedSpec> out;
+    {  // the baseline's socket allow (a0 != AF_VSOCK) and the rule file's, both narrowed
+        SeccompSpec s;
+        s.allow = {SyscallRule{"socket", {{1, Op::Eq, SOCK_DGRAM, 0}}, SeccompAction::Allow, 0, 7}};
+        s.socket_families = std::vector<int>{AF_INET, AF_INET6};
+        s.socket_families_rule_id = 3;
+        out.push_back({"an allow by socket type beside network.families (ranges of one action overlap)", s});
+    }
+    {
+        SeccompSpec s;
+        s.baseline = SeccompSpec::Baseline::None;
+        s.allow = {SyscallRule{"socket", {}, SeccompAction::Allow, 0, 10}};
+        s.deny = {SyscallRule{"socket", {{2, Op::Eq, 0, 0}}, SeccompAction::Errno, EACCES, 20}};
+        s.socket_families = std::vector<int>{AF_UNIX, AF_INET, AF_INET6};
+        s.socket_families_rule_id = 3;
+        out.push_back({"a deny by protocol beside network.families (a rule on a2 added before rules on a0)", s});
+    }
+    {
+        SeccompSpec s;
+        s.baseline = SeccompSpec::Baseline::None;
+        s.allow = {SyscallRule{"socket", {{1, Op::MaskedEq, 3, 0xff}, {0, Op::Le, 40, 0}}, SeccompAction::Allow, 0, 10}};
+        s.deny = {SyscallRule{"socket", {{0, Op::Ge, 11, 0}}, SeccompAction::Errno, EACCES, 20}};
+        out.push_back({"complementary ranges of one argument (a0 <= 10 left to an allow, a0 >= 11 denied)", s});
+    }
+    return out;
+}
+
+// A random mix of socket(2) rules: one to three allows and maybe a deny over
+// its three arguments, every comparison, values at family and protocol
+// numbers, with or without the baseline and network.families.
+template <class Rng>
+SeccompSpec random_socket_spec(Rng& rng) {
+    using Op = SyscallArgCond::Op;
+    const uint64_t values[] = {0, 1, 2, 3, 10, 11, 16, 40, 41, 1000};
+    auto random_cond = [&] {
+        SyscallArgCond c{static_cast<uint8_t>(rng() % 3), static_cast<Op>(rng() % 7), values[rng() % 10], 0};
+        if (c.op == Op::MaskedEq) {
+            c.mask = 0xff ^ (rng() % 4);
+            c.value &= c.mask;
+        }
+        return c;
+    };
+    SeccompSpec spec;
+    spec.baseline = rng() % 2 ? SeccompSpec::Baseline::Default : SeccompSpec::Baseline::None;
+    const int allows = 1 + static_cast<int>(rng() % 3);
+    for (int a = 0; a < allows; ++a) {
+        SyscallRule r{"socket", {}, SeccompAction::Allow, 0, static_cast<uint32_t>(10 + a)};
+        for (int c = static_cast<int>(rng() % 3); c > 0; --c) r.args.push_back(random_cond());
+        spec.allow.push_back(std::move(r));
+    }
+    if (rng() % 2) spec.deny = {SyscallRule{"socket", {random_cond()}, SeccompAction::Errno, EACCES, 20}};
+    if (rng() % 2) {
+        spec.socket_families = std::vector<int>{AF_UNIX, AF_INET, AF_INET6};
+        spec.socket_families_rule_id = 30;
+    }
+    return spec;
 }
 
 }  // namespace bulwark::test

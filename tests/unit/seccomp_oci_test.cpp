@@ -186,3 +186,33 @@ TEST_CASE("OCI export: a spec the compiler refuses is refused", "[seccomp][oci]"
     spec.violation = SeccompAction::Allow;
     CHECK_FALSE(export_oci_seccomp(spec));
 }
+
+TEST_CASE("OCI export: rule mixes libseccomp builds wrongly as written reach the runtime cut apart", "[seccomp][oci]") {
+    // Control: the first mix's socket rules as precedence alone settles them
+    // (families narrowed, the refusal below them), reduced to four: the
+    // runtime's libseccomp drops the last, so socket(AF_VSOCK, SOCK_DGRAM)
+    // gets the default instead of the family refusal.
+    const json precedence_form = json::parse(R"({
+        "defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 38, "architectures": ["SCMP_ARCH_X86_64"],
+        "syscalls": [
+          {"names": ["socket"], "action": "SCMP_ACT_ALLOW", "args": [{"index": 0, "value": 2, "op": "SCMP_CMP_EQ"}]},
+          {"names": ["socket"], "action": "SCMP_ACT_ALLOW", "args": [{"index": 0, "value": 10, "op": "SCMP_CMP_EQ"}]},
+          {"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+           "args": [{"index": 0, "value": 41, "op": "SCMP_CMP_GE"}]},
+          {"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+           "args": [{"index": 0, "value": 11, "op": "SCMP_CMP_GE"}, {"index": 1, "value": 2, "op": "SCMP_CMP_EQ"}]}
+        ]})");
+    seccomp_data d{};
+    d.nr = __NR_socket;
+    d.arch = AUDIT_ARCH_X86_64;
+    d.args[0] = AF_VSOCK;
+    d.args[1] = SOCK_DGRAM;
+    CHECK(run_seccomp_filter(load_like_runc(precedence_form), d) == (SECCOMP_RET_ERRNO | ENOSYS));
+    for (const auto& [what, spec] : bulwark::test::libseccomp_trouble_specs()) {
+        INFO(what);
+        check_export(spec);
+    }
+    auto oci = export_oci_seccomp(bulwark::test::libseccomp_trouble_specs().front().spec);
+    REQUIRE(oci);
+    CHECK(run_seccomp_filter(load_like_runc(*oci), d) == (SECCOMP_RET_ERRNO | EPERM));
+}

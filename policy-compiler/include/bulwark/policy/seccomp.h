@@ -95,8 +95,12 @@ struct SeccompError {
 std::expected<SeccompPlan, SeccompError> compile_seccomp(const SeccompSpec& spec);
 
 // One rule of the filter after precedence is settled (deny > clone3 ENOSYS >
-// allow > baseline): the rules of one syscall never overlap, and a rule whose
-// action is the violation action is left out (the default says so).
+// allow > baseline): rules of one syscall with different actions never
+// overlap, and a rule whose action is the violation action is left out (the
+// default says so). resolve_seccomp_rules compiles the spec and returns the
+// rules in the form compile_seccomp verified (for a syscall libseccomp built
+// wrongly from them as precedence leaves them, cut apart so that no two
+// overlap at all): a runtime's libseccomp is handed what was checked.
 struct ResolvedSyscallRule {
     std::string name;
     std::vector<SyscallArgCond> args;  // all must hold
