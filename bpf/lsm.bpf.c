@@ -337,7 +337,9 @@ int BPF_PROG(bw_socket_create, int family, int type, int protocol, int kern)
 		return 0;
 	__u32 t = (__u32)type & 0xf; /* without SOCK_NONBLOCK / SOCK_CLOEXEC */
 	__u32 f = (__u32)family;
-	int would_deny = !s.valid || f >= 64 || !(s.af_allow & (1ull << f)) || !(s.sock_type_allow & (1u << t));
+	__u32 p = (__u32)protocol;
+	int would_deny = !s.valid || f >= 64 || !(s.af_allow & (1ull << f)) || !(s.sock_type_allow & (1u << t)) ||
+			 (f == AF_NETLINK && (s.flags & BW_POL_NETLINK_LIST) && (p >= 32 || !(s.netlink_allow & (1u << p))));
 	__u8 d = bw_decide(&s, would_deny);
 	if (bw_reportable(&s, d)) {
 		struct bw_net_req r = {};

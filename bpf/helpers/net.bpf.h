@@ -13,6 +13,9 @@
 #ifndef AF_INET6
 #define AF_INET6 10
 #endif
+#ifndef AF_NETLINK
+#define AF_NETLINK 16
+#endif
 #define BW_IPPROTO_TCP 6
 #define BW_IPPROTO_UDP 17
 #define BW_SOCK_STREAM 1

@@ -27,6 +27,7 @@ struct bw_sbx {
 	__u32 flags;
 	__u64 af_allow;
 	__u32 sock_type_allow;
+	__u32 netlink_allow;
 	__u32 setup;     /* the binding's BW_BIND_SETUP: its tool has not executed yet */
 };
 
@@ -54,6 +55,7 @@ static __always_inline int bw_bind_policy(struct bw_sbx *s, __u64 cgid, struct b
 			s->flags = p->flags;
 			s->af_allow = p->af_allow;
 			s->sock_type_allow = p->sock_type_allow;
+			s->netlink_allow = p->netlink_allow;
 			return 1;
 		}
 	}

@@ -114,6 +114,7 @@
 #define BW_POL_TRACE_SYSCALLS (1u << 10)/* monitor: one event per syscall entry */
 #define BW_POL_UNIX_RULES     (1u << 11)/* unix addresses allowed by bw_unix_rules (else none is) */
 #define BW_POL_COUNT_USAGE    (1u << 12)/* monitor: the run's system calls and sent bytes counted in bw_run_usage */
+#define BW_POL_NETLINK_LIST   (1u << 13)/* netlink sockets only with a protocol in bw_policy.netlink_allow */
 
 /* ---- kernel attach types the build's UAPI headers may lack ----
  * bpf_attach_type values of the cgroup unix socket hooks (Linux 6.7+, UAPI,
@@ -148,7 +149,8 @@ struct bw_policy {
 	__u32 flags;          /* BW_POL_* */
 	__u64 af_allow;       /* bit n set: socket family n allowed (n < 64) */
 	__u32 sock_type_allow;/* bit n set: SOCK_* type n allowed */
-	__u32 pad0;
+	__u32 netlink_allow;  /* with BW_POL_NETLINK_LIST: bit n set: netlink protocol n allowed (n < 32);
+	                       * without it every protocol (0 in policies written before the field) */
 };
 
 /* Map: bw_file_rules, HASH, key = bw_inode_key, value = bw_file_rule.

@@ -110,6 +110,10 @@ bw_policy build_policy_header(const Bundle& b) {
     if (!b.network.unix_rules.empty()) h.flags |= BW_POL_UNIX_RULES;
     h.af_allow = b.network.af_allow;
     h.sock_type_allow = b.network.sock_type_allow;
+    if (b.network.netlink_allow) {
+        h.flags |= BW_POL_NETLINK_LIST;
+        h.netlink_allow = *b.network.netlink_allow;
+    }
     return h;
 }
 

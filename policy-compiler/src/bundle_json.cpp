@@ -174,6 +174,8 @@ json bundle_to_json(const Bundle& b) {
     const auto& h = b.bpf.header;
     json bpf = {{"header", {{"version", h.version}, {"mode", h.mode}, {"flags", h.flags}, {"af_allow", h.af_allow},
                             {"sock_type_allow", h.sock_type_allow}}}};
+    // only with a netlink list: other bundles keep the JSON (and hash) they had
+    if (h.flags & BW_POL_NETLINK_LIST) bpf["header"]["netlink_allow"] = h.netlink_allow;
     bpf["files"] = std::move(bf);
     bpf["net"] = std::move(bn);
     json bu = json::array();
@@ -301,6 +303,7 @@ Bundle from_json_unchecked(const json& j) {
     b.bpf.header.flags = num<uint32_t>(h, "flags");
     b.bpf.header.af_allow = num<uint64_t>(h, "af_allow");
     b.bpf.header.sock_type_allow = num<uint32_t>(h, "sock_type_allow");
+    if (h.contains("netlink_allow")) b.bpf.header.netlink_allow = num<uint32_t>(h, "netlink_allow");
     for (const auto& f : bpf.at("files")) {
         BpfFileEntry e;
         e.path = f.at("path").get<std::string>();

@@ -94,12 +94,15 @@ uint64_t families_past_filter(const Bundle& b) {
            ~b.network.af_allow;
 }
 
-// network.netlink: only the seccomp filter reads socket(2)'s protocol, and
-// holds the list when no protocol left out gets through it.
+// network.netlink: the LSM's socket_create hook reads the protocol beside the
+// family (bw_policy.netlink_allow); the seccomp filter holds the list when no
+// protocol left out gets through it.
 std::vector<LayerClaim> netlink_claims(const Bundle& b) {
-    if (!b.network.netlink_allow || b.seccomp.program.empty()) return {};
-    if (netlink_protocols_through(b.seccomp.program) & ~*b.network.netlink_allow) return {};
-    return {{"seccomp", "socket(2) in the netlink family only with a listed protocol (argument 2)"}};
+    if (!b.network.netlink_allow) return {};
+    std::vector<LayerClaim> c = {{"bpf_lsm", "socket_create hook, the netlink protocol"}};
+    if (!b.seccomp.program.empty() && !(netlink_protocols_through(b.seccomp.program) & ~*b.network.netlink_allow))
+        c.push_back({"seccomp", "socket(2) in the netlink family only with a listed protocol (argument 2)"});
+    return c;
 }
 
 // network.families: the LSM's socket_create hook sees every family; the

@@ -295,7 +295,7 @@ TEST_CASE("network.families is held by the BPF LSM and the seccomp filter, whate
     CHECK(layer_names(*row) == V{"bpf_lsm"});
 }
 
-TEST_CASE("network.netlink narrows netlink sockets to the listed protocols, held by the seccomp filter",
+TEST_CASE("network.netlink narrows netlink sockets to the listed protocols, held by the BPF LSM and the seccomp filter",
           "[compiler][coverage][netlink]") {
     using V = std::vector<std::string>;
     const char* text = "tool: t\nnetwork:\n  families: [unix, netlink]\n  netlink: [route, sock_diag]\n";
@@ -310,12 +310,16 @@ TEST_CASE("network.netlink narrows netlink sockets to the listed protocols, held
         const auto* row = find_rule(cov, b, rule);
         INFO(rule);
         REQUIRE(row);
-        CHECK(layer_names(*row) == V{"seccomp"});
+        CHECK(layer_names(*row) == V{"bpf_lsm", "seccomp"});
     }
+    // The LSM's policy map entry carries the list behind its flag.
+    CHECK((b.bpf.header.flags & BW_POL_NETLINK_LIST));
+    CHECK(b.bpf.header.netlink_allow == *b.network.netlink_allow);
     // The list survives the bundle's JSON; a bundle without it has none.
     auto back = bundle_from_json(bundle_to_json(b));
     REQUIRE(back);
     CHECK(back->network.netlink_allow == b.network.netlink_allow);
+    CHECK(back->bpf.header.netlink_allow == b.bpf.header.netlink_allow);
     CHECK(back->hash == b.hash);
 
     // The control: netlink without a list opens every protocol, and the
@@ -331,6 +335,8 @@ TEST_CASE("network.netlink narrows netlink sockets to the listed protocols, held
     CHECK(w->loc.line == 3);
     CHECK(w->loc.col == 20);
     CHECK_FALSE(bundle_to_json(*open.bundle)["network"].contains("netlink_allow"));
+    CHECK_FALSE((open.bundle->bpf.header.flags & BW_POL_NETLINK_LIST));
+    CHECK_FALSE(bundle_to_json(*open.bundle)["bpf"]["header"].contains("netlink_allow"));
 
     // A grant narrowing the families keeps the protocol list behind its check.
     Grant g;

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <linux/filter.h>
+#include <linux/netlink.h>
 #include <linux/seccomp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -1060,6 +1061,52 @@ int main(int argc, char** argv) {
                return err_of(syscall(SYS_bpf, BPF_MAP_CREATE, &a, sizeof a));
            }), EPERM);
     expect("af_packet_denied", in(leaf.path, [] { return err_of(socket(AF_PACKET, SOCK_RAW, 0)); }), EPERM);
+    // network.netlink: the family listed, only NETLINK_ROUTE among its protocols
+    {
+        auto nl_socket = [](int protocol) {
+            return [protocol] {
+                int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol);
+                if (s < 0) return errno;
+                close(s);
+                return 0;
+            };
+        };
+        BpfTables t = files_policy(false);
+        t.header.af_allow |= 1ull << AF_NETLINK;
+        t.header.sock_type_allow |= 1u << SOCK_RAW;
+        t.header.flags |= BW_POL_NETLINK_LIST;
+        t.header.netlink_allow = 1u << NETLINK_ROUTE;
+        auto listed = M.load(t);
+        t.header.flags &= ~BW_POL_NETLINK_LIST;  // a policy with the family and no list: every protocol
+        auto open = M.load(t);
+        if (!listed || !open) {
+            result("netlink_policy_load", false, (!listed ? listed.error() : open.error()).message());
+        } else {
+            Leaf nl(parent, "netlink");
+            (void)M.bind(nl.id, listed->handle);
+            ev.of(nl.id);
+            expect("netlink_route_allowed", in(nl.path, nl_socket(NETLINK_ROUTE)), 0);
+            expect("netlink_audit_denied", in(nl.path, nl_socket(NETLINK_AUDIT)), EPERM);
+            expect("netlink_sock_diag_denied", in(nl.path, nl_socket(NETLINK_SOCK_DIAG)), EPERM);
+            expect("netlink_protocol_past_32_denied", in(nl.path, nl_socket(40)), EPERM);
+            {
+                auto e = ev.of(nl.id);
+                result("netlink_denied_event", has_event(e, BW_LAYER_BPF_LSM, BW_OP_SOCK_CREATE, BW_DECISION_DENY),
+                       "events=" + std::to_string(e.size()));
+            }
+            Leaf nl_open(parent, "netlink-open");
+            (void)M.bind(nl_open.id, open->handle);
+            expect("netlink_no_list_audit_allowed", in(nl_open.path, nl_socket(NETLINK_AUDIT)), 0);
+            (void)M.unbind(nl_open.id);
+            (void)M.unbind(nl.id);
+            // Unconfined, the same sockets open (the kernel itself refuses a protocol past its 32).
+            expect("control_netlink_audit_unconfined", nl_socket(NETLINK_AUDIT)(), 0);
+            expect("control_netlink_sock_diag_unconfined", nl_socket(NETLINK_SOCK_DIAG)(), 0);
+            expect("control_netlink_protocol_past_32_unconfined", nl_socket(40)(), EPROTONOSUPPORT);
+        }
+        if (listed) (void)M.free(listed->handle.slot);
+        if (open) (void)M.free(open->handle.slot);
+    }
     ev.of(leaf.id);
     expect("connect_denied_lsm", in(leaf.path, [] {
                int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
