@@ -276,3 +276,31 @@ TEST_CASE("network.netlink: a netlink socket opens only with a listed protocol",
     });
     CHECK(o.code == 0);
 }
+
+TEST_CASE("an allow of socket by type beside network.families holds in the kernel", "[seccomp][install]") {
+    // The mix libseccomp builds wrongly from the rules as precedence leaves
+    // them (the baseline's socket allow and this one, both narrowed to the
+    // families): the compiler builds it cut apart, and the kernel runs that.
+    SeccompSpec spec;  // Docker default baseline
+    spec.allow = {SyscallRule{"socket", {{1, SyscallArgCond::Op::Eq, SOCK_DGRAM, 0}}, SeccompAction::Allow, 0, 7}};
+    spec.socket_families = std::vector<int>{AF_INET, AF_INET6};
+    spec.socket_families_rule_id = 3;
+    const auto plan = compiled(spec);
+    auto open_socket = [](int family, int type) {
+        return [family, type] {
+            int fd = socket(family, type | SOCK_CLOEXEC, 0);
+            if (fd < 0) return errno == EPERM ? 10 : 11;
+            close(fd);
+            return 0;
+        };
+    };
+    // Control: unfiltered, a unix datagram socket and a packet socket open.
+    CHECK(in_child(nullptr, open_socket(AF_UNIX, SOCK_DGRAM)).code == 0);
+    CHECK(in_child(nullptr, open_socket(AF_PACKET, SOCK_DGRAM)).code == 0);
+    // Filtered: the listed families open, the others answer the family refusal.
+    CHECK(in_child(&plan.program, open_socket(AF_INET, SOCK_DGRAM)).code == 0);
+    CHECK(in_child(&plan.program, open_socket(AF_INET, SOCK_STREAM)).code == 0);
+    CHECK(in_child(&plan.program, open_socket(AF_INET6, SOCK_DGRAM)).code == 0);
+    CHECK(in_child(&plan.program, open_socket(AF_UNIX, SOCK_DGRAM)).code == 10);
+    CHECK(in_child(&plan.program, open_socket(AF_PACKET, SOCK_DGRAM)).code == 10);
+}
