@@ -45,7 +45,7 @@ constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
 // 64-bit conditions (seen beyond ~32 rules of one syscall), so a spec that
 // would need more is refused. Rules are also handed over in libseccomp_order,
 // which keeps libseccomp 2.5 out of a loop it never leaves on some mixes of
-// a few rules; of 4,800 seeded random socket mixes (tests/unit) 2 still
+// a few rules; of 4,800 seeded random socket mixes (seccomp_mix_bench) 2 still
 // reach one, against 57 before the order (and 364 built wrongly, against 22).
 constexpr size_t kMaxRulesPerSyscall = 32;
 // Precedence: tier * kTierRank + severity * 10000 + errno.
