@@ -388,16 +388,18 @@ void drop_covered(std::vector<std::pair<Term, const Entry*>>& rules) {
 
 bool is_range(Op op) { return op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge; }
 
-// The order libseccomp is handed one syscall's rules in: by the arguments
-// they compare (conjoin keeps a term's conditions by index; libseccomp drops
-// rules that start at a0 added after one that starts at a2: `a0 == 0 &&
-// a2 != 0` after `a2 == 0`), a rule that compares an argument for equality,
-// inequality or under a mask before one that compares a range there.
-// libseccomp 2.5 never returns from adding
-// `a0 >= 1000 && a1 == 9` after `a0 >= 1000 && a1 <= 40` (two rules sharing
-// a first comparison that is a range or !=, a range then another kind on the
-// next argument); the other order builds. Rules sharing nothing keep their
-// order (the sort is stable).
+// The order libseccomp is handed one syscall's rules in (a stable sort, by
+// each rule's conditions in turn; conjoin keeps them by argument):
+// - the first by its argument, lowest first: libseccomp 2.5 drops rules that
+//   start at a0 added after one that starts at a2 (`a0 == 0 && a2 != 0` after
+//   `a2 == 0`);
+// - each further one by its argument, highest first, and on one argument
+//   ==, != or a mask before a range: of two rules that share a first
+//   comparison that is a range or != (a 64-bit compare split into nodes),
+//   libseccomp never returns from adding the second when its next comparison
+//   is on a higher argument than the first's, or on the same argument with
+//   ==, != or a mask where the first's is a range (`a0 >= 1000 && a1 == 9`
+//   after `a0 >= 1000 && a1 <= 40`); in this order the same rules build.
 std::vector<std::pair<int, bool>> libseccomp_order(const Term& t) {
     std::vector<std::pair<int, bool>> key;
     for (const Cond& c : t) key.emplace_back(key.empty() ? c.index : -int{c.index}, is_range(c.op));
