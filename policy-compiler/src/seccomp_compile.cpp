@@ -354,17 +354,10 @@ Cond as_ge_or_lt(Cond c) {
     return c;
 }
 
-// Every arguments a matches, b matches too.
+// Every arguments a matches, b matches too: nothing of a is left outside b.
 bool covers(const Term& b, const Term& a) {
-    for (const Cond& cb : b) {
-        auto ca = std::ranges::find_if(a, [&](const Cond& c) { return c.index == cb.index; });
-        if (ca == a.end()) return false;
-        auto neg = negate(cb);
-        if (!neg) return false;  // cb never holds
-        for (const Cond& alt : *neg)
-            if (!conjoin(Term{*ca}, alt).empty()) return false;
-    }
-    return true;
+    auto rest = subtract({a}, b);
+    return rest && rest->empty();
 }
 
 // A rule another rule of its action covers is left out: it decides nothing
@@ -386,8 +379,6 @@ void drop_covered(std::vector<std::pair<Term, const Entry*>>& rules) {
     rules = std::move(kept);
 }
 
-bool is_range(Op op) { return op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge; }
-
 // The order libseccomp is handed one syscall's rules in (a stable sort, by
 // each rule's conditions in turn; conjoin keeps them by argument):
 // - the first by its argument, lowest first: libseccomp 2.5 drops rules that
@@ -402,7 +393,7 @@ bool is_range(Op op) { return op == Op::Lt || op == Op::Le || op == Op::Gt || op
 //   after `a0 >= 1000 && a1 <= 40`); in this order the same rules build.
 std::vector<std::pair<int, bool>> libseccomp_order(const Term& t) {
     std::vector<std::pair<int, bool>> key;
-    for (const Cond& c : t) key.emplace_back(key.empty() ? c.index : -int{c.index}, is_range(c.op));
+    for (const Cond& c : t) key.emplace_back(key.empty() ? c.index : -int{c.index}, interval(c).has_value());
     return key;
 }
 
@@ -1145,10 +1136,6 @@ Built SeccompBuild::export_and_verify() {
     return {};
 }
 
-}  // namespace
-
-namespace {
-
 // The compile's steps, in order; `b` holds what they made.
 Built compile_steps(SeccompBuild& b) {
     if (auto ok = check_violation(b.spec); !ok) return ok;
@@ -1192,7 +1179,5 @@ std::expected<std::vector<ResolvedSyscallRule>, SeccompError> resolve_seccomp_ru
     }
     return out;
 }
-
-
 
 }  // namespace bulwark::policy
